@@ -1,0 +1,3 @@
+"""hwadvisor: hardware-aware optimization advice for training and serving LLMs."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,102 @@
+"""The hwadvisor command line: builds the typer app from hwadvisor.commands and handles errors."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from hwadvisor import __version__
+from hwadvisor.exitcodes import EXIT_CODES_HELP, ExitCode, UserError
+from hwadvisor.commands import register_all
+from hwadvisor.commands.output import err_console
+
+
+def _usage_hint(exc: Exception) -> str:
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None) or "hwadvisor"
+    possibilities = getattr(exc, "possibilities", None)
+    if possibilities:
+        return f"did you mean {', '.join(sorted(possibilities))}? See '{path} --help'"
+    return f"run '{path} --help' for the valid options and values"
+
+
+class HwGroup(TyperGroup):
+    """Runs commands in non-standalone mode so every error ends as message + hint + exit code."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the group; turn usage and user errors into clean messages with exit codes."""
+        try:
+            rv = super().main(args=args, prog_name=prog_name or "hwadvisor",
+                              complete_var=complete_var, standalone_mode=False, **extra)
+        except UserError as exc:
+            _print_error(exc.message, exc.hint)
+            sys.exit(int(exc.code))
+        except KeyboardInterrupt:
+            err_console.print("interrupted")
+            sys.exit(130)
+        except Exception as exc:
+            # click (or typer's vendored copy) usage errors: duck-typed so either version works.
+            if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+                if type(exc).__name__ == "Abort":
+                    sys.exit(130)
+                _print_error(exc.format_message(), _usage_hint(exc))
+                sys.exit(int(exc.exit_code) if exc.exit_code else int(ExitCode.USAGE))
+            if type(exc).__name__ == "Abort":
+                sys.exit(130)
+            raise
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _print_error(message: str, hint: str | None) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    if hint:
+        err_console.print(f"hint: {hint}", highlight=False, markup=False)
+
+
+app = typer.Typer(
+    cls=HwGroup,
+    name="hwadvisor",
+    help=(
+        "Hardware-aware optimization advice for training and serving LLMs: probe the machine, "
+        "model the workload, recommend changes and prove them with short kernel trials.\n\n"
+        + EXIT_CODES_HELP
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=bool(os.environ.get("HWADVISOR_DEBUG")),
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"hwadvisor {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Hardware-aware optimization advisor."""
+
+
+register_all(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,49 @@
+"""pydantic models: the contract between the parts and the JSON users get."""
+
+from hwadvisor.models.estimate import Bottleneck, Estimate, MemoryEstimate, ModelOptions, Times
+from hwadvisor.models.hardware import (
+    Device,
+    DeviceClass,
+    GpuProcess,
+    HostInfo,
+    Interconnect,
+    Measured,
+    NvidiaDetails,
+    NvLinkInfo,
+    PcieLink,
+    PeerLink,
+)
+from hwadvisor.models.recommend import Goal, Prediction, Recommendation, Rejected, Validation
+from hwadvisor.models.report import SCHEMA_VERSION, Report
+from hwadvisor.models.trial import Measurement, TrialEnvironment, TrialResult
+from hwadvisor.models.workload import ModelSpec, Workload
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Bottleneck",
+    "Device",
+    "DeviceClass",
+    "Estimate",
+    "Goal",
+    "GpuProcess",
+    "HostInfo",
+    "Interconnect",
+    "Measured",
+    "Measurement",
+    "MemoryEstimate",
+    "ModelOptions",
+    "ModelSpec",
+    "NvLinkInfo",
+    "NvidiaDetails",
+    "PcieLink",
+    "PeerLink",
+    "Prediction",
+    "Recommendation",
+    "Rejected",
+    "Report",
+    "Times",
+    "TrialEnvironment",
+    "TrialResult",
+    "Validation",
+    "Workload",
+]

@@ -1,0 +1,88 @@
+"""Performance-model output: memory, FLOPs, bytes, roofline times and the bottleneck."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from hwadvisor.models.hardware import Strict
+
+Bottleneck = Literal[
+    "compute", "memory-bandwidth", "memory-capacity", "launch-overhead", "communication"
+]
+
+
+class MemoryEstimate(Strict):
+    """Bytes needed per GPU, by part."""
+
+    weights_bytes: int
+    kv_cache_bytes: int
+    activations_bytes: int
+    gradients_bytes: int
+    optimizer_bytes: int
+    runtime_bytes: int = Field(description="Allowance for the CUDA context, allocator slack, etc.")
+    total_bytes: int
+    device_memory_bytes: int | None
+    headroom_bytes: int | None = Field(description="Device memory minus total; negative = no fit")
+    notes: list[str] = Field(default_factory=list)
+
+
+class Times(Strict):
+    """Roofline times in seconds (max of compute and memory terms, plus overheads)."""
+
+    prefill_s: float | None = None
+    decode_step_s: float | None = None
+    train_step_s: float | None = None
+    prefill_compute_s: float | None = None
+    prefill_memory_s: float | None = None
+    decode_compute_s: float | None = None
+    decode_memory_s: float | None = None
+    train_compute_s: float | None = None
+    train_memory_s: float | None = None
+    launch_overhead_s: float | None = None
+    communication_s: float | None = None
+    communication_exposed_s: float | None = None
+
+
+class Estimate(Strict):
+    """The performance model's verdict on a workload on a device."""
+
+    memory: MemoryEstimate
+    fits: bool
+    bottleneck: Bottleneck
+    bottleneck_why: str = Field(description="The numbers that decided the bottleneck")
+    flops_per_token: float
+    flops_per_step: float | None = None
+    bytes_per_decode_step: float | None = None
+    arithmetic_intensity: float | None = Field(None, description="FLOP per byte of the phase")
+    ridge_point: float | None = Field(None, description="Device FLOP per byte at the ridge")
+    peak_tflops_used: float | None = None
+    bandwidth_gbps_used: float | None = None
+    times: Times
+    tokens_per_s: float | None = None
+    communication: dict[str, float] = Field(default_factory=dict)
+    assumptions: list[str] = Field(default_factory=list)
+
+
+class ModelOptions(Strict):
+    """What-if settings the performance model honours; rules predict effects by toggling these.
+
+    Workload fields (weights_dtype, kv_dtype, activation_checkpointing, gpus ...) are the other
+    half of a what-if: a rule changes either.
+    """
+
+    cuda_graphs: bool = Field(False, description="Launch overhead replaced by graph replay")
+    compiled: bool = Field(False, description="torch.compile: fused elementwise ops, fewer launches")
+    attention_kernel: Literal["math", "flash"] = Field(
+        "math", description="math materialises the score matrix; flash streams it (SDPA/FA)"
+    )
+    fused_optimizer: bool = Field(False, description="One fused AdamW kernel instead of per-tensor")
+    sharding: Literal["none", "ddp", "fsdp", "tp"] = "none"
+    comm_overlap: bool = Field(False, description="Communication overlapped behind compute")
+    offload_fraction: float = Field(0.0, ge=0.0, le=1.0, description="Weights kept in host RAM")
+    prefix_cache_hit: float = Field(0.0, ge=0.0, le=1.0, description="Prompt share served from cache")
+    speculative_tokens_per_step: float = Field(
+        1.0, ge=1.0, description="Accepted tokens per target forward (speculative decoding)"
+    )
+    mixed_precision: bool = Field(True, description="bf16 compute with fp32 master weights")

@@ -1,0 +1,148 @@
+"""Hardware models: what the probe reads and what profiles supply."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class DeviceClass(str, Enum):
+    """The hardware classes the advice is shaped for."""
+
+    DATACENTER_GPU = "datacenter-gpu"
+    CONSUMER_GPU = "consumer-gpu"
+    APPLE_SILICON = "apple-silicon"
+    MOBILE_SOC = "mobile-soc"
+    CPU = "cpu"
+
+
+class Strict(BaseModel):
+    """Base for every report model: unknown keys are refused, so typos never pass silently."""
+
+    model_config = ConfigDict(extra="forbid", use_enum_values=True)
+
+
+class HostInfo(Strict):
+    """The host: OS, CPU and RAM (psutil)."""
+
+    os: str | None = Field(None, description="OS name and release, e.g. 'Linux 6.1.0'")
+    platform: str | None = Field(None, description="Machine architecture, e.g. 'x86_64'")
+    cpu_model: str | None = None
+    cpu_cores: int | None = Field(None, description="Physical cores")
+    cpu_threads: int | None = Field(None, description="Logical CPUs")
+    memory_total_bytes: int | None = None
+    memory_available_bytes: int | None = None
+    python_version: str | None = None
+    mobile_app_memory_limit_bytes: int | None = Field(
+        None, description="Per-app memory limit the mobile OS class implies (phones only)"
+    )
+
+
+class PcieLink(Strict):
+    """PCIe link generation and width, as the maximum the link supports and the current state."""
+
+    generation_max: int | None = None
+    generation_current: int | None = None
+    width_max: int | None = None
+    width_current: int | None = None
+
+
+class NvLinkInfo(Strict):
+    """NVLink links of one GPU."""
+
+    links_active: int | None = None
+    version: int | None = None
+    bandwidth_gbps: float | None = Field(None, description="Aggregate, one direction, datasheet")
+
+
+class PeerLink(Strict):
+    """How this GPU reaches another: nvidia-smi topo -m's code and peer-to-peer access."""
+
+    peer_index: int
+    link: str | None = Field(None, description="NV18, PIX, PXB, PHB, NODE, SYS ...")
+    nvlinks: int | None = None
+    p2p: bool | None = None
+
+
+class Interconnect(Strict):
+    """PCIe, NVLink and topology facts of one device."""
+
+    pcie: PcieLink | None = None
+    nvlink: NvLinkInfo | None = None
+    peers: list[PeerLink] = Field(default_factory=list)
+    numa_node: int | None = None
+    cpu_affinity: str | None = None
+
+
+class GpuProcess(Strict):
+    """A process holding memory on the GPU."""
+
+    pid: int
+    name: str | None = None
+    used_memory_bytes: int | None = None
+
+
+class NvidiaDetails(Strict):
+    """NVML readings beyond the common device fields."""
+
+    architecture: str | None = None
+    brand: str | None = None
+    memory_bus_width_bits: int | None = None
+    memory_clock_max_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    sm_clock_current_mhz: int | None = None
+    memory_clock_current_mhz: int | None = None
+    power_limit_w: float | None = None
+    power_draw_w: float | None = None
+    temperature_c: int | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    mig_mode: bool | None = None
+    ecc_enabled: bool | None = None
+    throttle_reasons: list[str] | None = None
+    memory_used_bytes: int | None = None
+    processes: list[GpuProcess] | None = None
+    pci_device_id: str | None = None
+    pci_bus_id: str | None = None
+    unsupported_fields: list[str] = Field(
+        default_factory=list, description="NVML fields this driver or GPU does not support"
+    )
+
+
+class Measured(Strict):
+    """Figures measured on this device by the validator's trials (probe --measure)."""
+
+    memory_bandwidth_gbps: float | None = None
+    matmul_tflops: dict[str, float] = Field(default_factory=dict)
+    trial_ids: list[str] = Field(default_factory=list)
+
+
+class Device(Strict):
+    """One accelerator (or the CPU when there is none)."""
+
+    index: int
+    vendor: str = Field(description="nvidia, amd, apple, qualcomm, intel, ...")
+    device_class: DeviceClass
+    name: str
+    memory_total_bytes: int | None = None
+    memory_type: str | None = None
+    unified_memory: bool = Field(False, description="Memory shared with the CPU (Apple, phones)")
+    memory_bandwidth_gbps: float | None = Field(None, description="Theoretical bandwidth, GB/s")
+    memory_bandwidth_source: Literal["probe", "datasheet"] | None = None
+    compute_capability: str | None = Field(None, description="e.g. '9.0' (NVIDIA) or 'gfx942'")
+    architecture: str | None = None
+    compute_units: int | None = Field(None, description="SMs, CUs or GPU cores")
+    formats: list[str] = Field(default_factory=list, description="Low-precision formats run natively")
+    peak_tflops: dict[str, float] = Field(
+        default_factory=dict, description="Dense datasheet peaks by format (from the profile)"
+    )
+    peak_tflops_source: Literal["datasheet"] | None = None
+    power_w: float | None = None
+    source: Literal["probe", "profile"]
+    profile_id: str | None = None
+    interconnect: Interconnect | None = None
+    nvidia: NvidiaDetails | None = None
+    measured: Measured | None = None
+    notes: list[str] = Field(default_factory=list)

@@ -1,0 +1,57 @@
+"""Rules-engine output: recommendations, their predictions and validation verdicts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from hwadvisor.models.hardware import Strict
+from hwadvisor.models.trial import Verdict
+
+Goal = Literal["training-throughput", "inference-latency", "memory-footprint"]
+
+
+class Prediction(Strict):
+    """A predicted effect: metric before and after, and the factor after/before."""
+
+    metric: str
+    unit: str | None = None
+    before: float | None = None
+    after: float | None = None
+    factor: float | None = None
+    text: str | None = Field(None, description="The prediction in words, with numbers")
+
+
+class Validation(Strict):
+    """What a trial said about the prediction."""
+
+    status: Verdict = "pending"
+    measured_factor: float | None = None
+    prediction_error: float | None = Field(
+        None, description="(measured - predicted) / predicted of the factor"
+    )
+    detail: str | None = None
+    holds_where: str | None = Field(None, description="Where the advice holds, when narrowed")
+
+
+class Recommendation(Strict):
+    """One fired rule."""
+
+    id: str
+    goal: Goal
+    title: str
+    rank: int = 0
+    why: str = Field(description="The evidence that made it fire, in numbers")
+    predicted: Prediction
+    trial: str | None = None
+    caveats: list[str] = Field(default_factory=list)
+    references: list[str] = Field(default_factory=list)
+    validation: Validation = Field(default_factory=Validation)
+
+
+class Rejected(Strict):
+    """A rule of the goal that did not fire, and why not."""
+
+    id: str
+    why_not: str

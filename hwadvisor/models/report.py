@@ -1,0 +1,47 @@
+"""The report: the one JSON document every command produces."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Literal
+
+from pydantic import Field
+
+from hwadvisor import __version__
+from hwadvisor.models.estimate import Estimate
+from hwadvisor.models.hardware import Device, DeviceClass, HostInfo, Strict
+from hwadvisor.models.recommend import Goal, Recommendation, Rejected
+from hwadvisor.models.trial import TrialResult
+from hwadvisor.models.workload import Workload
+
+# MAJOR.MINOR: MINOR grows when keys are added (old readers still work);
+# MAJOR grows when a key is removed, renamed or changes meaning (see docs/schema-versioning.md).
+SCHEMA_VERSION = "1.0"
+
+ReportKind = Literal["probe", "estimate", "recommend", "validate"]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class Report(Strict):
+    """A probe, estimate, recommend or validate report; later sections stay null in earlier kinds."""
+
+    schema_version: str = SCHEMA_VERSION
+    tool_version: str = __version__
+    generated_at: str = Field(default_factory=_now)
+    kind: ReportKind = "probe"
+    host: HostInfo
+    devices: list[Device] = Field(default_factory=list)
+    device_class: DeviceClass = Field(
+        DeviceClass.CPU, description="The class the advice is shaped for: the first device's, else cpu"
+    )
+    notes: list[str] = Field(default_factory=list)
+    workload: Workload | None = None
+    estimate: Estimate | None = None
+    goal: Goal | None = None
+    recommendations: list[Recommendation] = Field(default_factory=list)
+    rejected: list[Rejected] = Field(default_factory=list)
+    trials: list[TrialResult] = Field(default_factory=list)
+    interrupted: bool = Field(False, description="True when Ctrl-C cut the run short")

@@ -1,0 +1,77 @@
+"""Workload models: the model architecture and how it is run."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from hwadvisor.models.hardware import Strict
+
+Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
+Phase = Literal["inference", "training"]
+Optimizer = Literal["adamw", "adamw-8bit", "sgd"]
+
+
+class ModelSpec(Strict):
+    """Architecture facts of a transformer, from a preset or a Hugging Face config.json."""
+
+    name: str
+    model_type: str = Field(description="config.json model_type: llama, mixtral, deepseek_v3 ...")
+    hidden_size: int = Field(gt=0)
+    num_layers: int = Field(gt=0)
+    num_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0, description="Dense MLP width")
+    vocab_size: int = Field(gt=0)
+    tied_embeddings: bool = False
+    attention: Literal["mha", "gqa", "mqa", "mla"] = "gqa"
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    gated_mlp: bool = True
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    # MLA (DeepSeek-V2/V3) low-rank projections
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    # Sliding window: window size and how many layers use it (the rest are global)
+    sliding_window: int | None = None
+    sliding_window_layers: int | None = None
+    # MoE
+    num_experts: int = 0
+    experts_per_token: int = 0
+    num_shared_experts: int = 0
+    moe_intermediate_size: int | None = None
+    shared_expert_intermediate_size: int | None = None
+    dense_layers: int = Field(0, description="Leading layers with a dense MLP in an MoE model")
+    moe_layer_freq: int = 1
+    max_position_embeddings: int | None = None
+    source: str | None = Field(None, description="Preset id or config path, and its reference")
+
+
+class Workload(Strict):
+    """A model and how it is run: phase, shapes, dtypes, optimizer, GPUs."""
+
+    model: str = Field(description="Preset id or path to a config.json")
+    phase: Phase = "inference"
+    batch: int = Field(1, gt=0)
+    prompt_len: int = Field(2048, gt=0, description="Prompt length; sequence length in training")
+    gen_len: int = Field(256, ge=0)
+    weights_dtype: Dtype = "bf16"
+    activation_dtype: Dtype = "bf16"
+    kv_dtype: Dtype = "bf16"
+    optimizer: Optimizer = "adamw"
+    grad_accum: int = Field(1, gt=0)
+    gpus: int = Field(1, gt=0, description="GPUs in all (nodes x gpus per node)")
+    nodes: int = Field(1, gt=0)
+    gpus_per_node: int | None = Field(None, gt=0)
+    inter_node_bandwidth_gbps: float | None = Field(None, gt=0)
+    activation_checkpointing: bool = False
+    params_total: int | None = None
+    params_active: int | None = None
+    spec: ModelSpec | None = None
+    is_default: bool = Field(False, description="True when no model was given and the default ran")

@@ -1,0 +1,1 @@
+"""Kernel trials: the only code that imports torch (lazily, inside run())."""

@@ -1,0 +1,1 @@
+"""Datasheet profiles, one TOML file per device (shipped as package data)."""
