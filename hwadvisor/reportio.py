@@ -50,6 +50,9 @@ def load_report(path: Path) -> Report:
     except OSError as exc:
         raise UserError(f"cannot read report {path}: {exc.strerror or exc}",
                         hint="check the path") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is not a text file (not UTF-8): not an hwadvisor report",
+                        hint="pass a file written by hwadvisor --output") from None
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
@@ -59,13 +62,17 @@ def load_report(path: Path) -> Report:
     if not isinstance(data, dict) or "schema_version" not in data:
         raise UserError(f"{path} is not an hwadvisor report (no schema_version)",
                         hint="pass a file written by hwadvisor --output")
-    from hwadvisor.schema_compat import upgrade  # noqa: PLC0415 - small, only on this path
+    from hwadvisor.schema_compat import upgrade_with_notes  # noqa: PLC0415 - only on this path
 
-    data = upgrade(data, path)
+    data, notes = upgrade_with_notes(data, path)
     try:
-        return Report.model_validate(data)
+        report = Report.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise UserError(f"{path} does not match the report schema at '{where}': {first['msg']}",
                         hint="regenerate the report with this hwadvisor version") from None
+    # What the reader dropped (keys of a newer minor) travels with the report, so the command
+    # that loaded it can tell the user, and a re-written report keeps the trace.
+    report.notes.extend(notes)
+    return report

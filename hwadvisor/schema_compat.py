@@ -1,27 +1,128 @@
-"""Reading reports of other schema versions: same major is read, another major is refused."""
+"""Reading reports of other schema versions (rules in docs/schema-versioning.md).
+
+- another MAJOR is refused with a message that names both versions;
+- an older MINOR of the same major is read as is (keys added since then take their defaults);
+- a newer MINOR may carry keys this version does not know; the models forbid extra keys (so a
+  typo never passes silently), so those keys are dropped here, and each drop is reported.
+Computed fields (a measurement's median, spread, noisy) are written to JSON for readers but are
+derived, not input: they are always dropped before validation and recomputed from the samples.
+"""
 
 from __future__ import annotations
 
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from hwadvisor.exitcodes import UserError
-from hwadvisor.models import SCHEMA_VERSION
+from hwadvisor.models import SCHEMA_VERSION, Report
 
 
-def _major(version: str) -> int:
-    try:
-        return int(str(version).split(".")[0])
-    except ValueError:
-        return -1
+def parse_version(version: object) -> tuple[int, int] | None:
+    """Split 'MAJOR.MINOR' into two ints; None when it is not of that form."""
+    parts = str(version).strip().split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The one pydantic model class an annotation refers to (through Optional/Union), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _model_in(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        found = [m for m in (_model_in(a) for a in typing.get_args(annotation)) if m is not None]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+def _item_annotation(annotation: Any, container: type) -> Any:
+    """The element annotation of list[X] / dict[str, X] inside an annotation (through Optional)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            inner = _item_annotation(arg, container)
+            if inner is not None:
+                return inner
+        return None
+    if origin is container:
+        args = typing.get_args(annotation)
+        return args[-1] if args else None
+    return None
+
+
+def _clean(value: Any, annotation: Any, drop_unknown: bool, path: str, dropped: list[str]) -> Any:
+    """Walk value along annotation: drop computed fields and (when asked) unknown keys."""
+    model = _model_in(annotation)
+    if model is not None and isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if key in model.model_computed_fields:
+                continue  # derived on load; never input
+            field = model.model_fields.get(key)
+            if field is None:
+                if drop_unknown:
+                    dropped.append(where)
+                    continue
+                out[key] = item  # left for validation to refuse with its own message
+                continue
+            out[key] = _clean(item, field.annotation, drop_unknown, where, dropped)
+        return out
+    if isinstance(value, list):
+        inner = _item_annotation(annotation, list)
+        if inner is not None:
+            return [_clean(v, inner, drop_unknown, f"{path}[{i}]", dropped)
+                    for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        inner = _item_annotation(annotation, dict)
+        if inner is not None:
+            return {k: _clean(v, inner, drop_unknown, f"{path}.{k}", dropped)
+                    for k, v in value.items()}
+    return value
+
+
+def upgrade_with_notes(data: dict[str, Any], path: Path) -> tuple[dict[str, Any], list[str]]:
+    """Return data this version's models can validate, plus notes on what was dropped.
+
+    Raises a UserError for another major version or an unreadable schema_version.
+    """
+    theirs_text = str(data.get("schema_version"))
+    theirs = parse_version(theirs_text)
+    ours = parse_version(SCHEMA_VERSION)
+    assert ours is not None, "SCHEMA_VERSION must be MAJOR.MINOR"
+    if theirs is None:
+        raise UserError(
+            f"{path} has schema_version {theirs_text!r}, not of the form MAJOR.MINOR",
+            hint="pass a report written by hwadvisor --output",
+        )
+    if theirs[0] != ours[0]:
+        direction = "newer" if theirs[0] > ours[0] else "older"
+        raise UserError(
+            f"{path} has schema version {theirs_text} ({direction} major); "
+            f"this hwadvisor reads {ours[0]}.x reports (its own is {SCHEMA_VERSION})",
+            hint=("regenerate the report with this hwadvisor version, or use an hwadvisor "
+                  f"that writes {theirs[0]}.x (docs/schema-versioning.md)"),
+        )
+    newer_minor = theirs[1] > ours[1]
+    dropped: list[str] = []
+    cleaned = _clean(data, Report, newer_minor, "", dropped)
+    notes: list[str] = []
+    if dropped:
+        notes.append(
+            f"{path.name}: schema {theirs_text} is newer than this reader's {SCHEMA_VERSION}; "
+            f"ignored {len(dropped)} key(s) it does not know: {', '.join(dropped[:8])}"
+            + (" ..." if len(dropped) > 8 else "")
+        )
+    return cleaned, notes
 
 
 def upgrade(data: dict[str, Any], path: Path) -> dict[str, Any]:
     """Return data readable by this version's models, or raise a UserError saying why not."""
-    theirs = str(data.get("schema_version"))
-    if _major(theirs) != _major(SCHEMA_VERSION):
-        raise UserError(
-            f"{path} has schema version {theirs}; this hwadvisor reads {SCHEMA_VERSION.split('.')[0]}.x",
-            hint="regenerate the report with this hwadvisor version (docs/schema-versioning.md)",
-        )
-    return data
+    return upgrade_with_notes(data, path)[0]

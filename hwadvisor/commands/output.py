@@ -1,26 +1,96 @@
-"""Where results go: JSON to stdout, atomic files, and the one stderr console."""
+"""Where results go: JSON to stdout, atomic files, markdown summaries and the one stderr console.
+
+Every command that produces a report takes the same three options; declare them with the
+aliases below so the flags, short names and help read the same everywhere::
+
+    def validate(..., as_json: JsonOpt = False, output: OutputOpt = None,
+                 markdown: MarkdownOpt = None, fail_on: FailOnOpt = None,
+                 min_bw: MinBandwidthFractionOpt = None) -> None:
+        report = ...                                   # the run; raise UserError on failure
+        report.gates_tripped = apply_gates(report, fail_on, min_bw)
+        emit_report(report, as_json, output, markdown)  # files only after a successful run
+        exit_for_gates(report)                          # exit 1 when a gate tripped
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Annotated, Optional
 
+import typer
 from rich.console import Console
+from rich.markup import escape
 
+from hwadvisor.exitcodes import ExitCode
 from hwadvisor.models import Report
-from hwadvisor.reportio import report_json, write_report
+from hwadvisor.reportio import report_json, write_report, write_text_atomic
 
 console = Console()
 err_console = Console(stderr=True)
 
+# Optional[...] rather than `X | None`: older typer releases do not read PEP 604 unions here.
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
+OutputOpt = Annotated[
+    Optional[Path],  # noqa: UP007
+    typer.Option(
+        "--output", "-o",
+        help="Write the JSON report to this file (atomically; no file when the run fails).",
+        dir_okay=False,
+    ),
+]
+MarkdownOpt = Annotated[
+    Optional[Path],  # noqa: UP007
+    typer.Option(
+        "--markdown",
+        help="Write a markdown summary here, e.g. \"$GITHUB_STEP_SUMMARY\" in GitHub Actions.",
+        dir_okay=False,
+    ),
+]
 
-def emit_report(report: Report, as_json: bool, output: Path | None) -> None:
-    """Write the report to --output (atomically) and print it as JSON when --json is given."""
+
+def emit_report(
+    report: Report, as_json: bool, output: Path | None, markdown: Path | None = None
+) -> None:
+    """Write the report to --output and the summary to --markdown (atomically); JSON on --json.
+
+    Call it only after the run succeeded: a failed run must leave no file behind.
+    """
+    if markdown is not None:
+        from hwadvisor.markdown import render_markdown
+
+        text = render_markdown(report)
+        if _is_append_target(markdown):
+            _append(markdown, text)
+        else:
+            write_text_atomic(markdown, text)
     if output is not None:
         write_report(output, report)
     if as_json:
         sys.stdout.write(report_json(report))
         sys.stdout.flush()
+
+
+def _is_append_target(path: Path) -> bool:
+    """True for GitHub's step-summary file, which is appended to (other steps write there too)."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    return bool(summary) and Path(summary).resolve() == Path(path).resolve()
+
+
+def _append(path: Path, text: str) -> None:
+    # GitHub collects $GITHUB_STEP_SUMMARY after the step; earlier writers' text must stay.
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def exit_for_gates(report: Report) -> None:
+    """Print each tripped gate on stderr and exit 1 (ExitCode.GATE_TRIPPED); return when none."""
+    if not report.gates_tripped:
+        return
+    for line in report.gates_tripped:
+        err_console.print(f"[bold red]gate tripped:[/] {escape(line)}", highlight=False)
+    raise typer.Exit(int(ExitCode.GATE_TRIPPED))
 
 
 def note(message: str) -> None:

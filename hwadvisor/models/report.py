@@ -45,3 +45,7 @@ class Report(Strict):
     rejected: list[Rejected] = Field(default_factory=list)
     trials: list[TrialResult] = Field(default_factory=list)
     interrupted: bool = Field(False, description="True when Ctrl-C cut the run short")
+    gates_tripped: list[str] = Field(
+        default_factory=list,
+        description="CI gates (--fail-on, --min-bandwidth-fraction) this report tripped, in words",
+    )

@@ -25,6 +25,9 @@ class Measurement(Strict):
     value_unit: str | None = None
     error: float | None = Field(None, description="Relative error against the reference")
     params: dict[str, float | int | str] = Field(default_factory=dict)
+    skipped: str | None = Field(
+        None, description="Why this variant did not run (unsupported here, or its error)"
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

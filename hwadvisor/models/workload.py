@@ -22,7 +22,9 @@ class ModelSpec(Strict):
     num_layers: int = Field(gt=0)
     num_heads: int = Field(gt=0)
     num_kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
+    head_dim: int = Field(
+        gt=0, description="Query/key head width; for MLA qk_nope_head_dim + qk_rope_head_dim"
+    )
     intermediate_size: int = Field(gt=0, description="Dense MLP width")
     vocab_size: int = Field(gt=0)
     tied_embeddings: bool = False
@@ -32,6 +34,10 @@ class ModelSpec(Strict):
     mlp_bias: bool = False
     gated_mlp: bool = True
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    norms_per_layer: int = Field(
+        2, ge=0, description="Hidden-size norms per decoder layer (gemma2 has 4: pre/post attn+MLP)"
+    )
+    qk_norm: bool = Field(False, description="Per-head RMSNorm on q and k (head_dim weights each)")
     # MLA (DeepSeek-V2/V3) low-rank projections
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None
@@ -45,10 +51,22 @@ class ModelSpec(Strict):
     num_experts: int = 0
     experts_per_token: int = 0
     num_shared_experts: int = 0
-    moe_intermediate_size: int | None = None
-    shared_expert_intermediate_size: int | None = None
+    moe_intermediate_size: int | None = Field(None, description="Width of one routed expert")
+    shared_expert_intermediate_size: int | None = Field(
+        None, description="Combined width of all shared experts (instantiated as one gated MLP)"
+    )
+    shared_expert_gate: bool = Field(False, description="qwen2_moe's sigmoid gate (hidden -> 1)")
+    router_score_bias: bool = Field(
+        False, description="DeepSeek-V3's e_score_correction_bias (one float per expert)"
+    )
     dense_layers: int = Field(0, description="Leading layers with a dense MLP in an MoE model")
     moe_layer_freq: int = 1
+    moe_layers: int | None = Field(
+        None,
+        ge=0,
+        description="Decoder layers whose MLP is an MoE block (the others are dense); "
+        "None: every layer from dense_layers on, every moe_layer_freq-th",
+    )
     max_position_embeddings: int | None = None
     source: str | None = Field(None, description="Preset id or config path, and its reference")
 

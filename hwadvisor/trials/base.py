@@ -1,11 +1,15 @@
-"""The one interface every trial meets, and the context it runs in."""
+"""The one interface every trial meets, the context it runs in, and small shared guards."""
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from hwadvisor.models import Device, TrialResult, Workload
+
+TORCH_MISSING = "torch is not installed: pip install 'hwadvisor[validate]'"
+NO_CUDA = "no CUDA GPU visible to torch (torch.cuda.is_available() is False)"
 
 
 @dataclass
@@ -33,3 +37,84 @@ class Trial(Protocol):
     def run(self, ctx: TrialContext) -> TrialResult:
         """Run the trial and return its result (status ok, or error with the message)."""
         ...
+
+
+def torch_missing() -> str | None:
+    """TORCH_MISSING when torch cannot be imported, else None (checks without importing it)."""
+    return None if importlib.util.find_spec("torch") is not None else TORCH_MISSING
+
+
+def cuda_available() -> bool:
+    """True when torch is installed and sees a CUDA (or ROCm) GPU."""
+    if torch_missing():
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def torch_device(ctx: TrialContext) -> str:
+    """The torch device string a trial should use: the context's GPU when torch sees it, else cpu."""
+    if not cuda_available():
+        return "cpu"
+    import torch
+
+    index = 0
+    if ctx.device is not None and ctx.device.vendor in ("nvidia", "amd"):
+        index = ctx.device.index if ctx.device.index < torch.cuda.device_count() else 0
+    return f"cuda:{index}"
+
+
+def compute_capability(device: str) -> tuple[int, int] | None:
+    """(major, minor) of a CUDA device string, None for cpu."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    return tuple(torch.cuda.get_device_capability(torch.device(device)))  # type: ignore[return-value]
+
+
+def cuda_reason(min_cc: tuple[int, int] | None = None, what: str = "") -> str | None:
+    """Why a CUDA-only trial cannot run: torch missing, no GPU, or compute capability too low."""
+    missing = torch_missing()
+    if missing:
+        return missing
+    if not cuda_available():
+        return NO_CUDA
+    if min_cc is not None:
+        cc = compute_capability("cuda:0")
+        if cc is not None and cc < min_cc:
+            need = f"{min_cc[0]}.{min_cc[1]}"
+            return f"{what or 'this trial'} needs compute capability >= {need}; this GPU is {cc[0]}.{cc[1]}"
+    return None
+
+
+def free_device_bytes(device: str) -> int | None:
+    """Free memory on a CUDA device (torch.cuda.mem_get_info), None elsewhere."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    free, _total = torch.cuda.mem_get_info(torch.device(device))
+    return int(free)
+
+
+def available_host_bytes() -> int | None:
+    """Available host RAM (psutil), None when it cannot be read."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:  # psutil can fail in odd containers; sizes then fall back to defaults
+        return None
+
+
+def release_memory() -> None:
+    """Collect garbage and return cached CUDA memory so the next trial starts clean."""
+    import gc
+
+    gc.collect()
+    if cuda_available():
+        import torch
+
+        torch.cuda.empty_cache()

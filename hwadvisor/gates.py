@@ -1,0 +1,116 @@
+"""CI gates over a report: pure functions that return the tripped gates, in words.
+
+A command that offers gates (recommend, validate) calls `apply_gates`, stores the result in
+`report.gates_tripped`, writes its outputs, and exits with ExitCode.GATE_TRIPPED when the list is
+not empty (see hwadvisor.commands.output.exit_for_gates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from hwadvisor.figures import measured_bandwidth_gbps
+from hwadvisor.models import Report
+
+
+class FailOn(str, Enum):
+    """Verdicts (and trial statuses) that fail a CI run when asked with --fail-on."""
+
+    REFUTED = "refuted"
+    ERROR = "error"
+    UNSUPPORTED = "unsupported"
+
+
+# Optional[...] rather than `X | None` in the option aliases: older typer releases (the GPU
+# machine's) do not read PEP 604 unions in parameter annotations.
+FailOnOpt = Annotated[
+    Optional[list[FailOn]],  # noqa: UP007
+    typer.Option(
+        "--fail-on",
+        help="Exit 1 when a recommendation's verdict (or a trial) is this; repeatable: "
+        "--fail-on refuted --fail-on error.",
+        case_sensitive=False,
+    ),
+]
+MinBandwidthFractionOpt = Annotated[
+    Optional[float],  # noqa: UP007
+    typer.Option(
+        "--min-bandwidth-fraction",
+        min=0.0,
+        max=1.0,
+        help="Exit 1 when measured memory bandwidth is below this fraction of the theoretical "
+        "(datasheet) bandwidth, e.g. 0.85.",
+    ),
+]
+
+
+def _values(fail_on: Iterable[FailOn | str] | None) -> set[str]:
+    return {f.value if isinstance(f, FailOn) else str(f).lower() for f in (fail_on or [])}
+
+
+def verdict_gates(report: Report, fail_on: Iterable[FailOn | str] | None) -> list[str]:
+    """Recommendations whose verdict is in fail_on, then trials with such a status no
+    recommendation already names."""
+    wanted = _values(fail_on)
+    if not wanted:
+        return []
+    tripped: list[str] = []
+    named_trials: set[str] = set()
+    for rec in report.recommendations:
+        status = rec.validation.status
+        if status in wanted:
+            if rec.trial:
+                named_trials.add(rec.trial)
+            detail = f": {rec.validation.detail}" if rec.validation.detail else ""
+            tripped.append(f"--fail-on {status}: recommendation {rec.id} was {status}{detail}")
+    for trial in report.trials:
+        if trial.status in wanted and trial.id not in named_trials:
+            reason = f": {trial.reason}" if trial.reason else ""
+            tripped.append(f"--fail-on {trial.status}: trial {trial.id} {trial.status}{reason}")
+    return tripped
+
+
+def bandwidth_gates(report: Report, min_fraction: float | None) -> list[str]:
+    """Devices whose measured bandwidth is below min_fraction of the theoretical one.
+
+    Fails closed: asking for the gate on a report that has nothing to check trips it, because a
+    gate that passes when it could not look would let a broken CI setup pass silently.
+    """
+    if min_fraction is None:
+        return []
+    tripped: list[str] = []
+    checked = 0
+    for device in report.devices:
+        theoretical = device.memory_bandwidth_gbps
+        measured = measured_bandwidth_gbps(report, device)
+        if not theoretical or measured is None:
+            continue
+        checked += 1
+        value, source = measured
+        fraction = value / theoretical
+        if fraction < min_fraction:
+            tripped.append(
+                f"--min-bandwidth-fraction {min_fraction:g}: device {device.index} ({device.name}) "
+                f"measured {value:.0f} GB/s ({source}) = {fraction:.1%} of the theoretical "
+                f"{theoretical:.0f} GB/s"
+            )
+    if checked == 0:
+        tripped.append(
+            f"--min-bandwidth-fraction {min_fraction:g}: no device has both a measured and a "
+            "theoretical memory bandwidth, so the gate could not be checked (run the "
+            "memory-bandwidth trial, or probe --measure, on a device with a known datasheet)"
+        )
+    return tripped
+
+
+def apply_gates(
+    report: Report,
+    fail_on: Iterable[FailOn | str] | None = None,
+    min_bw_fraction: float | None = None,
+) -> list[str]:
+    """All tripped gates of the report, in words; empty when every asked gate passed."""
+    return verdict_gates(report, fail_on) + bandwidth_gates(report, min_bw_fraction)

@@ -1,0 +1,213 @@
+"""A markdown summary of a report, for GitHub Actions step summaries and pull-request comments."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hwadvisor.figures import measured_bandwidth_gbps, measured_matmul_tflops
+from hwadvisor.models import Device, Measurement, Report, TrialResult
+
+DASH = "—"  # an unknown value: shown as a dash, never as 0
+
+VERDICT_MARK = {
+    "confirmed": "✅ confirmed",
+    "refuted": "❌ refuted",
+    "unsupported": "⚪ unsupported",
+    "error": "⚠️ error",
+    "pending": "⏳ pending",
+}
+
+
+def cell(value: object) -> str:
+    """A table cell: None as a dash; pipes and newlines escaped so the table holds together."""
+    if value is None or value == "":
+        return DASH
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def num(value: float | int | None, digits: int = 3) -> str:
+    """A number with `digits` significant digits; None as a dash."""
+    if value is None:
+        return DASH
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return f"{value:.{digits}g}"
+
+
+def gb(value: int | float | None) -> str:
+    """Bytes as GB (10^9), one decimal; None as a dash."""
+    return DASH if value is None else f"{value / 1e9:.1f} GB"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    """Markdown table lines."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _device_rows(report: Report) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for d in report.devices:
+        measured_bw = measured_bandwidth_gbps(report, d)
+        measured_tf = measured_matmul_tflops(report, d)
+        peaks = ", ".join(f"{k} {v:g}" for k, v in d.peak_tflops.items()) or None
+        measured_peaks = ", ".join(f"{k} {v:.0f}" for k, v in measured_tf.items()) or None
+        rows.append([
+            d.index, d.name, d.device_class, gb(d.memory_total_bytes),
+            num(d.memory_bandwidth_gbps, 4), num(measured_bw[0], 4) if measured_bw else None,
+            peaks, measured_peaks, d.profile_id,
+        ])
+    return rows
+
+
+def _devices(report: Report) -> list[str]:
+    lines = ["## Device", ""]
+    host = report.host
+    lines.append(
+        f"Host: {cell(host.cpu_model)}, {cell(host.cpu_cores)} cores, RAM "
+        f"{gb(host.memory_total_bytes)}, {cell(host.os)}. Advice shaped for **{report.device_class}**."
+    )
+    lines.append("")
+    if not report.devices:
+        lines.append("No accelerator found: CPU only.")
+        return lines
+    lines += table(
+        ["#", "device", "class", "memory", "bandwidth GB/s (datasheet)", "measured GB/s",
+         "peak TFLOP/s (datasheet)", "measured TFLOP/s", "profile"],
+        _device_rows(report),
+    )
+    return lines
+
+
+def _workload(report: Report) -> list[str]:
+    w = report.workload
+    if w is None:
+        return []
+    params = f"{num(w.params_total)} params" if w.params_total is not None else "params —"
+    if w.params_active is not None and w.params_active != w.params_total:
+        params += f" ({num(w.params_active)} active)"
+    lines = ["## Workload", ""]
+    lines.append(
+        f"**{w.model}** · {w.phase} · batch {w.batch} · prompt {w.prompt_len} · gen {w.gen_len} · "
+        f"weights {w.weights_dtype} · kv {w.kv_dtype} · {w.gpus} GPU(s) · {params}"
+    )
+    return lines
+
+
+def _estimate(report: Report) -> list[str]:
+    e = report.estimate
+    if e is None:
+        return []
+    m = e.memory
+    fit = "fits" if e.fits else "**does not fit**"
+    lines = ["## Estimate", ""]
+    lines.append(
+        f"Memory: {gb(m.total_bytes)} needed of {gb(m.device_memory_bytes)} ({fit}; weights "
+        f"{gb(m.weights_bytes)}, KV cache {gb(m.kv_cache_bytes)}, activations "
+        f"{gb(m.activations_bytes)}, gradients {gb(m.gradients_bytes)}, optimizer "
+        f"{gb(m.optimizer_bytes)})."
+    )
+    lines.append("")
+    lines.append(f"**Bottleneck: {e.bottleneck}** — {e.bottleneck_why}")
+    times = [(k, v) for k, v in e.times.model_dump().items() if v is not None]
+    if times:
+        lines.append("")
+        lines += table(["time", "seconds"], [[k, num(v)] for k, v in times])
+    if e.tokens_per_s is not None:
+        lines += ["", f"Predicted throughput: {num(e.tokens_per_s)} tokens/s."]
+    return lines
+
+
+def _prediction(rec_predicted: object) -> str:
+    p = rec_predicted
+    unit = f" {p.unit}" if getattr(p, "unit", None) else ""  # type: ignore[attr-defined]
+    before, after, factor = p.before, p.after, p.factor  # type: ignore[attr-defined]
+    text = f"{p.metric}: {num(before)} → {num(after)}{unit}"  # type: ignore[attr-defined]
+    if factor is not None:
+        text += f" (×{factor:.2f})"
+    return text
+
+
+def _recommendations(report: Report) -> list[str]:
+    if not report.recommendations and not report.rejected:
+        return []
+    goal = f" for {report.goal}" if report.goal else ""
+    lines = [f"## Recommendations{goal}", ""]
+    ranked = sorted(report.recommendations, key=lambda r: (r.rank, r.id))
+    if ranked:
+        rows = []
+        for r in ranked:
+            v = r.validation
+            measured = f"×{v.measured_factor:.2f}" if v.measured_factor is not None else None
+            rows.append([r.rank, r.id, r.title, _prediction(r.predicted), r.trial,
+                         VERDICT_MARK.get(v.status, v.status), measured, v.detail])
+        lines += table(["rank", "id", "title", "predicted", "trial", "verdict", "measured",
+                        "detail"], rows)
+    else:
+        lines.append("No rule fired.")
+    if report.rejected:
+        lines += ["", f"<details><summary>{len(report.rejected)} rule(s) not fired</summary>", ""]
+        lines += table(["id", "why not"], [[r.id, r.why_not] for r in report.rejected])
+        lines += ["", "</details>"]
+    return lines
+
+
+def _headline(m: Measurement) -> str:
+    if m.value is not None:
+        return f"{m.label}: {num(m.value)} {m.value_unit or ''}".rstrip()
+    if m.median is not None:
+        noisy = " (noisy)" if m.noisy else ""
+        return f"{m.label}: {num(m.median)} {m.unit}{noisy}"
+    return m.label
+
+
+def _trial_row(t: TrialResult) -> list[object]:
+    figures = "; ".join(_headline(m) for m in t.measurements[:4]) or None
+    effects = ", ".join(f"{k} {v:.3g}" for k, v in t.effect.items()) or None
+    detail = t.summary or t.reason
+    return [t.id, t.status, figures, effects, detail, num(t.wall_s)]
+
+
+def _trials(report: Report) -> list[str]:
+    if not report.trials:
+        return []
+    lines = ["## Trials", ""]
+    lines += table(["trial", "status", "figures", "effect", "summary", "wall s"],
+                   [_trial_row(t) for t in report.trials])
+    return lines
+
+
+def _gates(report: Report) -> list[str]:
+    lines = ["## Gates", ""]
+    if report.gates_tripped:
+        lines += [f"- ❌ {g}" for g in report.gates_tripped]
+    else:
+        lines.append("✅ No gate tripped.")
+    return lines
+
+
+def _notes(report: Report) -> list[str]:
+    if not report.notes:
+        return []
+    return ["## Notes", ""] + [f"- {n}" for n in report.notes]
+
+
+def render_markdown(report: Report) -> str:
+    """The report as a markdown summary: device, workload, estimate, recommendations, trials,
+    gates and notes (sections without data are left out, gates always shown)."""
+    lines = [f"# hwadvisor {report.kind} report", ""]
+    lines.append(
+        f"hwadvisor {report.tool_version} · schema {report.schema_version} · {report.generated_at}"
+        + (" · **interrupted**" if report.interrupted else "")
+    )
+    for section in (_devices, _workload, _estimate, _recommendations, _trials, _gates, _notes):
+        part = section(report)
+        if part:
+            lines += [""] + part
+    return "\n".join(lines) + "\n"
+
+
+def device_label(device: Device) -> str:
+    """'H200 (#0)' style label used in headings."""
+    return f"{device.name} (#{device.index})"

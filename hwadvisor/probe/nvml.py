@@ -1,0 +1,333 @@
+"""The one door to NVML: every NVML call in hwadvisor goes through `Nvml`.
+
+It starts NVML once, on first use; decodes bytes; turns "not supported" style errors into
+`None` while remembering which field was missing (so the probe prints one note, not twenty);
+and survives a missing `pynvml` module, a missing library or driver, and a GPU lost mid-probe.
+The backend (the real `pynvml` module, or tests' `FakeNvml`) is injectable: anything with
+pynvml's functions, constants and `NVMLError` (errors carry pynvml's numeric `.value`).
+The shape follows nvitop's `nvmlQuery` (https://github.com/XuehaiPan/nvitop).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+from hwadvisor.models import GpuProcess
+
+# NVML return codes (nvml.h, NVML_ERROR_*), grouped by what they mean for the probe.
+# Kept here as plain numbers so the classification works for any backend, real or fake.
+ERROR_UNINITIALIZED = 1
+ERROR_LIBRARY_NOT_FOUND = 12
+ERROR_DRIVER_NOT_LOADED = 9
+ERROR_LIB_RM_VERSION_MISMATCH = 18
+ERROR_GPU_IS_LOST = 15
+ERROR_RESET_REQUIRED = 16
+ERROR_UNKNOWN = 999
+
+# NVML as a whole is unusable after these: no devices, one note saying why.
+LIBRARY_ERRORS: dict[int, str] = {
+    ERROR_LIBRARY_NOT_FOUND: "NVML library not found (is the NVIDIA driver installed?)",
+    ERROR_DRIVER_NOT_LOADED: "NVIDIA driver not loaded (is the kernel module loaded? try nvidia-smi)",
+    ERROR_UNINITIALIZED: "NVML could not be initialized",
+    ERROR_LIB_RM_VERSION_MISMATCH: "NVML library and driver versions differ (reboot after a driver update?)",
+}
+# The GPU stopped answering: every later query on it is skipped and the device is marked lost.
+GPU_LOST_ERRORS: dict[int, str] = {
+    ERROR_GPU_IS_LOST: "GPU is lost (fell off the bus?)",
+    ERROR_RESET_REQUIRED: "GPU requires a reset",
+    ERROR_UNKNOWN: "NVML returned an unknown error",
+}
+
+# Clock types (nvml.h nvmlClockType_t).
+CLOCK_SM = 1
+CLOCK_MEM = 2
+
+# nvmlClocksEventReasons bits (nvml.h; the older name is ...ClocksThrottleReason...), as data.
+CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
+    (0x0001, "gpu_idle"),
+    (0x0002, "applications_clocks_setting"),
+    (0x0004, "sw_power_cap"),
+    (0x0008, "hw_slowdown"),
+    (0x0010, "sync_boost"),
+    (0x0020, "sw_thermal_slowdown"),
+    (0x0040, "hw_thermal_slowdown"),
+    (0x0080, "hw_power_brake_slowdown"),
+    (0x0100, "display_clock_setting"),
+)
+
+
+def decode_clock_event_reasons(mask: int) -> list[str]:
+    """Names of the bits set in an NVML clocks-event (throttle) reasons bitmask."""
+    return [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
+
+
+def _decode(value: Any) -> Any:
+    """Bytes to str (older pynvml returns bytes for names and versions)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace").rstrip("\x00")
+    return value
+
+
+def _import_pynvml() -> Any:
+    import pynvml  # noqa: PLC0415 - imported on first use only: keeps `import hwadvisor` light
+
+    return pynvml
+
+
+class Nvml:
+    """A lazily started NVML session over an injectable backend (pynvml or a fake)."""
+
+    def __init__(self, backend: Any | None = None,
+                 loader: Callable[[], Any] | None = None) -> None:
+        self._backend = backend
+        self._loader = loader or _import_pynvml
+        self._started = False
+        self._reason: str | None = None
+        self._handles: dict[int, Any] = {}
+        self.lost: dict[int, str] = {}
+        self.missing: dict[int, list[str]] = {}
+
+    # --- session -----------------------------------------------------------------------
+    def start(self) -> bool:
+        """Start NVML (once); False, with `reason` set, when there is no usable NVML."""
+        if self._started:
+            return self._reason is None
+        self._started = True
+        if self._backend is None:
+            try:
+                self._backend = self._loader()
+            except ImportError:
+                self._reason = ("the nvidia-ml-py package (module pynvml) is not installed; "
+                                "pip install nvidia-ml-py")
+                return False
+        try:
+            self._backend.nvmlInit()
+        except Exception as exc:  # noqa: BLE001 - any failure to start means "no NVML here"
+            self._reason = self._library_reason(exc)
+            return False
+        return True
+
+    @property
+    def backend(self) -> Any:
+        """The started backend module (None when NVML is unavailable)."""
+        return self._backend if self.start() else None
+
+    @property
+    def reason(self) -> str | None:
+        """Why NVML is unavailable (None when it works)."""
+        self.start()
+        return self._reason
+
+    def available(self) -> bool:
+        """True when NVML started."""
+        return self.start()
+
+    def shutdown(self) -> None:
+        """Shut NVML down if it was started (safe to call twice)."""
+        if self._started and self._reason is None and self._backend is not None:
+            try:
+                self._backend.nvmlShutdown()
+            except Exception:  # noqa: BLE001, S110 - shutting down must never fail the probe
+                pass
+        self._started = False
+        self._reason = None
+        self._handles.clear()
+
+    def _library_reason(self, exc: Exception) -> str:
+        code = getattr(exc, "value", None)
+        if isinstance(code, int) and code in LIBRARY_ERRORS:
+            return LIBRARY_ERRORS[code]
+        if isinstance(code, int) and code in GPU_LOST_ERRORS:
+            return GPU_LOST_ERRORS[code]
+        return f"NVML failed to start: {exc}"
+
+    # --- queries -----------------------------------------------------------------------
+    def device_count(self) -> int:
+        """How many GPUs NVML sees (0 without NVML)."""
+        if not self.start():
+            return 0
+        try:
+            return int(self._backend.nvmlDeviceGetCount())
+        except Exception as exc:  # noqa: BLE001
+            self._reason = self._library_reason(exc)
+            return 0
+
+    def handle(self, index: int) -> Any | None:
+        """The NVML handle of GPU `index` (None when unavailable or lost)."""
+        if index in self._handles:
+            return self._handles[index]
+        if not self.start() or index in self.lost:
+            return None
+        try:
+            handle = self._backend.nvmlDeviceGetHandleByIndex(index)
+        except Exception as exc:  # noqa: BLE001
+            self._classify(index, "handle", exc)
+            return None
+        self._handles[index] = handle
+        return handle
+
+    def system(self, field: str, function: str, *args: Any) -> Any | None:
+        """Call a system-wide NVML function (no handle); None when it cannot be read."""
+        if not self.start():
+            return None
+        try:
+            return _decode(getattr(self._backend, function)(*args))
+        except Exception as exc:  # noqa: BLE001
+            self._classify(-1, field, exc)
+            return None
+
+    def query(self, index: int, field: str, function: str, *args: Any) -> Any | None:
+        """Call `function(handle, *args)` for GPU `index`; None (and `field` noted) on failure."""
+        handle = self.handle(index)
+        if handle is None:
+            return None
+        func = getattr(self._backend, function, None)
+        if func is None:
+            # An older nvidia-ml-py without this function: the same as "not supported".
+            self._note_missing(index, field)
+            return None
+        try:
+            return _decode(func(handle, *args))
+        except Exception as exc:  # noqa: BLE001 - see _classify
+            self._classify(index, field, exc)
+            return None
+
+    def query_first(self, index: int, field: str, functions: tuple[str, ...],
+                    *args: Any) -> Any | None:
+        """Like `query`, trying each function name in turn (new names first, then old ones)."""
+        for function in functions:
+            if getattr(self._backend, function, None) is None or index in self.lost:
+                continue
+            handle = self.handle(index)
+            if handle is None:
+                return None
+            try:
+                return _decode(getattr(self._backend, function)(handle, *args))
+            except Exception as exc:  # noqa: BLE001
+                if self._is_fatal(index, field, exc):
+                    return None
+        self._note_missing(index, field)
+        return None
+
+    def probe_call(self, index: int, function: str, *args: Any) -> Any | None:
+        """Call `function(handle, *args)` where failure is an expected answer, not a missing field.
+
+        Used for loops that end at the first error (NVLink links past the last one). A lost
+        GPU is still recorded.
+        """
+        handle = self.handle(index)
+        func = getattr(self._backend, function, None) if handle is not None else None
+        if func is None:
+            return None
+        try:
+            return _decode(func(handle, *args))
+        except Exception as exc:  # noqa: BLE001
+            self._is_fatal(index, function, exc)
+            return None
+
+    def _is_fatal(self, index: int, field: str, exc: Exception) -> bool:
+        """Record a lost GPU or a dead library; True when that happened."""
+        code = getattr(exc, "value", None)
+        if isinstance(code, int) and code in GPU_LOST_ERRORS:
+            self.lost.setdefault(index, f"{GPU_LOST_ERRORS[code]} while reading {field}")
+            self._handles.pop(index, None)
+            return True
+        if isinstance(code, int) and code in LIBRARY_ERRORS:
+            self._reason = LIBRARY_ERRORS[code]
+            self._handles.clear()
+            return True
+        return False
+
+    def _classify(self, index: int, field: str, exc: Exception) -> None:
+        """A failed read: a lost GPU or dead library is recorded as such, anything else as missing.
+
+        Not supported, no permission, not found, function not found, and non-NVML errors such as
+        ctypes.ArgumentError (a binding/driver mismatch) all mean the same to the probe: this
+        field cannot be read here.
+        """
+        if not self._is_fatal(index, field, exc):
+            self._note_missing(index, field)
+
+    def _note_missing(self, index: int, field: str) -> None:
+        fields = self.missing.setdefault(index, [])
+        if field not in fields:
+            fields.append(field)
+
+    def constant(self, name: str, default: Any) -> Any:
+        """A constant from the backend (pynvml's NVML_*), or `default` when it lacks it."""
+        value = getattr(self._backend, name, default) if self.start() else default
+        # pynvml defines some constants with a stray trailing comma (a tuple): unwrap them.
+        if isinstance(value, tuple) and len(value) == 1:
+            value = value[0]
+        return value
+
+    # --- small public API reused by the validator --------------------------------------
+    def current_clocks(self, index: int) -> dict[str, int | None]:
+        """Current SM and memory clocks of GPU `index` in MHz (values None when unreadable)."""
+        return {
+            "sm_mhz": self.query(index, "sm_clock_current", "nvmlDeviceGetClockInfo", CLOCK_SM),
+            "memory_mhz": self.query(index, "memory_clock_current", "nvmlDeviceGetClockInfo",
+                                     CLOCK_MEM),
+        }
+
+    def throttle_reasons(self, index: int) -> list[str] | None:
+        """Active clocks-event (throttle) reasons of GPU `index` by name; None when unreadable."""
+        mask = self.query_first(index, "throttle_reasons", (
+            "nvmlDeviceGetCurrentClocksEventReasons",
+            "nvmlDeviceGetCurrentClocksThrottleReasons",
+        ))
+        return None if mask is None else decode_clock_event_reasons(int(mask))
+
+    def gpu_processes(self, index: int) -> list[GpuProcess] | None:
+        """Compute and graphics processes on GPU `index` (pid, name, memory); None if unreadable."""
+        found: dict[int, GpuProcess] = {}
+        readable = False
+        for field, function in (("compute_processes", "nvmlDeviceGetComputeRunningProcesses"),
+                                ("graphics_processes", "nvmlDeviceGetGraphicsRunningProcesses")):
+            procs = self.query(index, field, function)
+            if procs is None:
+                continue
+            readable = True
+            for proc in procs:
+                pid = int(proc.pid)
+                used = getattr(proc, "usedGpuMemory", None)
+                # NVML reports "not available" memory as None (pynvml) or as a huge sentinel.
+                used_bytes = int(used) if isinstance(used, int) and 0 <= used < 2**63 else None
+                if pid not in found:
+                    found[pid] = GpuProcess(pid=pid, name=process_name(pid),
+                                            used_memory_bytes=used_bytes)
+        return sorted(found.values(), key=lambda p: p.pid) if readable else None
+
+
+def process_name(pid: int) -> str | None:
+    """A process's name through psutil; None when it cannot be read (another container, gone)."""
+    import psutil  # noqa: PLC0415
+
+    try:
+        return psutil.Process(pid).name() or None
+    except (psutil.Error, OSError, ValueError):
+        return None
+
+
+def c_uint(value: int) -> Any:
+    """An NVML enum argument as ctypes.c_uint (pynvml passes Python values through untyped)."""
+    return ctypes.c_uint(int(value))
+
+
+_default: Nvml | None = None
+
+
+def get_nvml() -> Nvml:
+    """The process-wide NVML helper (created on first use, NVML started lazily)."""
+    global _default
+    if _default is None:
+        _default = Nvml()
+    return _default
+
+
+def set_nvml(nvml: Nvml | None) -> None:
+    """Replace the process-wide helper (tests inject a FakeNvml); None resets it."""
+    global _default
+    _default = nvml

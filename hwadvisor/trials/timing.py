@@ -1,0 +1,223 @@
+"""The one measuring method every trial shares (see the team's METHOD.md).
+
+- Correct first: `rel_error(out, ref)` = ||out - ref|| / ||ref|| in float64; NaN or Inf never
+  passes (it returns inf). `poison(t)` fills an output with NaN (or a sentinel for integer
+  tensors) before a run, so an unwritten element shows up as an error.
+- Random data, never zeros: `random_like`/`randn` helpers draw fresh inputs.
+- Time properly: `bench(fn, device=...)` warms up, calibrates how many calls one sample spans
+  (short kernels are timed in batches so launch/event overhead stays out), then records
+  `repeats` samples with device events (CUDA) or `time.perf_counter` around synchronous work
+  (CPU, after a synchronize on MPS). `fn(i)` gets a call counter so it can rotate among several
+  input sets whose total size is well beyond the last-level cache (`rotation_sets`).
+- Keep raw samples: the result is a `Measurement` (median, spread, noisy are derived).
+
+torch is imported only inside these functions, never at module import time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hwadvisor.models import Measurement
+
+# H200 L2 is 60 MiB (NVIDIA H200 datasheet / Hopper tuning guide: 50 MB on H100 SXM, 60 MB on
+# H200); a rotation total of 4x the largest L2 we target keeps every timed call reading DRAM.
+DEFAULT_CACHE_BYTES = 60 * 1024 * 1024
+ROTATION_FACTOR = 4
+
+
+def sync(device: str) -> None:
+    """Wait until all queued work on device ("cuda", "cuda:0", "mps", "cpu") has finished."""
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    elif device.startswith("mps"):
+        torch.mps.synchronize()
+
+
+def rotation_sets(bytes_per_set: int, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                  max_sets: int = 64) -> int:
+    """How many input sets to rotate among so their total is ROTATION_FACTOR x the cache."""
+    if bytes_per_set <= 0:
+        return 1
+    need = math.ceil(ROTATION_FACTOR * cache_bytes / bytes_per_set)
+    return max(1, min(max_sets, need))
+
+
+def rel_error(out: Any, ref: Any) -> float:
+    """||out - ref|| / ||ref|| computed in float64; inf when out has NaN/Inf or shapes differ."""
+    import torch
+
+    o = out.detach().to("cpu", torch.float64)
+    r = ref.detach().to("cpu", torch.float64)
+    if o.shape != r.shape or not bool(torch.isfinite(o).all()):
+        return math.inf
+    denom = float(torch.linalg.vector_norm(r))
+    diff = float(torch.linalg.vector_norm(o - r))
+    if denom == 0.0:
+        return 0.0 if diff == 0.0 else math.inf
+    return diff / denom
+
+
+def poison(t: Any) -> Any:
+    """Fill an output tensor with NaN (floats) or its dtype's max (integers) before a run."""
+    import torch
+
+    if t.is_floating_point():
+        try:
+            t.fill_(float("nan"))
+        except RuntimeError:  # float8 types cannot be filled on every torch version
+            t.view(torch.uint8).fill_(0x7F)  # 0x7F is NaN in float8_e4m3fn
+    else:
+        t.fill_(torch.iinfo(t.dtype).max)
+    return t
+
+
+def _time_cuda(fn: Callable[[int], object], inner: int, counter: list[int], device: str) -> float:
+    import torch
+
+    with torch.cuda.device(torch.device(device)):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(inner):
+            fn(counter[0])
+            counter[0] += 1
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / inner
+
+
+def _time_host(fn: Callable[[int], object], inner: int, counter: list[int], device: str) -> float:
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        fn(counter[0])
+        counter[0] += 1
+    sync(device)
+    return (time.perf_counter() - t0) / inner
+
+
+def bench(
+    fn: Callable[[int], object],
+    *,
+    device: str,
+    label: str,
+    repeats: int = 20,
+    warmup: int = 3,
+    min_sample_s: float = 1e-3,
+    max_inner: int = 200,
+    budget_s: float = 2.0,
+    params: dict[str, float | int | str] | None = None,
+) -> Measurement:
+    """Time fn(i) on device: warm-up, calibrated batches, `repeats` samples of seconds per call.
+
+    `min_sample_s` sets how long one sample should span at least: calls shorter than that are
+    batched (`inner` calls between two events) so event and launch overhead stay out of the
+    figure. The number of samples shrinks (to at least 3) when `budget_s` would be exceeded.
+    """
+    timer = _time_cuda if device.startswith("cuda") else _time_host
+    counter = [0]
+    for _ in range(max(1, warmup)):
+        fn(counter[0])
+        counter[0] += 1
+    sync(device)
+    once = max(timer(fn, 1, counter, device), 1e-9)
+    inner = max(1, min(max_inner, math.ceil(min_sample_s / once)))
+    per_sample = once * inner
+    fit = int(budget_s / per_sample) if per_sample > 0 else repeats
+    n = max(3, min(repeats, fit))
+    samples = [timer(fn, inner, counter, device) for _ in range(n)]
+    extra: dict[str, float | int | str] = {"inner": inner, "warmup": warmup, "device": device}
+    if params:
+        extra.update(params)
+    return Measurement(label=label, unit="s", samples=samples, params=extra)
+
+
+def rate(measurement: Measurement, amount: float, unit: str, scale: float = 1e9) -> Measurement:
+    """Set measurement.value = amount / median seconds / scale (e.g. bytes -> GB/s with 1e9)."""
+    med = measurement.median
+    measurement.value = (amount / med / scale) if med else None
+    measurement.value_unit = unit
+    return measurement
+
+
+def speedup(baseline: Measurement, new: Measurement) -> float | None:
+    """Baseline median time over the new median time (> 1 means the new variant is faster)."""
+    if not baseline.median or not new.median:
+        return None
+    return baseline.median / new.median
+
+
+def geomean(values: list[float]) -> float | None:
+    """Geometric mean of positive values (None when there are none)."""
+    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+class CorrectnessError(RuntimeError):
+    """A kernel's output missed its reference by more than the tolerance: its timing is void."""
+
+
+def check_close(label: str, error: float, tolerance: float) -> float:
+    """Return error when it is finite and within tolerance, else raise CorrectnessError."""
+    if not math.isfinite(error) or error > tolerance:
+        raise CorrectnessError(
+            f"{label}: relative error {error:.3g} against the reference exceeds {tolerance:g}"
+        )
+    return error
+
+
+def max_error(measurements: list[Measurement]) -> float | None:
+    """The largest relative error among measurements that carry one."""
+    errors = [m.error for m in measurements if m.error is not None]
+    return max(errors) if errors else None
+
+
+def effects(**values: float | None) -> dict[str, float]:
+    """A trial's effect dict with the figures that could not be measured left out (never 0)."""
+    return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)}
+
+
+def guarded(label: str, measure: Callable[[], Measurement]) -> Measurement:
+    """Run one variant; an exception other than a correctness failure skips only this variant.
+
+    Correctness failures propagate (a wrong kernel voids the trial); KeyboardInterrupt is not an
+    Exception and propagates too. Out-of-memory frees the cache before the next variant.
+    """
+    try:
+        return measure()
+    except CorrectnessError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - each variant is independently guarded by design
+        if "OutOfMemory" in type(exc).__name__:
+            _empty_cache()
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return Measurement(label=label, skipped=f"{type(exc).__name__}: {message}"[:300])
+
+
+def _empty_cache() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def skipped_note(measurements: list[Measurement]) -> str | None:
+    """One line naming the variants that did not run and why (None when all ran)."""
+    skipped = [f"{m.label}: {m.skipped}" for m in measurements if m.skipped]
+    return "; ".join(skipped) if skipped else None
+
+
+def ran(measurements: list[Measurement]) -> list[Measurement]:
+    """The variants that produced samples."""
+    return [m for m in measurements if not m.skipped and m.samples]
