@@ -24,7 +24,7 @@ MAX_FIELD = 1 << 24
 
 AttnBias = Literal["attention_bias", "qkv_always", "qkv_bias_key", "none"]
 Sliding = Literal["none", "all", "qwen2", "qwen2_moe", "alternate"]
-Moe = Literal["none", "mixtral", "qwen2_moe", "deepseek"]
+Moe = Literal["none", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class Family:
     norms_per_layer: int = 2
     sliding: Sliding = "none"
     sliding_default: int | None = None
+    sliding_needs_flag: bool = False  # the window applies only with use_sliding_window: true
+    qk_norm: bool = False
     moe: Moe = "none"
     mla: bool = False
     router_score_bias: bool = False
@@ -54,9 +56,31 @@ FAMILIES: dict[str, Family] = {
     "mixtral": Family(attn_bias="none", sliding="all", moe="mixtral"),
     "phi3": Family(attn_bias="none", sliding="all"),
     # qwen2 always has q/k/v biases (modeling_qwen2.py: bias=True), never on o_proj.
-    "qwen2": Family(attn_bias="qkv_always", sliding="qwen2", sliding_default=4096),
+    "qwen2": Family(
+        attn_bias="qkv_always", sliding="qwen2", sliding_default=4096, sliding_needs_flag=True
+    ),
     "qwen2_moe": Family(
-        attn_bias="qkv_bias_key", sliding="qwen2_moe", sliding_default=4096, moe="qwen2_moe"
+        attn_bias="qkv_bias_key",
+        sliding="qwen2_moe",
+        sliding_default=4096,
+        sliding_needs_flag=True,
+        moe="qwen2_moe",
+    ),
+    # qwen3: per-head q_norm/k_norm, no q/k/v biases unless attention_bias.
+    "qwen3": Family(
+        head_dim_default=128,
+        qk_norm=True,
+        sliding="qwen2",
+        sliding_default=4096,
+        sliding_needs_flag=True,
+    ),
+    "qwen3_moe": Family(
+        head_dim_default=128,
+        qk_norm=True,
+        sliding="all",  # modeling_qwen3_moe.py applies config.sliding_window on every layer
+        sliding_default=4096,
+        sliding_needs_flag=True,
+        moe="qwen3_moe",
     ),
     "gemma": Family(tie_default=True, head_dim_default=256),
     # gemma2: pre/post norms around both attention and MLP; even layers use the window.
@@ -91,7 +115,7 @@ _MISSING = object()
 
 
 def supported_model_types() -> list[str]:
-    """The config.json model_type values hwadvisor can parse."""
+    """Return the config.json model_type values hwadvisor can parse."""
     return sorted(FAMILIES)
 
 
@@ -121,11 +145,11 @@ class _Fields:
         )
 
     def get(self, key: str) -> object:
-        """The raw value, or _MISSING when the key is absent."""
+        """Return the raw value, or _MISSING when the key is absent."""
         return self.data.get(key, _MISSING)
 
     def int_(self, key: str, default: object = _MISSING, minimum: int = 1) -> int:
-        """A required (no default) or optional int in [minimum, MAX_FIELD]; null means default."""
+        """Read a required (no default) or optional int in [minimum, MAX_FIELD]; null: default."""
         value = self.get(key)
         if value is _MISSING or value is None:
             if default is _MISSING:
@@ -142,7 +166,7 @@ class _Fields:
         return value
 
     def opt_int(self, key: str, default: int | None, minimum: int = 1) -> int | None:
-        """An optional int where null means None (e.g. q_lora_rank, sliding_window)."""
+        """Read an optional int where null means None (e.g. q_lora_rank, sliding_window)."""
         value = self.get(key)
         if value is _MISSING:
             return default
@@ -151,7 +175,7 @@ class _Fields:
         return self.int_(key, minimum=minimum)
 
     def bool_(self, key: str, default: bool) -> bool:
-        """An optional true/false flag; null means default."""
+        """Read an optional true/false flag; null means default."""
         value = self.get(key)
         if value is _MISSING or value is None:
             return default
@@ -160,7 +184,7 @@ class _Fields:
         return value
 
     def int_list(self, key: str) -> list[int]:
-        """An optional list of non-negative ints (e.g. mlp_only_layers)."""
+        """Read an optional list of non-negative ints (e.g. mlp_only_layers)."""
         value = self.get(key)
         if value is _MISSING or value is None:
             return []
@@ -171,7 +195,7 @@ class _Fields:
         return value
 
     def layer_types(self, num_layers: int) -> list[str] | None:
-        """transformers' optional per-layer attention kinds, checked against num_hidden_layers."""
+        """Read transformers' optional per-layer attention kinds (one per layer)."""
         value = self.get("layer_types")
         if value is _MISSING or value is None:
             return None
@@ -246,6 +270,7 @@ def _build_spec(f: _Fields, family: Family, name: str) -> ModelSpec:
         "vocab_size": vocab,
         "tied_embeddings": f.bool_("tie_word_embeddings", family.tie_default),
         "norms_per_layer": family.norms_per_layer,
+        "qk_norm": family.qk_norm,
         "max_position_embeddings": f.opt_int("max_position_embeddings", None),
         "source": f.label,
     }
@@ -302,7 +327,7 @@ def _sliding(f: _Fields, family: Family, layers: int) -> dict:
     """Window size and the number of layers that use it, as transformers lays them out."""
     if family.sliding == "none":
         return {}
-    if family.sliding in ("qwen2", "qwen2_moe") and not f.bool_("use_sliding_window", False):
+    if family.sliding_needs_flag and not f.bool_("use_sliding_window", False):
         return {}
     window = f.opt_int("sliding_window", family.sliding_default)
     if window is None:
@@ -335,19 +360,20 @@ def _moe(f: _Fields, family: Family, layers: int, intermediate: int) -> dict:
         moe_layers = layers
         dense = 0
         out: dict[str, Any] = {}
-    elif family.moe == "qwen2_moe":
+    elif family.moe in ("qwen2_moe", "qwen3_moe"):
         experts = f.int_("num_experts")
         moe_width = f.int_("moe_intermediate_size")
         step = f.int_("decoder_sparse_step", default=1)
         mlp_only = set(f.int_list("mlp_only_layers"))
         moe_layers = sum(1 for i in range(layers) if i not in mlp_only and (i + 1) % step == 0)
         dense = layers - moe_layers  # not necessarily leading here; the count is what matters
-        shared_width = f.int_("shared_expert_intermediate_size")
-        out = {
-            "num_shared_experts": 1,
-            "shared_expert_intermediate_size": shared_width,
-            "shared_expert_gate": True,
-        }
+        out = {}
+        if family.moe == "qwen2_moe":  # one gated shared expert; qwen3_moe has none
+            out = {
+                "num_shared_experts": 1,
+                "shared_expert_intermediate_size": f.int_("shared_expert_intermediate_size"),
+                "shared_expert_gate": True,
+            }
     else:  # deepseek_v2 / deepseek_v3
         experts = f.int_("n_routed_experts")
         moe_width = f.int_("moe_intermediate_size")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -28,7 +28,7 @@ class FailOn(str, Enum):
 # Optional[...] rather than `X | None` in the option aliases: older typer releases (the GPU
 # machine's) do not read PEP 604 unions in parameter annotations.
 FailOnOpt = Annotated[
-    Optional[list[FailOn]],  # noqa: UP007
+    list[FailOn] | None,  # noqa: UP007
     typer.Option(
         "--fail-on",
         help="Exit 1 when a recommendation's verdict (or a trial) is this; repeatable: "
@@ -37,7 +37,7 @@ FailOnOpt = Annotated[
     ),
 ]
 MinBandwidthFractionOpt = Annotated[
-    Optional[float],  # noqa: UP007
+    float | None,  # noqa: UP007
     typer.Option(
         "--min-bandwidth-fraction",
         min=0.0,
@@ -53,8 +53,10 @@ def _values(fail_on: Iterable[FailOn | str] | None) -> set[str]:
 
 
 def verdict_gates(report: Report, fail_on: Iterable[FailOn | str] | None) -> list[str]:
-    """Recommendations whose verdict is in fail_on, then trials with such a status no
-    recommendation already names."""
+    """Tripped --fail-on gates: recommendations with a verdict in fail_on, then such trials.
+
+    A trial is listed only when no tripped recommendation already names it.
+    """
     wanted = _values(fail_on)
     if not wanted:
         return []

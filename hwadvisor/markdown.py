@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from hwadvisor.figures import measured_bandwidth_gbps, measured_matmul_tflops
-from hwadvisor.models import Device, Measurement, Report, TrialResult
+from hwadvisor.models import Measurement, Prediction, Report, TrialResult
+
+if TYPE_CHECKING:
+    from hwadvisor.compare import Comparison
 
 DASH = "—"  # an unknown value: shown as a dash, never as 0
 
@@ -31,6 +35,8 @@ def num(value: float | int | None, digits: int = 3) -> str:
         return DASH
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
+    if abs(value) >= 10 ** digits:
+        return f"{value:,.0f}"  # 4150, not 4.15e+03
     return f"{value:.{digits}g}"
 
 
@@ -66,7 +72,8 @@ def _devices(report: Report) -> list[str]:
     host = report.host
     lines.append(
         f"Host: {cell(host.cpu_model)}, {cell(host.cpu_cores)} cores, RAM "
-        f"{gb(host.memory_total_bytes)}, {cell(host.os)}. Advice shaped for **{report.device_class}**."
+        f"{gb(host.memory_total_bytes)}, {cell(host.os)}. "
+        f"Advice shaped for **{report.device_class}**."
     )
     lines.append("")
     if not report.devices:
@@ -119,13 +126,11 @@ def _estimate(report: Report) -> list[str]:
     return lines
 
 
-def _prediction(rec_predicted: object) -> str:
-    p = rec_predicted
-    unit = f" {p.unit}" if getattr(p, "unit", None) else ""  # type: ignore[attr-defined]
-    before, after, factor = p.before, p.after, p.factor  # type: ignore[attr-defined]
-    text = f"{p.metric}: {num(before)} → {num(after)}{unit}"  # type: ignore[attr-defined]
-    if factor is not None:
-        text += f" (×{factor:.2f})"
+def _prediction(p: Prediction) -> str:
+    unit = f" {p.unit}" if p.unit else ""
+    text = f"{p.metric}: {num(p.before)} → {num(p.after)}{unit}"
+    if p.factor is not None:
+        text += f" (×{p.factor:.2f})"
     return text
 
 
@@ -154,6 +159,8 @@ def _recommendations(report: Report) -> list[str]:
 
 
 def _headline(m: Measurement) -> str:
+    if m.skipped:
+        return f"{m.label}: skipped ({m.skipped})"
     if m.value is not None:
         return f"{m.label}: {num(m.value)} {m.value_unit or ''}".rstrip()
     if m.median is not None:
@@ -194,8 +201,11 @@ def _notes(report: Report) -> list[str]:
 
 
 def render_markdown(report: Report) -> str:
-    """The report as a markdown summary: device, workload, estimate, recommendations, trials,
-    gates and notes (sections without data are left out, gates always shown)."""
+    """Render the report as a markdown summary.
+
+    Sections: device, workload, estimate, recommendations, trials, gates and notes; sections
+    without data are left out, gates are always shown.
+    """
     lines = [f"# hwadvisor {report.kind} report", ""]
     lines.append(
         f"hwadvisor {report.tool_version} · schema {report.schema_version} · {report.generated_at}"
@@ -208,6 +218,33 @@ def render_markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def device_label(device: Device) -> str:
-    """'H200 (#0)' style label used in headings."""
-    return f"{device.name} (#{device.index})"
+
+def render_comparison_markdown(comparison: Comparison) -> str:
+    """`hwadvisor compare` as markdown: regressions first, then every figure and verdict."""
+    lines = ["# hwadvisor compare", ""]
+    lines.append(f"Baseline `{comparison.baseline_path}` → current `{comparison.current_path}`, "
+                 f"regression limit {comparison.max_regression_pct:g}%.")
+    lines += ["", "## Regressions", ""]
+    if comparison.regressions:
+        lines += [f"- ❌ {r}" for r in comparison.regressions]
+    else:
+        lines.append("✅ No regression.")
+    if comparison.figures:
+        rows = []
+        for f in comparison.figures:
+            change = None if f.change_pct is None else f"{f.change_pct:+.1f}%"
+            status = "❌ regressed" if f.regressed else ("direction unknown" if f.better is None
+                                                       else "ok")
+            rows.append([f.key, f.unit, f.better, num(f.baseline, 4), num(f.current, 4), change,
+                         status + (" (noisy)" if f.noisy else "")])
+        lines += ["", "## Measured figures", ""]
+        lines += table(["figure", "unit", "better", "baseline", "current", "change", "status"],
+                       rows)
+    if comparison.verdicts:
+        lines += ["", "## Verdicts", ""]
+        lines += table(["recommendation", "baseline", "current", "status"],
+                       [[v.id, v.baseline, v.current, "❌ regressed" if v.regressed else "ok"]
+                        for v in comparison.verdicts])
+    if comparison.notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in comparison.notes]
+    return "\n".join(lines) + "\n"

@@ -14,7 +14,7 @@ from hwadvisor.models import Report
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write text to path through a temp file in the same folder and a rename: never half-written."""
+    """Write text to path via a temp file in the same folder and a rename: never half-written."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():

@@ -1,4 +1,4 @@
-"""The report's JSON Schema, generated from the pydantic models (committed as docs/report.schema.json)."""
+"""The report's JSON Schema, generated from the models (committed as docs/report.schema.json)."""
 
 from __future__ import annotations
 

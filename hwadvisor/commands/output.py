@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -33,7 +33,7 @@ err_console = Console(stderr=True)
 # Optional[...] rather than `X | None`: older typer releases do not read PEP 604 unions here.
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
 OutputOpt = Annotated[
-    Optional[Path],  # noqa: UP007
+    Path | None,  # noqa: UP007
     typer.Option(
         "--output", "-o",
         help="Write the JSON report to this file (atomically; no file when the run fails).",
@@ -41,7 +41,7 @@ OutputOpt = Annotated[
     ),
 ]
 MarkdownOpt = Annotated[
-    Optional[Path],  # noqa: UP007
+    Path | None,  # noqa: UP007
     typer.Option(
         "--markdown",
         help="Write a markdown summary here, e.g. \"$GITHUB_STEP_SUMMARY\" in GitHub Actions.",

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 from rich.table import Table
 
-from hwadvisor.commands.output import console, emit_report, note
+from hwadvisor.commands.output import (
+    JsonOpt,
+    MarkdownOpt,
+    OutputOpt,
+    console,
+    emit_report,
+    note,
+)
 from hwadvisor.models import Device, Report
 
 
@@ -53,21 +58,79 @@ def _device_line(device: Device) -> str:
     if device.measured and device.measured.matmul_tflops:
         peaks = ", ".join(f"{k} {v:.0f}" for k, v in device.measured.matmul_tflops.items())
         parts.append(f"measured TFLOP/s: {peaks}")
+    parts.extend(_interconnect_lines(device))
+    parts.extend(_nvidia_lines(device))
     parts.append(f"profile {device.profile_id or '—'} · source {device.source}")
     return "\n".join(parts)
 
 
+def _interconnect_lines(device: Device) -> list[str]:
+    """PCIe, NVLink and peer links, when the probe read them."""
+    inter = device.interconnect
+    if inter is None:
+        return []
+    lines: list[str] = []
+    if inter.pcie is not None:
+        pcie = inter.pcie
+        lines.append(f"PCIe gen {_fmt(pcie.generation_current)}/{_fmt(pcie.generation_max)} "
+                     f"x{_fmt(pcie.width_current)}/{_fmt(pcie.width_max)} (current/max)")
+    if inter.nvlink is not None and inter.nvlink.links_active:
+        nvlink = inter.nvlink
+        lines.append(f"NVLink {_fmt(nvlink.version)}: {nvlink.links_active} links, "
+                     f"{_fmt(nvlink.bandwidth_gbps, ' GB/s')} per direction")
+    if inter.peers:
+        peers = ", ".join(f"GPU{p.peer_index} {p.link or '?'}"
+                          + ("" if p.p2p is None else (" p2p" if p.p2p else " no-p2p"))
+                          for p in inter.peers)
+        lines.append(f"peers: {peers}")
+    if inter.cpu_affinity or inter.numa_node is not None:
+        lines.append(f"CPU affinity {_fmt(inter.cpu_affinity)} · NUMA {_fmt(inter.numa_node)}")
+    return lines
+
+
+def _nvidia_lines(device: Device) -> list[str]:
+    """Driver, clocks, power and state that NVML gave (null readings shown as —)."""
+    nv = device.nvidia
+    if nv is None:
+        return []
+    lines = [
+        f"{_fmt(nv.architecture)} · driver {_fmt(nv.driver_version)} · "
+        f"CUDA {_fmt(nv.cuda_driver_version)} · bus {_fmt(nv.memory_bus_width_bits, ' bit')}",
+        f"SM clock {_fmt(nv.sm_clock_current_mhz)}/{_fmt(nv.sm_clock_max_mhz)} MHz · "
+        f"mem clock {_fmt(nv.memory_clock_current_mhz)}/{_fmt(nv.memory_clock_max_mhz)} MHz",
+        f"power {_fmt(nv.power_draw_w, ' W')} of {_fmt(nv.power_limit_w, ' W')} · "
+        f"{_fmt(nv.temperature_c, ' °C')} · MIG {_onoff(nv.mig_mode)} · ECC {_onoff(nv.ecc_enabled)}",
+    ]
+    if nv.throttle_reasons:
+        lines.append("clock limits: " + ", ".join(nv.throttle_reasons))
+    if nv.processes:
+        procs = ", ".join(f"{p.pid} {p.name or '?'} {_gb(p.used_memory_bytes)}"
+                          for p in nv.processes)
+        lines.append(f"in use by: {procs} (used {_gb(nv.memory_used_bytes)})")
+    return lines
+
+
+def _onoff(value: bool | None) -> str:
+    return "—" if value is None else ("on" if value else "off")
+
+
 def probe(
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Write the JSON report here (atomically)."),
+    as_json: JsonOpt = False,
+    output: OutputOpt = None,
+    markdown: MarkdownOpt = None,
 ) -> None:
-    """Detect the host and its accelerators (no torch import: starts fast)."""
+    """Detect the host and its accelerators: GPU model, memory, bandwidth, formats, links.
+
+    NVIDIA GPUs are read through NVML: driver, clocks, power, PCIe, NVLink and peers.
+
+    With no GPU or driver the report lists none and says why on stderr (exit 0).
+    """
     from hwadvisor.probe import collect
 
     report = collect()
     for line in report.notes:
         note(line)
-    emit_report(report, as_json, output)
+    emit_report(report, as_json, output, markdown)
     if not as_json:
         console.print(device_table(report))
 

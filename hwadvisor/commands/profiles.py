@@ -1,7 +1,147 @@
-"""Placeholder: this command module is being written (see the open issues)."""
+"""`hwadvisor profiles list|show`: the shipped datasheet profiles, as a table or plain JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
 
 import typer
+from rich.table import Table
+
+from hwadvisor.commands.output import console
+from hwadvisor.exitcodes import UserError
+from hwadvisor.models import DeviceClass
+
+profiles_app = typer.Typer(
+    name="profiles",
+    help="Datasheet profiles of known devices (plan for one with --device ID).",
+)
+
+CLASS_CHOICES = [c.value for c in DeviceClass]
+
+
+@profiles_app.callback(invoke_without_command=True)
+def _profiles_root(ctx: typer.Context) -> None:
+    """Datasheet profiles of known devices (plan for one with --device ID)."""
+    if ctx.invoked_subcommand is None:
+        # Bare `hwadvisor profiles` shows its help and succeeds rather than erroring.
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
+
+
+def _write_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def _parse_class(value: str | None) -> DeviceClass | None:
+    """Parse --class; a bad value is a UserError naming the choices."""
+    if value is None:
+        return None
+    try:
+        return DeviceClass(value.strip().lower())
+    except ValueError:
+        raise UserError(
+            f"unknown device class {value!r}", hint=f"use one of: {', '.join(CLASS_CHOICES)}"
+        ) from None
+
+
+def _num(value: float | None, unit: str = "") -> str:
+    return "—" if value is None else f"{value:g}{unit}"
+
+
+def profiles_table(rows: list[Any]) -> Table:
+    """Build a rich table of profiles: id, name, class, memory, bandwidth, bf16 and fp8."""
+    table = Table(
+        title="hwadvisor profiles (dense datasheet peaks, TFLOP/s)",
+        caption="* derived, not a vendor figure (see 'hwadvisor profiles show ID')",
+    )
+    table.add_column("id", no_wrap=True)
+    table.add_column("name")
+    table.add_column("class", no_wrap=True)
+    table.add_column("memory GB")
+    for column in ("GB/s", "bf16", "fp8"):
+        table.add_column(column, justify="right")
+    for p in rows:
+        derived = "*" if any(f.startswith("peak_tflops.") for f in p.derived_figures) else ""
+        table.add_row(
+            p.id,
+            p.name,
+            p.device_class.value,
+            f"{p.memory_gib:g} {p.memory_type}" + (" unified" if p.unified_memory else ""),
+            _num(p.memory_bandwidth_gbps),
+            _num(p.peak_tflops.get("bf16")) + (derived if "bf16" in p.peak_tflops else ""),
+            _num(p.peak_tflops.get("fp8")),
+        )
+    return table
+
+
+@profiles_app.command("list")
+def list_profiles(
+    device_class: str | None = typer.Option(
+        None, "--class", help=f"Only this class: {', '.join(CLASS_CHOICES)}."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the profiles as a JSON list."),
+) -> None:
+    """List the known device profiles."""
+    from hwadvisor import profiles
+
+    rows = profiles.by_class(_parse_class(device_class))
+    if as_json:
+        _write_json([p.model_dump(mode="json") for p in rows])
+        return
+    console.print(profiles_table(rows))
+
+
+def _detail_table(p: Any) -> Table:
+    table = Table(title=f"{p.name} ({p.id})", show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    table.add_row("class / vendor", f"{p.device_class.value} / {p.vendor}")
+    table.add_row("architecture", f"{p.architecture or '—'} · {p.compute_capability or '—'}")
+    table.add_row("memory", f"{p.memory_gib:g} GB {p.memory_type}"
+                  + (f" (options {', '.join(f'{m:g}' for m in p.memory_options_gib)})"
+                     if p.memory_options_gib else "")
+                  + (" unified" if p.unified_memory else ""))
+    table.add_row("bandwidth", _num(p.memory_bandwidth_gbps, " GB/s"))
+    peaks = ", ".join(f"{k} {v:g}" for k, v in p.peak_tflops.items()) or "—"
+    table.add_row("dense peaks (TFLOP/s; int8 TOPS)", peaks)
+    table.add_row("power", _num(p.power_w, " W"))
+    if p.interconnect is not None:
+        link = p.interconnect
+        parts = [f"PCIe Gen{link.pcie_generation}" if link.pcie_generation else "PCIe —"]
+        if link.nvlink_gbps_bidirectional is not None:
+            parts.append(f"NVLink {link.nvlink_gbps_bidirectional:g} GB/s both directions")
+        if link.fabric:
+            parts.append(f"{link.fabric} {_num(link.fabric_gbps_bidirectional, ' GB/s')}")
+        table.add_row("interconnect", " · ".join(parts))
+    if p.mobile is not None:
+        table.add_row("per-app memory (estimate)",
+                      f"{p.mobile.app_memory_limit_fraction:.0%} of RAM — {p.mobile.basis}")
+    if p.derived_figures:
+        table.add_row("derived figures", ", ".join(p.derived_figures))
+    table.add_row("notes", "\n".join(p.notes) or "—")
+    table.add_row("sources", "\n".join(f"{group}: {url}" for group, urls in p.sources.items()
+                                       for url in urls))
+    return table
+
+
+@profiles_app.command("show")
+def show_profile(
+    profile_id: str = typer.Argument(..., metavar="ID", help="Profile id, e.g. h200-sxm."),
+    as_json: bool = typer.Option(False, "--json", help="Print the profile as a JSON object."),
+) -> None:
+    """Show one profile with its notes and sources."""
+    from hwadvisor import profiles
+
+    profile = profiles.get(profile_id)
+    if as_json:
+        _write_json(profile.model_dump(mode="json"))
+        return
+    console.print(_detail_table(profile))
 
 
 def register(app: typer.Typer) -> None:
-    """Register nothing yet."""
+    """Register `profiles list` and `profiles show`."""
+    app.add_typer(profiles_app, name="profiles")

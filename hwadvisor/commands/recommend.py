@@ -1,7 +1,230 @@
-"""Placeholder: this command module is being written (see the open issues)."""
+"""`hwadvisor recommend`: ranked, predicted optimizations for a goal on this (or a planned) machine."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
+from rich.table import Table
+
+from hwadvisor.commands.options import (
+    ActCkptOpt,
+    ActivationDtypeOpt,
+    BatchOpt,
+    GenLenOpt,
+    GpusOpt,
+    GpusPerNodeOpt,
+    GradAccumOpt,
+    InterNodeGbpsOpt,
+    KvDtypeOpt,
+    ModelOpt,
+    NodesOpt,
+    OptimizerOpt,
+    PhaseOpt,
+    PromptLenOpt,
+    WeightsDtypeOpt,
+    workload_from_options,
+)
+from hwadvisor.commands.output import (
+    JsonOpt,
+    MarkdownOpt,
+    OutputOpt,
+    console,
+    emit_report,
+    exit_for_gates,
+    note,
+)
+from hwadvisor.exitcodes import UserError
+from hwadvisor.gates import FailOnOpt, MinBandwidthFractionOpt, apply_gates
+from hwadvisor.models import Report
+from hwadvisor.models.recommend import Goal
+
+# Inference latency is the default goal: it applies on every device class (a phone, a laptop,
+# this CPU-only host, an H200), while training advice only makes sense where people train.
+DEFAULT_GOAL: Goal = "inference-latency"
+GOAL_ALIASES: dict[str, Goal] = {
+    "a": "training-throughput",
+    "training-throughput": "training-throughput",
+    "b": "inference-latency",
+    "inference-latency": "inference-latency",
+    "c": "memory-footprint",
+    "memory-footprint": "memory-footprint",
+}
+# The phase a goal implies when --phase is not given.
+GOAL_PHASE: dict[Goal, str] = {
+    "training-throughput": "training",
+    "inference-latency": "inference",
+    "memory-footprint": "inference",
+}
+
+GoalOpt = Annotated[
+    Optional[str],  # noqa: UP007
+    typer.Option(
+        "--goal", "-g",
+        help="training-throughput (a), inference-latency (b) or memory-footprint (c) "
+        f"[default: {DEFAULT_GOAL}]",
+        show_default=False,
+    ),
+]
+DeviceOpt = Annotated[
+    Optional[str],  # noqa: UP007
+    typer.Option(
+        "--device",
+        help="Plan for a datasheet profile instead of this machine, e.g. h200-sxm, rtx-4090, "
+        "m3-max (see 'hwadvisor profiles list'); --gpus N plans N of them.",
+        show_default=False,
+    ),
+]
+ValidateOpt = Annotated[
+    bool,
+    typer.Option("--validate", help="Run each recommendation's trial here to confirm or refute it "
+                 "(needs torch; GPU trials need a GPU)."),
+]
+
+
+def parse_goal(value: str | None) -> Goal:
+    """The goal from its name or alias (a, b, c); UserError listing the choices otherwise."""
+    if value is None:
+        return DEFAULT_GOAL
+    goal = GOAL_ALIASES.get(value.strip().lower())
+    if goal is None:
+        raise UserError(
+            f"unknown goal {value!r}",
+            hint="valid goals: training-throughput (a), inference-latency (b), "
+            "memory-footprint (c)",
+        )
+    return goal
+
+
+def build_recommend_report(
+    goal: Goal,
+    device_id: str | None,
+    workload_options: dict[str, object],
+) -> Report:
+    """Resolve the hardware and workload, run the rules engine, and return the report."""
+    from hwadvisor.hardware import primary_device, resolve_target
+    from hwadvisor.rules.engine import recommend
+
+    options = dict(workload_options)
+    if options.get("phase") is None:
+        options["phase"] = GOAL_PHASE[goal]
+    count = options.get("gpus") or 1
+    if options.get("gpus") is None and options.get("gpus_per_node"):
+        count = int(options.get("nodes") or 1) * int(options["gpus_per_node"])  # type: ignore[arg-type]
+    target = resolve_target(device_id, int(count))  # type: ignore[arg-type]
+    device = primary_device(target)
+    workload = workload_from_options(options, device.memory_total_bytes, device.device_class)
+    outcome = recommend(workload, device, goal, host=target.host)
+    notes = list(target.notes)
+    if workload.is_default:
+        notes.append(
+            f"no --model given: recommending for the default workload {workload.model} "
+            f"({workload.phase}, batch {workload.batch}, prompt {workload.prompt_len}) chosen "
+            f"for {device.name}; pass --model to plan for yours"
+        )
+    if workload.phase != GOAL_PHASE[goal] and goal != "memory-footprint":
+        notes.append(f"goal {goal} with a {workload.phase} workload: most rules of the goal "
+                     "are rejected for the phase")
+    return Report(
+        kind="recommend",
+        host=target.host,
+        devices=target.devices,
+        device_class=device.device_class,
+        notes=notes + outcome.notes,
+        workload=workload,
+        estimate=outcome.estimate,
+        goal=goal,
+        recommendations=outcome.recommendations,
+        rejected=outcome.rejected,
+    )
+
+
+def recommend_table(report: Report) -> Table:
+    """The ranked recommendations: rank, id, title, predicted before → after, why."""
+    wl = report.workload
+    title = f"hwadvisor recommend · goal {report.goal}"
+    if wl is not None:
+        title += f" · {wl.model} {wl.phase} batch {wl.batch}"
+    if report.devices:
+        title += f" · {len(report.devices)} x {report.devices[0].name}"
+    table = Table(title=title, show_lines=True)
+    table.add_column("#", justify="right")
+    table.add_column("id")
+    table.add_column("title")
+    table.add_column("predicted")
+    table.add_column("why")
+    for rec in report.recommendations:
+        status = "" if rec.validation.status == "pending" else f"\n[{rec.validation.status}]"
+        table.add_row(str(rec.rank), rec.id, escape(rec.title),
+                      escape(rec.predicted.text or "") + escape(status), escape(rec.why))
+    return table
+
+
+def rejected_table(report: Report) -> Table:
+    """The rules of the goal that did not fire, and why not."""
+    table = Table(title="not recommended", show_lines=False)
+    table.add_column("id")
+    table.add_column("why not")
+    for rej in report.rejected:
+        reason = rej.why_not.split(": ", 1)[1] if rej.why_not.startswith(rej.id) else rej.why_not
+        table.add_row(rej.id, escape(reason))
+    return table
 
 
 def register(app: typer.Typer) -> None:
-    """Register nothing yet."""
+    """Register `recommend`."""
+
+    @app.command("recommend")
+    def recommend_cmd(
+        goal: GoalOpt = None,
+        device: DeviceOpt = None,
+        model: ModelOpt = None,
+        phase: PhaseOpt = None,
+        batch: BatchOpt = None,
+        prompt_len: PromptLenOpt = None,
+        gen_len: GenLenOpt = None,
+        weights_dtype: WeightsDtypeOpt = None,
+        kv_dtype: KvDtypeOpt = None,
+        activation_dtype: ActivationDtypeOpt = None,
+        optimizer: OptimizerOpt = None,
+        grad_accum: GradAccumOpt = None,
+        gpus: GpusOpt = None,
+        nodes: NodesOpt = None,
+        gpus_per_node: GpusPerNodeOpt = None,
+        inter_node_gbps: InterNodeGbpsOpt = None,
+        activation_checkpointing: ActCkptOpt = False,
+        validate: ValidateOpt = False,
+        as_json: JsonOpt = False,
+        output: OutputOpt = None,
+        markdown: MarkdownOpt = None,
+        fail_on: FailOnOpt = None,
+        min_bw_fraction: MinBandwidthFractionOpt = None,
+    ) -> None:
+        """Recommend optimizations for a goal, ranked by predicted gain, with the rules that did not fire.
+
+        Without options: inference-latency advice for this machine and a default model.
+        """
+        chosen = parse_goal(goal)
+        workload_options = {
+            "model": model, "phase": phase, "batch": batch, "prompt_len": prompt_len,
+            "gen_len": gen_len, "weights_dtype": weights_dtype, "kv_dtype": kv_dtype,
+            "activation_dtype": activation_dtype, "optimizer": optimizer,
+            "grad_accum": grad_accum, "gpus": gpus, "nodes": nodes,
+            "gpus_per_node": gpus_per_node, "inter_node_gbps": inter_node_gbps,
+            "activation_checkpointing": activation_checkpointing,
+        }
+        report = build_recommend_report(chosen, device, workload_options)
+        for line in report.notes:
+            note(f"note: {line}")
+        if validate:
+            from hwadvisor.validate import validate_report
+
+            report = validate_report(report, progress=True)
+        report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
+        emit_report(report, as_json, output, markdown)
+        if not as_json:
+            console.print(recommend_table(report))
+            if report.rejected:
+                console.print(rejected_table(report))
+        exit_for_gates(report)

@@ -1,7 +1,131 @@
-"""Placeholder: this command module is being written (see the open issues)."""
+"""`hwadvisor schema`, `compare` and `plot`: the commands that work on written reports."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
+from rich.table import Table
+
+from hwadvisor.commands.output import MarkdownOpt, console, err_console, note
+from hwadvisor.exitcodes import ExitCode
+from hwadvisor.reportio import write_text_atomic
+
+if TYPE_CHECKING:
+    from hwadvisor.compare import Comparison
+
+ReportArg = Annotated[Path, typer.Argument(help="A report written by hwadvisor --output.",
+                                           dir_okay=False)]
+
+
+def schema() -> None:
+    """Print the JSON Schema of the report (committed as docs/report.schema.json)."""
+    from hwadvisor.schema import schema_json
+
+    sys.stdout.write(schema_json())
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "—" if value is None else f"{value:.{digits}g}"
+
+
+def _comparison_tables(comparison: Comparison) -> list[Table]:
+    figures = Table(title=f"measured figures (regression limit {comparison.max_regression_pct:g}%)")
+    figures.add_column("figure", overflow="fold", ratio=3)
+    for col in ("unit", "better", "baseline", "current", "change", "status"):
+        figures.add_column(col, justify="right" if col in {"baseline", "current", "change"}
+                           else "left", ratio=1)
+    for f in comparison.figures:
+        if f.regressed:
+            status = "[bold red]REGRESSED[/]"
+        elif f.better is None:
+            status = "[dim]direction unknown[/]"
+        elif f.worse_pct is not None and f.worse_pct < 0:
+            status = "[green]better[/]"
+        else:
+            status = "ok"
+        if f.noisy:
+            status += " [yellow](noisy)[/]"
+        change = "—" if f.change_pct is None else f"{f.change_pct:+.1f}%"
+        figures.add_row(escape(f.key), f.unit or "—", f.better or "—", _fmt(f.baseline),
+                        _fmt(f.current), change, status)
+    tables = [figures]
+    if comparison.verdicts:
+        verdicts = Table(title="recommendation verdicts")
+        for col in ("recommendation", "baseline", "current", "status"):
+            verdicts.add_column(col)
+        for v in comparison.verdicts:
+            status = "[bold red]REGRESSED[/]" if v.regressed else (
+                "ok" if v.baseline == v.current else "changed")
+            verdicts.add_row(escape(v.id), v.baseline or "—", v.current or "—", status)
+        tables.append(verdicts)
+    return tables
+
+
+def compare(
+    baseline: ReportArg,
+    current: ReportArg,
+    max_regression: Annotated[float, typer.Option(
+        "--max-regression", min=0.0,
+        help="Percent a measured figure may get worse before exit 1.")] = 5.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    markdown: MarkdownOpt = None,
+) -> None:
+    """Compare CURRENT against BASELINE: measured figures and verdicts.
+
+    Exit 1 when a measured figure got worse by more than --max-regression percent or a
+    confirmed recommendation is now refuted; 2 for unreadable or incompatible reports.
+    """
+    from hwadvisor.compare import compare_reports
+    from hwadvisor.reportio import load_report
+
+    base = load_report(baseline)
+    cur = load_report(current)
+    comparison = compare_reports(base, cur, max_regression)
+    comparison.baseline_path, comparison.current_path = str(baseline), str(current)
+    loader_notes = [n for n in base.notes + cur.notes if "does not know" in n]
+    comparison.notes = loader_notes + comparison.notes
+    for line in comparison.notes:
+        note(f"note: {line}")
+    if markdown is not None:
+        from hwadvisor.markdown import render_comparison_markdown
+
+        write_text_atomic(markdown, render_comparison_markdown(comparison))
+    if as_json:
+        sys.stdout.write(comparison.model_dump_json(indent=2) + "\n")
+    else:
+        for table in _comparison_tables(comparison):
+            console.print(table)
+        if not comparison.figures:
+            note("no measured figure is in both reports (run validate or probe --measure)")
+    if comparison.regressions:
+        for line in comparison.regressions:
+            err_console.print(f"[bold red]regression:[/] {escape(line)}", highlight=False)
+        raise typer.Exit(int(ExitCode.GATE_TRIPPED))
+
+
+def plot(
+    report: ReportArg,
+    output: Annotated[Path, typer.Option(
+        "--output", "-o", dir_okay=False, help="Image to write (PNG; .svg and .pdf work too).")
+    ] = Path("roofline.png"),
+    device: Annotated[int | None, typer.Option(  # noqa: UP007 - older typer
+        "--device", help="Device index to plot (default: the first).")] = None,
+) -> None:
+    """Draw the roofline: datasheet and measured ceilings, workload phases and trial points."""
+    from hwadvisor.plot import plot_roofline
+    from hwadvisor.reportio import load_report
+
+    loaded = load_report(report)
+    data = plot_roofline(loaded, output, device)
+    note(f"wrote {output}: {len(data.phases)} workload phase(s), {len(data.trials)} trial point(s)")
 
 
 def register(app: typer.Typer) -> None:
-    """Register nothing yet."""
+    """Register `schema`, `compare` and `plot`."""
+    app.command("schema")(schema)
+    app.command("compare")(compare)
+    app.command("plot")(plot)

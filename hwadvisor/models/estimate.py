@@ -40,9 +40,15 @@ class Times(Strict):
     decode_memory_s: float | None = None
     train_compute_s: float | None = None
     train_memory_s: float | None = None
-    launch_overhead_s: float | None = None
-    communication_s: float | None = None
-    communication_exposed_s: float | None = None
+    launch_overhead_s: float | None = Field(
+        None, description="Kernel launches of one forward (inference) or one training step")
+    communication_s: float | None = Field(None, description="Communication of the deciding phase")
+    communication_exposed_s: float | None = Field(
+        None, description="The part of communication_s compute does not hide")
+    optimizer_s: float | None = Field(None, description="Optimizer step (memory-bound), training")
+    decode_tokens_per_forward: float | None = Field(
+        None, description="Tokens per sequence one decode forward yields; decode_step_s is per "
+        "token, the decode_*_s roofline terms are per forward")
 
 
 class Estimate(Strict):
@@ -52,9 +58,16 @@ class Estimate(Strict):
     fits: bool
     bottleneck: Bottleneck
     bottleneck_why: str = Field(description="The numbers that decided the bottleneck")
-    flops_per_token: float
-    flops_per_step: float | None = None
-    bytes_per_decode_step: float | None = None
+    deciding_phase: Literal["prefill", "decode", "train"] | None = Field(
+        None, description="The phase whose time decided the bottleneck")
+    params_total: float | None = None
+    params_active: float | None = Field(None, description="Parameters one token touches (MoE)")
+    flops_per_token: float = Field(description="Forward FLOPs per token, whole model")
+    flops_per_step: float | None = Field(
+        None, description="FLOPs per GPU of the deciding phase (training step, decode forward "
+        "or prefill)")
+    bytes_per_decode_step: float | None = Field(
+        None, description="Bytes one decode forward reads per GPU (weights + KV + ...)")
     arithmetic_intensity: float | None = Field(None, description="FLOP per byte of the phase")
     ridge_point: float | None = Field(None, description="Device FLOP per byte at the ridge")
     peak_tflops_used: float | None = None

@@ -53,8 +53,14 @@ class NvLinkInfo(Strict):
     """NVLink links of one GPU."""
 
     links_active: int | None = None
-    version: int | None = None
-    bandwidth_gbps: float | None = Field(None, description="Aggregate, one direction, datasheet")
+    version: int | None = Field(
+        None, description="NVLink generation (4 on H100/H200), not NVML's NVML_NVLINK_VERSION_* code"
+    )
+    bandwidth_gbps: float | None = Field(
+        None,
+        description="Aggregate over active links, ONE direction, GB/s: links x per-link datasheet "
+        "rate of the generation (18 x 25 = 450 on H100/H200; bidirectional is twice this)",
+    )
 
 
 class PeerLink(Strict):
@@ -130,7 +136,9 @@ class Device(Strict):
     memory_type: str | None = None
     unified_memory: bool = Field(False, description="Memory shared with the CPU (Apple, phones)")
     memory_bandwidth_gbps: float | None = Field(None, description="Theoretical bandwidth, GB/s")
-    memory_bandwidth_source: Literal["probe", "datasheet"] | None = None
+    memory_bandwidth_source: Literal["probe", "datasheet", "derived"] | None = Field(
+        None, description="derived: computed from datasheet facts; see the profile notes"
+    )
     compute_capability: str | None = Field(None, description="e.g. '9.0' (NVIDIA) or 'gfx942'")
     architecture: str | None = None
     compute_units: int | None = Field(None, description="SMs, CUs or GPU cores")
@@ -138,7 +146,9 @@ class Device(Strict):
     peak_tflops: dict[str, float] = Field(
         default_factory=dict, description="Dense datasheet peaks by format (from the profile)"
     )
-    peak_tflops_source: Literal["datasheet"] | None = None
+    peak_tflops_source: Literal["datasheet", "derived"] | None = Field(
+        None, description="derived: computed, not a vendor figure; see the profile notes"
+    )
     power_w: float | None = None
     source: Literal["probe", "profile"]
     profile_id: str | None = None

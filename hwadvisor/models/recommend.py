@@ -48,6 +48,12 @@ class Recommendation(Strict):
     caveats: list[str] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
     validation: Validation = Field(default_factory=Validation)
+    changes: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="The workload/option changes the prediction assumed"
+    )
+    fits_after: bool | None = Field(
+        None, description="Whether the workload fits the memory limit after this change"
+    )
 
 
 class Rejected(Strict):
@@ -55,3 +61,6 @@ class Rejected(Strict):
 
     id: str
     why_not: str
+    conditions_failed: list[str] = Field(
+        default_factory=list, description="The rule's conditions that did not hold"
+    )

@@ -26,7 +26,7 @@ def _now() -> str:
 
 
 class Report(Strict):
-    """A probe, estimate, recommend or validate report; later sections stay null in earlier kinds."""
+    """A probe, estimate, recommend or validate report; later sections stay null in earlier ones."""
 
     schema_version: str = SCHEMA_VERSION
     tool_version: str = __version__
@@ -35,7 +35,8 @@ class Report(Strict):
     host: HostInfo
     devices: list[Device] = Field(default_factory=list)
     device_class: DeviceClass = Field(
-        DeviceClass.CPU, description="The class the advice is shaped for: the first device's, else cpu"
+        DeviceClass.CPU,
+        description="The class the advice is shaped for: the first device's, else cpu",
     )
     notes: list[str] = Field(default_factory=list)
     workload: Workload | None = None

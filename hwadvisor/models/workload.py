@@ -87,9 +87,15 @@ class Workload(Strict):
     gpus: int = Field(1, gt=0, description="GPUs in all (nodes x gpus per node)")
     nodes: int = Field(1, gt=0)
     gpus_per_node: int | None = Field(None, gt=0)
-    inter_node_bandwidth_gbps: float | None = Field(None, gt=0)
+    inter_node_bandwidth_gbps: float | None = Field(
+        None, gt=0, description="Network between nodes, GB/s per GPU, one direction "
+        "(400 Gb/s InfiniBand NDR per GPU = 50)"
+    )
     activation_checkpointing: bool = False
-    params_total: int | None = None
-    params_active: int | None = None
+    params_total: int | None = Field(None, description="Parameters transformers instantiates")
+    params_active: int | None = Field(
+        None, description="Per token: total minus the routed experts a token does not visit "
+        "(embeddings included, unlike DeepSeek's 'activated' figure)"
+    )
     spec: ModelSpec | None = None
     is_default: bool = Field(False, description="True when no model was given and the default ran")

@@ -144,7 +144,8 @@ def architecture_for(nvml_arch: int | None, compute_capability: str | None) -> s
     return CC_ARCHITECTURES.get(cc) or CC_ARCHITECTURES.get((cc[0], None))
 
 
-def theoretical_bandwidth_gbps(bus_width_bits: int | None, mem_clock_mhz: int | None) -> float | None:
+def theoretical_bandwidth_gbps(bus_width_bits: int | None,
+                               mem_clock_mhz: int | None) -> float | None:
     """Peak DRAM bandwidth, GB/s: bus_width/8 bytes x 2 transfers per clock x max memory clock.
 
     The factor 2 is double data rate as NVML reports the memory clock (an H200: 6016 bits,
@@ -216,6 +217,7 @@ class NvidiaBackend:
         nvml = self.nvml
         if not nvml.available():
             return BackendResult(notes=[f"no NVIDIA GPU: {nvml.reason}"])
+        nvml.reset_findings()
         count = nvml.device_count()
         if count == 0:
             reason = nvml.reason or "NVML sees no GPU"
@@ -321,7 +323,7 @@ class NvidiaBackend:
         words = max(1, math.ceil((os.cpu_count() or 64) / 64))
         cpu_masks = nvml.query(device.index, "cpu_affinity", "nvmlDeviceGetCpuAffinity", words)
         node_masks = nvml.query(device.index, "numa_affinity", "nvmlDeviceGetMemoryAffinity",
-                                words, c_uint(AFFINITY_SCOPE_NODE))
+                                words, AFFINITY_SCOPE_NODE)  # pynvml wraps it in c_uint
         assert device.interconnect is not None
         if cpu_masks is not None:
             device.interconnect.cpu_affinity = cpu_ranges(cpus_from_masks(list(cpu_masks)))
@@ -339,7 +341,10 @@ class NvidiaBackend:
         for link in range(max_links):
             state = nvml.probe_call(index, "nvmlDeviceGetNvLinkState", link)
             if state is None:
-                break
+                if link == 0:
+                    nvml.note_missing(index, "nvlink")  # no NVLink here, or not readable
+                    return reading
+                break  # past the last link this GPU has
             if int(state) != 1:
                 continue
             active += 1
@@ -347,11 +352,6 @@ class NvidiaBackend:
                 reading.nvml_version = nvml.probe_call(index, "nvmlDeviceGetNvLinkVersion", link)
             remote = nvml.probe_call(index, "nvmlDeviceGetNvLinkRemotePciInfo", link)
             reading.remote_bus_ids.append(_normal_bus_id(_decode_bus(remote)))
-        else:
-            link = max_links
-        if link == 0 and active == 0:
-            nvml._note_missing(index, "nvlink")  # no NVLink on this GPU (or not readable)
-            return reading
         reading.links_active = active
         return reading
 
@@ -398,7 +398,7 @@ class NvidiaBackend:
             device.interconnect = interconnect
 
     def _nvml_link_code(self, index: int, peer: int, reading: _LinkReading,
-                        peer_bus: str | None, gpu_buses: set[str | None]) -> str | None:
+                        peer_bus: str | None, gpu_buses: set[str]) -> str | None:
         """NVML's answer for the path to a peer (topo -m style code), None when NVML cannot say.
 
         Links whose far end is the peer's PCI bus id are direct links; links to a bus id that

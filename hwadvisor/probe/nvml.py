@@ -29,9 +29,11 @@ ERROR_UNKNOWN = 999
 # NVML as a whole is unusable after these: no devices, one note saying why.
 LIBRARY_ERRORS: dict[int, str] = {
     ERROR_LIBRARY_NOT_FOUND: "NVML library not found (is the NVIDIA driver installed?)",
-    ERROR_DRIVER_NOT_LOADED: "NVIDIA driver not loaded (is the kernel module loaded? try nvidia-smi)",
+    ERROR_DRIVER_NOT_LOADED: "NVIDIA driver not loaded (is the kernel module loaded? "
+                             "try nvidia-smi)",
     ERROR_UNINITIALIZED: "NVML could not be initialized",
-    ERROR_LIB_RM_VERSION_MISMATCH: "NVML library and driver versions differ (reboot after a driver update?)",
+    ERROR_LIB_RM_VERSION_MISMATCH: "NVML library and driver versions differ "
+                                   "(reboot after a driver update?)",
 }
 # The GPU stopped answering: every later query on it is skipped and the device is marked lost.
 GPU_LOST_ERRORS: dict[int, str] = {
@@ -81,7 +83,7 @@ class Nvml:
 
     def __init__(self, backend: Any | None = None,
                  loader: Callable[[], Any] | None = None) -> None:
-        self._backend = backend
+        self._backend: Any = backend
         self._loader = loader or _import_pynvml
         self._started = False
         self._reason: str | None = None
@@ -121,8 +123,14 @@ class Nvml:
         return self._reason
 
     def available(self) -> bool:
-        """True when NVML started."""
+        """Return True when NVML started."""
         return self.start()
+
+    def reset_findings(self) -> None:
+        """Forget missing fields and lost GPUs from an earlier probe (a new probe starts clean)."""
+        self.missing.clear()
+        self.lost.clear()
+        self._handles.clear()
 
     def shutdown(self) -> None:
         """Shut NVML down if it was started (safe to call twice)."""
@@ -155,7 +163,7 @@ class Nvml:
             return 0
 
     def handle(self, index: int) -> Any | None:
-        """The NVML handle of GPU `index` (None when unavailable or lost)."""
+        """Return the NVML handle of GPU `index` (None when unavailable or lost)."""
         if index in self._handles:
             return self._handles[index]
         if not self.start() or index in self.lost:
@@ -186,7 +194,7 @@ class Nvml:
         func = getattr(self._backend, function, None)
         if func is None:
             # An older nvidia-ml-py without this function: the same as "not supported".
-            self._note_missing(index, field)
+            self.note_missing(index, field)
             return None
         try:
             return _decode(func(handle, *args))
@@ -197,6 +205,8 @@ class Nvml:
     def query_first(self, index: int, field: str, functions: tuple[str, ...],
                     *args: Any) -> Any | None:
         """Like `query`, trying each function name in turn (new names first, then old ones)."""
+        if not self.start():
+            return None
         for function in functions:
             if getattr(self._backend, function, None) is None or index in self.lost:
                 continue
@@ -208,7 +218,7 @@ class Nvml:
             except Exception as exc:  # noqa: BLE001
                 if self._is_fatal(index, field, exc):
                     return None
-        self._note_missing(index, field)
+        self.note_missing(index, field)
         return None
 
     def probe_call(self, index: int, function: str, *args: Any) -> Any | None:
@@ -241,22 +251,23 @@ class Nvml:
         return False
 
     def _classify(self, index: int, field: str, exc: Exception) -> None:
-        """A failed read: a lost GPU or dead library is recorded as such, anything else as missing.
+        """Record a failed read: a lost GPU or dead library as such, anything else as missing.
 
         Not supported, no permission, not found, function not found, and non-NVML errors such as
         ctypes.ArgumentError (a binding/driver mismatch) all mean the same to the probe: this
         field cannot be read here.
         """
         if not self._is_fatal(index, field, exc):
-            self._note_missing(index, field)
+            self.note_missing(index, field)
 
-    def _note_missing(self, index: int, field: str) -> None:
+    def note_missing(self, index: int, field: str) -> None:
+        """Remember that `field` could not be read on GPU `index` (-1: system-wide)."""
         fields = self.missing.setdefault(index, [])
         if field not in fields:
             fields.append(field)
 
     def constant(self, name: str, default: Any) -> Any:
-        """A constant from the backend (pynvml's NVML_*), or `default` when it lacks it."""
+        """Return a constant from the backend (pynvml's NVML_*), or `default` when it lacks it."""
         value = getattr(self._backend, name, default) if self.start() else default
         # pynvml defines some constants with a stray trailing comma (a tuple): unwrap them.
         if isinstance(value, tuple) and len(value) == 1:
@@ -265,7 +276,7 @@ class Nvml:
 
     # --- small public API reused by the validator --------------------------------------
     def current_clocks(self, index: int) -> dict[str, int | None]:
-        """Current SM and memory clocks of GPU `index` in MHz (values None when unreadable)."""
+        """Read current SM and memory clocks of GPU `index` in MHz (None when unreadable)."""
         return {
             "sm_mhz": self.query(index, "sm_clock_current", "nvmlDeviceGetClockInfo", CLOCK_SM),
             "memory_mhz": self.query(index, "memory_clock_current", "nvmlDeviceGetClockInfo",
@@ -296,13 +307,23 @@ class Nvml:
                 # NVML reports "not available" memory as None (pynvml) or as a huge sentinel.
                 used_bytes = int(used) if isinstance(used, int) and 0 <= used < 2**63 else None
                 if pid not in found:
-                    found[pid] = GpuProcess(pid=pid, name=process_name(pid),
+                    found[pid] = GpuProcess(pid=pid, name=self.process_name(pid),
                                             used_memory_bytes=used_bytes)
         return sorted(found.values(), key=lambda p: p.pid) if readable else None
 
+    def process_name(self, pid: int) -> str | None:
+        """Name a GPU process: NVML's name (the driver's PID view), else psutil's."""
+        try:
+            name = _decode(self._backend.nvmlSystemGetProcessName(pid))
+        except Exception:  # noqa: BLE001 - the name is a nicety; psutil may still know it
+            name = None
+        if name:
+            return str(name).rsplit("/", 1)[-1]
+        return process_name(pid)
+
 
 def process_name(pid: int) -> str | None:
-    """A process's name through psutil; None when it cannot be read (another container, gone)."""
+    """Name a process through psutil; None when it cannot be read (another container, gone)."""
     import psutil  # noqa: PLC0415
 
     try:
@@ -312,7 +333,7 @@ def process_name(pid: int) -> str | None:
 
 
 def c_uint(value: int) -> Any:
-    """An NVML enum argument as ctypes.c_uint (pynvml passes Python values through untyped)."""
+    """Wrap an NVML enum argument as ctypes.c_uint (pynvml passes Python values untyped)."""
     return ctypes.c_uint(int(value))
 
 
@@ -320,11 +341,26 @@ _default: Nvml | None = None
 
 
 def get_nvml() -> Nvml:
-    """The process-wide NVML helper (created on first use, NVML started lazily)."""
+    """Return the process-wide NVML helper (created on first use, NVML started lazily)."""
     global _default
     if _default is None:
         _default = Nvml()
     return _default
+
+
+def current_clocks(index: int) -> dict[str, int | None]:
+    """Read current SM and memory clocks (MHz) of GPU `index` through the process-wide helper."""
+    return get_nvml().current_clocks(index)
+
+
+def gpu_processes(index: int) -> list[GpuProcess] | None:
+    """List the processes on GPU `index` through the process-wide helper (None if unreadable)."""
+    return get_nvml().gpu_processes(index)
+
+
+def throttle_reasons(index: int) -> list[str] | None:
+    """List GPU `index`'s active clock-limit reasons through the process-wide helper."""
+    return get_nvml().throttle_reasons(index)
 
 
 def set_nvml(nvml: Nvml | None) -> None:

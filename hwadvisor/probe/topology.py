@@ -49,7 +49,7 @@ def nvlink_generation(nvml_version: int | None) -> int | None:
 
 
 def nvlink_bandwidth_gbps(links_active: int | None, generation: int | None) -> float | None:
-    """Aggregate NVLink bandwidth in GB/s, one direction: links x per-link rate (None if unknown)."""
+    """Aggregate NVLink GB/s, one direction: links x per-link rate (None if unknown)."""
     if not links_active or generation is None:
         return None
     per_link = NVLINK_GBPS_PER_LINK_PER_DIRECTION.get(generation)
@@ -57,7 +57,7 @@ def nvlink_bandwidth_gbps(links_active: int | None, generation: int | None) -> f
 
 
 def nvlinks_in_code(code: str | None) -> int | None:
-    """The NVLink count in a topo -m code: 'NV18' -> 18; PCIe codes -> None."""
+    """Count the NVLinks in a topo -m code: 'NV18' -> 18; PCIe codes -> None."""
     if not code:
         return None
     match = _NV_CODE.match(code.strip())
@@ -102,7 +102,7 @@ class TopoMatrix:
     numa_node: dict[int, int | None] = field(default_factory=dict)
 
     def link(self, gpu: int, peer: int) -> str | None:
-        """The code between two GPUs (e.g. 'NV18', 'SYS'), None when not listed."""
+        """Return the code between two GPUs (e.g. 'NV18', 'SYS'), None when not listed."""
         return self.links.get((gpu, peer))
 
 
@@ -143,7 +143,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
         gpu = int(row.group(1))
         matrix.gpus.append(gpu)
         values = cells[1:1 + len(columns)]
-        for column, value in zip(columns, values):
+        for column, value in zip(columns, values, strict=False):
             peer = _GPU_NAME.match(column)
             if peer is not None and int(peer.group(1)) != gpu and value and value != "X":
                 matrix.links[(gpu, int(peer.group(1)))] = value

@@ -1,0 +1,107 @@
+"""Start-up time of `hwadvisor probe --json` against `python -m torch.utils.collect_env`.
+
+Both run as fresh subprocesses of this interpreter, alternating, several times each; the
+medians and their ratio are printed (target: probe <= 0.10 x collect_env).
+
+    python benchmarks/probe_startup.py [--runs 5] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_RATIO = 0.10
+COMMANDS = {
+    "probe": [sys.executable, "-m", "hwadvisor", "probe", "--json"],
+    "collect_env": [sys.executable, "-m", "torch.utils.collect_env"],
+}
+
+
+def time_once(argv: list[str], timeout_s: float) -> float | None:
+    """Wall seconds of one run; None when the command failed (its time would mislead)."""
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    elapsed = time.perf_counter() - start
+    return elapsed if done.returncode == 0 else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="runs of each command (default 5)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = parser.parse_args(argv)
+
+    samples: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    failures: dict[str, int] = {name: 0 for name in COMMANDS}
+    # One warm-up run each (file cache, .pyc), not counted; then alternate so drift hits both.
+    for argv_ in COMMANDS.values():
+        time_once(argv_, args.timeout)
+    for _ in range(args.runs):
+        for name, argv_ in COMMANDS.items():
+            seconds = time_once(argv_, args.timeout)
+            if seconds is None:
+                failures[name] += 1
+            else:
+                samples[name].append(seconds)
+
+    medians = {name: statistics.median(s) if s else None for name, s in samples.items()}
+    ratio = (medians["probe"] / medians["collect_env"]
+             if medians["probe"] and medians["collect_env"] else None)
+    for name in COMMANDS:
+        shown = "failed" if medians[name] is None else f"{medians[name] * 1000:8.1f} ms"
+        spread = (f"(min {min(samples[name]) * 1000:.1f}, max {max(samples[name]) * 1000:.1f})"
+                  if samples[name] else "")
+        print(f"{name:12s} median {shown} {spread}  runs {len(samples[name])}, "
+              f"failed {failures[name]}")
+    if ratio is None:
+        print("ratio: n/a (a command failed)")
+    else:
+        verdict = "meets" if ratio <= TARGET_RATIO else "misses"
+        print(f"ratio probe/collect_env = {ratio:.3f} ({verdict} the {TARGET_RATIO:.2f}x target)")
+
+    if args.json is not None:
+        record = {
+            "what": "median wall seconds of fresh subprocesses, alternating",
+            "commands": {name: " ".join(Path(a).name if i == 0 else a for i, a in enumerate(c))
+                         for name, c in COMMANDS.items()},
+            "samples_s": samples,
+            "failures": failures,
+            "median_s": medians,
+            "ratio": ratio,
+            "target_ratio": TARGET_RATIO,
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        _write_atomic(args.json, json.dumps(record, indent=2) + "\n")
+    return 0 if ratio is not None else 1
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

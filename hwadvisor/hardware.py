@@ -1,0 +1,97 @@
+"""The hardware to plan for: a datasheet profile (--device ID) or what the probe finds here.
+
+No torch on this path: planning for a device you do not have must stay fast and need no GPU.
+"""
+
+from __future__ import annotations
+
+from hwadvisor.exitcodes import UserError
+from hwadvisor.models import Device, DeviceClass, HostInfo, Report
+
+MAX_PLANNED_DEVICES = 1024
+
+
+def resolve_target(device_id: str | None, count: int = 1) -> Report:
+    """Return a probe-kind report of the hardware to plan for.
+
+    With a device id: `count` devices built from that profile (source "profile") on the real
+    host. Without one: the probed report of this machine (`count` is then ignored, the probe
+    says how many devices there are). Unknown ids and bad counts raise UserError (exit 2).
+    """
+    if device_id is None:
+        from hwadvisor.probe import collect
+
+        return collect()
+    if not 1 <= count <= MAX_PLANNED_DEVICES:
+        raise UserError(
+            f"device count must be between 1 and {MAX_PLANNED_DEVICES}, got {count}",
+            hint="pass the number of devices to plan for, e.g. --device-count 8",
+        )
+    from hwadvisor import profiles
+    from hwadvisor.probe.host import probe_host
+
+    profile = profiles.get(device_id)
+    devices = [profiles.device_from_profile(profile.id, index=i) for i in range(count)]
+    host = probe_host()
+    notes = [
+        f"planning for {count} x {profile.name} from its datasheet profile ({profile.id}); "
+        "these devices were not probed and the host is this machine"
+    ]
+    limit = profiles.mobile_app_memory_limit_bytes(profile)
+    if limit is not None:
+        # The per-app cap is what a phone plan must fit; it lives on HostInfo by contract.
+        host = host.model_copy(update={"mobile_app_memory_limit_bytes": limit})
+        fraction = profile.mobile.app_memory_limit_fraction if profile.mobile else 0.0
+        notes.append(
+            f"per-app memory limit {limit / 2**30:.1f} GiB is an estimate ({fraction:.0%} of RAM); "
+            f"'hwadvisor profiles show {profile.id}' gives its basis and sources"
+        )
+    return Report(
+        kind="probe",
+        host=host,
+        devices=devices,
+        device_class=profile.device_class,
+        notes=notes,
+    )
+
+
+def cpu_vendor(host: HostInfo) -> str:
+    """'intel', 'amd', 'arm' or 'unknown' from the host's CPU model and architecture."""
+    model = (host.cpu_model or "").lower()
+    machine = (host.platform or "").lower()
+    if "intel" in model or "xeon" in model:
+        return "intel"
+    if "amd" in model or "epyc" in model or "ryzen" in model:
+        return "amd"
+    if machine in ("arm64", "aarch64") or machine.startswith("armv") or "apple" in model:
+        return "arm"
+    return "unknown"
+
+
+def cpu_device(host: HostInfo) -> Device:
+    """Describe the CPU as the device to plan for when there is no accelerator.
+
+    Memory is the host's RAM. Bandwidth and peak FLOP/s stay null: no CPU profiles ship and
+    the probe does not measure them, so the perf model states its own assumptions for CPUs.
+    """
+    return Device(
+        index=0,
+        vendor=cpu_vendor(host),
+        device_class=DeviceClass.CPU,
+        name=host.cpu_model or "unknown CPU",
+        memory_total_bytes=host.memory_total_bytes,
+        memory_bandwidth_gbps=None,
+        compute_units=host.cpu_cores,
+        source="probe",
+        notes=[
+            "no accelerator found: planning for the CPU with the host's RAM; memory bandwidth "
+            "and peak FLOP/s are unknown"
+        ],
+    )
+
+
+def primary_device(report: Report) -> Device:
+    """Return the device to shape advice for: the first device, else the host CPU."""
+    if report.devices:
+        return report.devices[0]
+    return cpu_device(report.host)

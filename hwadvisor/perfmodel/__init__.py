@@ -1,0 +1,8 @@
+"""The performance model: memory, FLOPs, bytes, roofline times, launches, communication, bottleneck.
+
+Pure arithmetic on a Workload and a Device; `estimate()` is the one entry point.
+"""
+
+from hwadvisor.perfmodel.core import estimate
+
+__all__ = ["estimate"]

@@ -1,0 +1,186 @@
+"""Communication between GPUs: DDP, FSDP2/ZeRO-3 and tensor parallel, within and across nodes.
+
+Collective times follow NCCL's bus-bandwidth convention (nccl-tests PERFORMANCE.md):
+all-reduce moves 2(n-1)/n x bytes per GPU, all-gather and reduce-scatter (n-1)/n x the full
+buffer, each at the bus bandwidth, plus a fixed latency per collective.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from hwadvisor.models import Device
+from hwadvisor.perfmodel import constants as C
+from hwadvisor.perfmodel.context import Setup
+from hwadvisor.perfmodel.memory import grad_bytes_per_param, model_weight_bytes
+
+
+@dataclass
+class Link:
+    """The bandwidth collectives run at, and what it is."""
+
+    gbps: float
+    kind: str  # nvlink, pcie, inter-node, measured
+    note: str
+
+
+@dataclass
+class PhaseComm:
+    """Communication of one phase per GPU: seconds in all, and the part compute cannot hide."""
+
+    total_s: float = 0.0
+    exposed_s: float = 0.0
+
+
+@dataclass
+class CommResult:
+    """Per-phase communication, the volumes behind it, and notes."""
+
+    prefill: PhaseComm = field(default_factory=PhaseComm)
+    decode: PhaseComm = field(default_factory=PhaseComm)
+    train: PhaseComm = field(default_factory=PhaseComm)
+    details: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def pcie_gbps(device: Device) -> tuple[float, str]:
+    """Effective PCIe bandwidth of the device's link (gen4 x16 ~ 25 GB/s) and how it was known."""
+    pcie = device.interconnect.pcie if device.interconnect else None
+    gen = (pcie.generation_max or pcie.generation_current) if pcie else None
+    width = (pcie.width_max or pcie.width_current) if pcie else None
+    known = gen is not None
+    gen = gen or C.PCIE_DEFAULT_GENERATION
+    per_x16 = C.PCIE_X16_EFFECTIVE_GBPS.get(gen, C.PCIE_X16_EFFECTIVE_GBPS[4])
+    gbps = per_x16 * (width or 16) / 16.0
+    how = f"PCIe gen{gen} x{width or 16} ~ {gbps:g} GB/s effective"
+    return gbps, how if known else how + " (assumed: link not reported)"
+
+
+def intra_node_link(device: Device) -> Link:
+    """NVLink when the device has it (x 0.8 NCCL efficiency), else its PCIe link."""
+    nvlink = device.interconnect.nvlink if device.interconnect else None
+    if nvlink and nvlink.bandwidth_gbps and (nvlink.links_active is None or nvlink.links_active):
+        gbps = nvlink.bandwidth_gbps * C.NVLINK_BUS_EFFICIENCY
+        return Link(gbps, "nvlink", f"NVLink {nvlink.bandwidth_gbps:g} GB/s per direction x "
+                                    f"{C.NVLINK_BUS_EFFICIENCY} NCCL efficiency = {gbps:g} GB/s bus")
+    gbps, how = pcie_gbps(device)
+    return Link(gbps, "pcie", f"no NVLink: {how} bus bandwidth")
+
+
+def bus_link(setup: Setup, measured_busbw_gbps: float | None = None) -> Link:
+    """The bandwidth collectives see: measured > NVLink > PCIe, capped by the network across nodes."""
+    if measured_busbw_gbps:
+        link = Link(measured_busbw_gbps, "measured",
+                    f"measured bus bandwidth {measured_busbw_gbps:g} GB/s (collectives trial)")
+    else:
+        link = intra_node_link(setup.device)
+    if setup.layout.multi_node:
+        inter = setup.workload.inter_node_bandwidth_gbps or C.INTER_NODE_DEFAULT_GBPS
+        source = "workload" if setup.workload.inter_node_bandwidth_gbps else \
+            "assumed 400 Gb/s InfiniBand per GPU"
+        if inter < link.gbps:
+            link = Link(inter, "inter-node", f"{setup.layout.nodes} nodes: inter-node "
+                        f"{inter:g} GB/s per GPU ({source}) caps the bus bandwidth")
+    return link
+
+
+def _latency(link: Link) -> float:
+    kind = "nvlink" if link.kind == "measured" else link.kind
+    return C.COLLECTIVE_LATENCY_S.get(kind, C.COLLECTIVE_LATENCY_S["pcie"])
+
+
+def allreduce_s(nbytes: float, n: int, link: Link) -> float:
+    """One all-reduce of nbytes over n GPUs: 2(n-1)/n x bytes / bus bandwidth + latency."""
+    return 2.0 * (n - 1) / n * nbytes / (link.gbps * C.GB) + _latency(link)
+
+
+def gather_s(nbytes: float, n: int, link: Link) -> float:
+    """One all-gather or reduce-scatter of a full buffer of nbytes: (n-1)/n x bytes / busbw."""
+    return (n - 1) / n * nbytes / (link.gbps * C.GB) + _latency(link)
+
+
+def _exposed(total: float, hideable: float, overlap: bool) -> float:
+    return max(0.0, total - hideable) if overlap else total
+
+
+def communication(setup: Setup, busy_s: dict[str, float],
+                  measured_busbw_gbps: float | None = None) -> CommResult:
+    """Communication per phase. busy_s gives each phase's GPU time (the roofline) that
+    overlapped communication can hide behind."""
+    result = CommResult()
+    layout, wl, spec = setup.layout, setup.workload, setup.spec
+    n = layout.gpus
+    if n <= 1:
+        return result
+    link = bus_link(setup, measured_busbw_gbps)
+    result.details["bus_bandwidth_gbps"] = link.gbps
+    result.notes.append(f"communication: {link.note}")
+    overlap = setup.options.comm_overlap
+    if layout.strategy == "tp":
+        _tensor_parallel(setup, link, busy_s, result)
+    elif setup.training and layout.strategy == "ddp":
+        grads = setup.parts.total * grad_bytes_per_param(setup)
+        buckets = max(1, math.ceil(grads / C.DDP_BUCKET_BYTES))
+        total = allreduce_s(grads, n, link) + (buckets - 1) * _latency(link)
+        # Backward of the last micro-batch (2/3 of its compute) can hide the bucketed all-reduce.
+        hideable = busy_s.get("train", 0.0) / wl.grad_accum * 2.0 / 3.0
+        result.train = PhaseComm(total, _exposed(total, hideable, overlap))
+        result.details.update(ddp_allreduce_bytes=2.0 * (n - 1) / n * grads,
+                              ddp_allreduce_s=total)
+    elif layout.strategy == "fsdp":
+        weights = model_weight_bytes(setup)
+        per_layer = spec.num_layers * _latency(link)
+        if setup.training:
+            grads = setup.parts.total * grad_bytes_per_param(setup)
+            gathers = 2.0 * (gather_s(weights, n, link) + per_layer - _latency(link))
+            scatter = gather_s(grads, n, link) + per_layer - _latency(link)
+            total = (gathers + scatter) * wl.grad_accum
+            # Prefetched all-gathers and the reduce-scatter run behind the whole step.
+            result.train = PhaseComm(total, _exposed(total, busy_s.get("train", 0.0), overlap))
+            result.details.update(
+                fsdp_allgather_bytes=2.0 * (n - 1) / n * weights * wl.grad_accum,
+                fsdp_reduce_scatter_bytes=(n - 1) / n * grads * wl.grad_accum,
+                fsdp_s=total)
+        else:
+            gather = gather_s(weights, n, link) + per_layer - _latency(link)
+            result.prefill = PhaseComm(gather, _exposed(gather, busy_s.get("prefill", 0.0),
+                                                        overlap))
+            result.decode = PhaseComm(gather, _exposed(gather, busy_s.get("decode", 0.0), overlap))
+            result.details.update(fsdp_allgather_bytes=(n - 1) / n * weights, fsdp_s=gather)
+            result.notes.append("fsdp inference: every forward all-gathers the weights")
+    return result
+
+
+def _tensor_parallel(setup: Setup, link: Link, busy_s: dict[str, float],
+                     result: CommResult) -> None:
+    """TP: two all-reduces of the tokens' activations per layer forward; four with backward."""
+    wl, spec, n = setup.workload, setup.spec, setup.layout.gpus
+    h_bytes = spec.hidden_size * setup.act_bytes
+    overlap = setup.options.comm_overlap and not setup.layout.multi_node
+    frac = C.TP_OVERLAPPABLE_COMPUTE_FRACTION
+
+    def phase(tokens: float, per_layer: float, busy: float) -> PhaseComm:
+        total = spec.num_layers * per_layer * allreduce_s(tokens * h_bytes, n, link)
+        return PhaseComm(total, _exposed(total, frac * busy, overlap))
+
+    if setup.training:
+        recompute = 2.0 if wl.activation_checkpointing else 0.0
+        tokens = wl.batch * wl.prompt_len
+        micro = phase(tokens, 4.0 + recompute, busy_s.get("train", 0.0) / wl.grad_accum)
+        result.train = PhaseComm(micro.total_s * wl.grad_accum, micro.exposed_s * wl.grad_accum)
+        result.details.update(tp_allreduce_bytes=spec.num_layers * (4.0 + recompute) * 2.0
+                              * (n - 1) / n * tokens * h_bytes * wl.grad_accum,
+                              tp_train_s=result.train.total_s)
+        return
+    start, end = setup.workload.prompt_len * setup.options.prefix_cache_hit, wl.prompt_len
+    prefill_tokens = wl.batch * max(1.0, end - start)
+    decode_tokens = wl.batch * setup.tokens_per_forward
+    result.prefill = phase(prefill_tokens, 2.0, busy_s.get("prefill", 0.0))
+    result.decode = phase(decode_tokens, 2.0, busy_s.get("decode", 0.0))
+    result.details.update(
+        tp_prefill_bytes=spec.num_layers * 2.0 * 2.0 * (n - 1) / n * prefill_tokens * h_bytes,
+        tp_prefill_s=result.prefill.total_s,
+        tp_decode_bytes=spec.num_layers * 2.0 * 2.0 * (n - 1) / n * decode_tokens * h_bytes,
+        tp_decode_s=result.decode.total_s,
+    )

@@ -1,0 +1,266 @@
+"""Memory per GPU by part: weights, KV cache, activations, gradients, optimizer, runtime."""
+
+from __future__ import annotations
+
+import math
+
+from hwadvisor.models import MemoryEstimate, ModelSpec
+from hwadvisor.perfmodel import constants as C
+from hwadvisor.perfmodel.context import Setup
+from hwadvisor.perfmodel.params import (
+    ParamBreakdown,
+    attention_params_per_layer,
+    expert_width,
+    mlp_params,
+    shared_expert_width,
+)
+
+
+def bytes_per_element(dtype: str) -> float:
+    """Bytes one element of dtype occupies, group scales included (int4: 4.156 bits)."""
+    return C.DTYPE_BITS[dtype] / 8.0
+
+
+def weight_bytes(parts: ParamBreakdown, dtype: str) -> float:
+    """Bytes of all weights in dtype; embeddings and lm_head stay 16-bit when quantized."""
+    bits = C.DTYPE_BITS[dtype]
+    if bits < C.KEEP_EMBEDDINGS_16BIT_BELOW_BITS:
+        return (parts.total - parts.embeddings) * bits / 8.0 + parts.embeddings * 2.0
+    return parts.total * bits / 8.0
+
+
+def expert_weight_bytes(parts: ParamBreakdown, dtype: str) -> float:
+    """Bytes of all routed experts (quantized like the other layer weights)."""
+    return parts.routed_experts * C.DTYPE_BITS[dtype] / 8.0
+
+
+# --- KV cache ---------------------------------------------------------------------------------
+
+def kv_bytes_per_token_per_layer(spec: ModelSpec, dtype: str, tp: int = 1) -> float:
+    """KV bytes one token adds to one layer on one GPU.
+
+    MHA/GQA/MQA: K and V, 2 x kv_heads x head_dim x bytes, the heads split by the TP degree
+    (at least one per GPU: heads are replicated when fewer than GPUs).
+    MLA: one compressed latent plus the decoupled RoPE key, (kv_lora_rank + qk_rope_head_dim) x
+    bytes, not K and V; it is replicated on every TP rank (vLLM / SGLang do so).
+    """
+    size = bytes_per_element(dtype)
+    if spec.attention == "mla" and spec.kv_lora_rank:
+        return (spec.kv_lora_rank + (spec.qk_rope_head_dim or 0)) * size
+    heads = math.ceil(spec.num_kv_heads / max(tp, 1))
+    return 2.0 * heads * spec.head_dim * size
+
+
+def window_layers(spec: ModelSpec) -> int:
+    """Layers using a sliding window (all of them when only the window is given)."""
+    if not spec.sliding_window:
+        return 0
+    if spec.sliding_window_layers is None:
+        return spec.num_layers
+    return min(spec.sliding_window_layers, spec.num_layers)
+
+
+def kv_cache_bytes(spec: ModelSpec, dtype: str, batch: int, tokens: float, tp: int = 1) -> float:
+    """KV cache of `batch` sequences of `tokens` tokens; sliding-window layers hold the window."""
+    per = kv_bytes_per_token_per_layer(spec, dtype, tp)
+    swa = window_layers(spec)
+    full = spec.num_layers - swa
+    windowed = min(tokens, float(spec.sliding_window or tokens))
+    return batch * per * (full * tokens + swa * windowed)
+
+
+# --- Activations ------------------------------------------------------------------------------
+
+def mlp_act_coeff(spec: ModelSpec, width: float, compiled: bool) -> float:
+    """Saved bytes per token per hidden unit (16-bit) of an MLP of `width`.
+
+    Gated: input 2 + gate, up and activation outputs 3 x 2 x width/h; compiled recomputes the
+    activation (2 x 2 x width/h). Non-gated: input 2 + 2 x 2 x width/h + a dropout mask 1
+    (Korthikanti's 19 for width 4h); compiled drops the activation output.
+    """
+    ratio = width / spec.hidden_size
+    if spec.gated_mlp:
+        return 2.0 + (4.0 if compiled else 6.0) * ratio
+    return 2.0 + (2.0 if compiled else 4.0) * ratio + 1.0
+
+
+def layer_act_coeffs(spec: ModelSpec, compiled: bool) -> tuple[float, float]:
+    """Saved bytes per token per hidden (16-bit, no score matrix) of a dense and an MoE layer."""
+    norms = C.ACT_NORM_COEFF_COMPILED if compiled else C.ACT_NORM_COEFF
+    base = C.ACT_ATTENTION_COEFF + norms
+    dense = base + mlp_act_coeff(spec, spec.intermediate_size, compiled)
+    if spec.num_experts <= 0:
+        return dense, dense
+    k = spec.experts_per_token
+    moe = base + k * mlp_act_coeff(spec, expert_width(spec), compiled)
+    shared = shared_expert_width(spec)
+    if shared:
+        moe += mlp_act_coeff(spec, shared, compiled)
+    return dense, moe
+
+
+def act_coeff_sum(setup: Setup) -> tuple[float, float]:
+    """Sum over layers of the per-layer coefficient per GPU, and the largest layer's."""
+    spec, tp = setup.spec, setup.layout.tp
+    dense, moe = layer_act_coeffs(spec, setup.options.compiled)
+    dense, moe = _tp_split(dense, tp), _tp_split(moe, tp)
+    moe_layers = setup.parts.moe_layers
+    total = dense * (spec.num_layers - moe_layers) + moe * moe_layers
+    return total, max(dense, moe) if moe_layers else dense
+
+
+def score_bytes_per_layer(setup: Setup, batch: float, queries: float, keys: float) -> float:
+    """Bytes of one layer's materialized score matrix (math attention only; flash streams it)."""
+    if setup.options.attention_kernel == "flash":
+        return 0.0
+    heads = setup.spec.num_heads / setup.layout.tp
+    return batch * heads * queries * keys * C.ACT_SCORE_BYTES_PER_ELEMENT * setup.act_bytes / 2.0
+
+
+def _tp_split(coeff: float, tp: int) -> float:
+    """Per-GPU share of a layer coefficient under TP: 10 sbh stays replicated (Korthikanti eq. 2)."""
+    if tp <= 1:
+        return coeff
+    replicated = min(C.ACT_TP_REPLICATED_COEFF, coeff)
+    return replicated + (coeff - replicated) / tp
+
+
+def training_activation_bytes(setup: Setup) -> float:
+    """Activations held at the peak of one micro-batch's forward/backward, per GPU.
+
+    Without checkpointing: every layer's saved tensors (Korthikanti et al. 2022 with the MLP
+    sized to its width; the 4*a*s/h score term only with math attention), plus the logits.
+    Full checkpointing: each layer's 2*s*b*h input plus one layer's working set, plus logits.
+    """
+    wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
+    tokens = float(wl.batch * wl.prompt_len)
+    scale = setup.act_bytes / 2.0  # the coefficients are 16-bit bytes
+    total_coeff, largest = act_coeff_sum(setup)
+    scores = score_bytes_per_layer(setup, wl.batch, wl.prompt_len, wl.prompt_len)
+    h = spec.hidden_size
+    if wl.activation_checkpointing:
+        inputs = spec.num_layers * 2.0 * tokens * h * scale
+        working = largest * tokens * h * scale + scores
+        layers = inputs + working
+    else:
+        layers = total_coeff * tokens * h * scale + scores * spec.num_layers
+    logits = tokens * spec.vocab_size * C.TRAIN_LOGIT_BYTES_PER_ELEMENT / tp
+    return layers + logits
+
+
+def inference_activation_bytes(setup: Setup) -> float:
+    """The largest layer's working set for the prefill chunk, plus the last token's logits.
+
+    The whole uncached prompt is one chunk (no chunked prefill assumed): residual and normed
+    input (2h) plus the widest MLP's intermediates, in the activation dtype; math attention
+    adds the score matrix of one layer.
+    """
+    wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
+    new_tokens = max(1.0, wl.prompt_len * (1.0 - setup.options.prefix_cache_hit))
+    tokens = wl.batch * new_tokens
+    widths = [spec.intermediate_size]
+    if spec.num_experts > 0:
+        widths.append(spec.experts_per_token * expert_width(spec) + shared_expert_width(spec))
+    mats = 3 if spec.gated_mlp else 2
+    per_token = (2 * spec.hidden_size + (mats * max(widths)) / tp) * setup.act_bytes
+    scores = score_bytes_per_layer(setup, wl.batch, new_tokens, wl.prompt_len)
+    logits = wl.batch * spec.vocab_size * C.INFER_LOGIT_BYTES_PER_ELEMENT / tp
+    return tokens * per_token + scores + logits
+
+
+# --- Training states --------------------------------------------------------------------------
+
+def grad_bytes_per_param(setup: Setup) -> float:
+    """Gradient bytes per parameter: bf16 under mixed precision, fp32 otherwise."""
+    return C.GRAD_BYTES_MIXED if setup.options.mixed_precision else C.GRAD_BYTES_FP32
+
+
+def optimizer_bytes_per_param(setup: Setup) -> float:
+    """Optimizer bytes per parameter (master copy included under mixed precision)."""
+    table = C.OPTIMIZER_BYTES_MIXED if setup.options.mixed_precision else C.OPTIMIZER_BYTES_FP32
+    return table[setup.workload.optimizer]
+
+
+def training_weight_dtype(setup: Setup) -> str:
+    """The dtype the model's working weights are held in during training."""
+    return setup.workload.weights_dtype if setup.options.mixed_precision else "fp32"
+
+
+def working_weight_dtype(setup: Setup) -> str:
+    """The dtype weights are held and read in: the workload's, fp32 for fp32 training."""
+    return training_weight_dtype(setup) if setup.training else setup.workload.weights_dtype
+
+
+def model_weight_bytes(setup: Setup) -> float:
+    """Bytes of the whole model's weights in the working dtype (unsharded)."""
+    return weight_bytes(setup.parts, working_weight_dtype(setup))
+
+
+def largest_layer_weight_bytes(setup: Setup) -> float:
+    """Bytes of the largest transformer layer (what FSDP gathers at once)."""
+    spec = setup.spec
+    dtype = working_weight_dtype(setup)
+    attention = attention_params_per_layer(spec)
+    dense = mlp_params(spec, spec.intermediate_size)
+    moe = 0.0
+    if setup.parts.moe_layers:
+        moe = setup.parts.per_expert * spec.num_experts + (
+            setup.parts.shared_experts_and_router / setup.parts.moe_layers)
+    return (attention + max(dense, moe)) * bytes_per_element(dtype)
+
+
+# --- The whole picture ------------------------------------------------------------------------
+
+def runtime_bytes(setup: Setup, tensors: float) -> float:
+    """The stated allowance: runtime context plus allocator fragmentation on the tensors."""
+    cls = setup.res.device_class
+    fixed = C.RUNTIME_FIXED_BYTES.get(cls, 0.5 * C.GB)
+    return fixed + C.FRAGMENTATION_FRACTION.get(cls, 0.05) * tensors
+
+
+def memory_estimate(setup: Setup) -> MemoryEstimate:
+    """Bytes per GPU by part, the total and whether it fits the usable device memory."""
+    wl, layout, notes = setup.workload, setup.layout, []
+    shards = layout.weight_shards
+    full_weights = model_weight_bytes(setup)
+    weights = full_weights / shards
+    if layout.strategy == "fsdp":
+        gathered = C.FSDP_GATHERED_LAYERS * largest_layer_weight_bytes(setup)
+        weights += gathered * (1 - 1 / shards)
+        notes.append(f"fsdp: 1/{shards} of the weights per GPU plus "
+                     f"{C.FSDP_GATHERED_LAYERS} gathered layers")
+    if setup.offload_fraction:
+        weights *= 1.0 - setup.offload_fraction
+        notes.append(f"{setup.offload_fraction:.0%} of the weights kept in host RAM")
+    elif setup.options.offload_fraction and setup.unified_memory:
+        notes.append("offload ignored: host and device share memory here")
+
+    kv = act = grads = opt = 0.0
+    if setup.training:
+        act = training_activation_bytes(setup)
+        params = setup.parts.total
+        grads = params * grad_bytes_per_param(setup) / shards
+        opt = params * optimizer_bytes_per_param(setup) / shards
+        if wl.activation_checkpointing:
+            notes.append("activation checkpointing: layer inputs kept, one layer recomputed")
+    else:
+        kv = kv_cache_bytes(setup.spec, wl.kv_dtype, wl.batch, wl.prompt_len + wl.gen_len,
+                            layout.tp)
+        act = inference_activation_bytes(setup)
+    tensors = weights + kv + act + grads + opt
+    runtime = runtime_bytes(setup, tensors)
+    total = tensors + runtime
+    usable = setup.res.usable_memory_bytes
+    headroom = None if usable is None else int(usable - total)
+    return MemoryEstimate(
+        weights_bytes=int(weights),
+        kv_cache_bytes=int(kv),
+        activations_bytes=int(act),
+        gradients_bytes=int(grads),
+        optimizer_bytes=int(opt),
+        runtime_bytes=int(runtime),
+        total_bytes=int(total),
+        device_memory_bytes=usable,
+        headroom_bytes=headroom,
+        notes=notes,
+    )

@@ -1,0 +1,192 @@
+"""The conditions a rule may state, how each is checked against the facts, and its why-not text.
+
+A rule's `[rule.when]` table is validated into `When` (unknown keys are refused). Every
+condition has a default why-not template here; a rule may override it in `[rule.why_not]`.
+Templates name facts (see hwadvisor/rules/facts.py) and `{expected}`, the rule's value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hwadvisor.models.estimate import Bottleneck
+from hwadvisor.models.workload import Dtype, Optimizer, Phase
+
+DeviceClassName = Literal["datacenter-gpu", "consumer-gpu", "apple-silicon", "mobile-soc", "cpu"]
+Feature = Literal["moe", "mla", "sliding_window", "gqa", "mha"]
+
+Facts = dict[str, Any]
+
+
+class When(BaseModel):
+    """The conditions of a rule; all that are set must hold (AND). Checked in this field order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    phase: Phase | None = None
+    device_class_in: list[DeviceClassName] | None = None
+    device_class_not_in: list[DeviceClassName] | None = None
+    vendor_in: list[str] | None = None
+    vendor_not_in: list[str] | None = None
+    unified_memory: bool | None = None
+    requires_formats: list[str] | None = Field(None, description="All must be native formats")
+    requires_any_format: list[str] | None = None
+    formats_absent: list[str] | None = Field(None, description="None may be native")
+    compute_capability_in: list[str] | None = Field(None, description="e.g. ['9.0'] for Hopper")
+    fast_interconnect: bool | None = Field(None, description="NVLink / xGMI between the GPUs")
+    min_gpus: int | None = None
+    min_gpus_per_node: int | None = None
+    max_batch: int | None = None
+    min_batch: int | None = None
+    min_prompt_len: int | None = None
+    optimizer_in: list[Optimizer] | None = None
+    weights_dtype_in: list[Dtype] | None = None
+    weights_dtype_not_in: list[Dtype] | None = None
+    kv_dtype_not_in: list[Dtype] | None = None
+    activation_dtype_in: list[Dtype] | None = None
+    activation_dtype_not_in: list[Dtype] | None = None
+    activation_checkpointing: bool | None = None
+    model_features: list[Feature] | None = Field(None, description="All must be present")
+    model_features_absent: list[Feature] | None = Field(None, description="None may be present")
+    bottleneck_in: list[Bottleneck] | None = None
+    bottleneck_not_in: list[Bottleneck] | None = None
+    fits: bool | None = None
+    memory_tight: bool | None = Field(
+        None, description="Does not fit, or headroom under 10% of the memory limit"
+    )
+    min_headroom_fraction: float | None = None
+    min_kv_fraction: float | None = Field(
+        None, description="KV cache share of the persistent state (weights, KV, grads, optimizer)")
+    min_activation_fraction: float | None = None
+
+
+def _in(key: str) -> Callable[[Facts, Any], bool]:
+    return lambda f, expected: f[key] in expected
+
+
+def _not_in(key: str) -> Callable[[Facts, Any], bool]:
+    return lambda f, expected: f[key] not in expected
+
+
+def _equals(key: str) -> Callable[[Facts, Any], bool]:
+    return lambda f, expected: f[key] == expected
+
+
+def _at_least(key: str) -> Callable[[Facts, Any], bool]:
+    return lambda f, expected: f[key] is not None and f[key] >= expected
+
+
+def _at_most(key: str) -> Callable[[Facts, Any], bool]:
+    return lambda f, expected: f[key] is not None and f[key] <= expected
+
+
+def _has_all(key: str) -> Callable[[Facts, Any], bool]:
+    return lambda f, expected: all(item in f[key] for item in expected)
+
+
+def _has_any(key: str) -> Callable[[Facts, Any], bool]:
+    return lambda f, expected: any(item in f[key] for item in expected)
+
+
+def _has_none(key: str) -> Callable[[Facts, Any], bool]:
+    return lambda f, expected: not any(item in f[key] for item in expected)
+
+
+# name -> (check, default why-not template). The templates are the user-facing reasons.
+CONDITIONS: dict[str, tuple[Callable[[Facts, Any], bool], str]] = {
+    "phase": (_equals("phase"), "applies to {expected}; this workload is {phase}"),
+    "device_class_in": (
+        _in("device_class"), "needs a {expected} device; {device} is {device_class}"),
+    "device_class_not_in": (
+        _not_in("device_class"), "does not apply to {device_class} devices ({device})"),
+    "vendor_in": (_in("vendor"), "needs a {expected} device; {device} is {vendor}"),
+    "vendor_not_in": (_not_in("vendor"), "not available on {vendor} devices ({device})"),
+    "unified_memory": (
+        _equals("unified_memory"), "needs unified_memory={expected}; {device} has {memory_kind}"),
+    "requires_formats": (
+        _has_all("formats"), "{device} ({arch_text}) does not run {expected} natively "
+        "(native formats: {formats_text})"),
+    "requires_any_format": (
+        _has_any("formats"), "{device} ({arch_text}) runs none of {expected} natively "
+        "(native formats: {formats_text})"),
+    "formats_absent": (
+        _has_none("formats"), "{device} runs {formats_text} natively"),
+    "compute_capability_in": (
+        _in("cc"), "needs compute capability {expected}; {device} is {cc}"),
+    "fast_interconnect": (
+        _equals("fast_interconnect"), "needs a GPU-to-GPU link like NVLink; {device} has {link_text}"),
+    "min_gpus": (_at_least("gpus"), "needs at least {expected} GPUs; the plan has {gpus} "
+                 "(plan more with --gpus N)"),
+    "min_gpus_per_node": (
+        _at_least("gpus_per_node"), "needs at least {expected} GPUs in one node; "
+        "the plan has {gpus_per_node} per node across {nodes} node(s)"),
+    "max_batch": (_at_most("batch"), "helps at batch <= {expected}; the batch is {batch}"),
+    "min_batch": (_at_least("batch"), "needs batch >= {expected} (concurrent requests); "
+                  "the batch is {batch}"),
+    "min_prompt_len": (
+        _at_least("prompt_len"), "pays off for prompts >= {expected} tokens; the prompt is "
+        "{prompt_len}"),
+    "optimizer_in": (_in("optimizer"), "applies to {expected}; the optimizer is {optimizer}"),
+    "weights_dtype_in": (_in("weights_dtype"), "applies to {expected} weights; they are "
+                         "{weights_dtype}"),
+    "weights_dtype_not_in": (
+        _not_in("weights_dtype"), "the weights are already {weights_dtype}"),
+    "kv_dtype_not_in": (_not_in("kv_dtype"), "the KV cache is already {kv_dtype}"),
+    "activation_dtype_in": (
+        _in("activation_dtype"), "applies when computing in {expected}; the workload computes "
+        "in {activation_dtype}"),
+    "activation_dtype_not_in": (
+        _not_in("activation_dtype"), "the workload already computes in {activation_dtype}"),
+    "activation_checkpointing": (
+        _equals("activation_checkpointing"),
+        "activation checkpointing is {activation_checkpointing_text} already"),
+    "model_features": (
+        _has_all("features"), "{model} lacks {expected} (it has: {features_text})"),
+    "model_features_absent": (
+        _has_none("features"), "{model} already has {features_text}"),
+    "bottleneck_in": (
+        _in("bottleneck"), "targets a {expected} bottleneck; this one is {bottleneck} "
+        "({bottleneck_why})"),
+    "bottleneck_not_in": (
+        _not_in("bottleneck"), "does not help a {bottleneck} bottleneck ({bottleneck_why})"),
+    "fits": (_equals("fits"), "{fit_text}"),
+    "memory_tight": (_equals("memory_tight"), "memory is not tight: {fit_text}"),
+    "min_headroom_fraction": (
+        _at_least("headroom_fraction"), "needs {expected:.0%} free memory; {fit_text}"),
+    "min_kv_fraction": (
+        _at_least("kv_fraction"), "the KV cache is only {kv_fraction:.1%} of the weights and KV "
+        "({kv_gb} of {state_gb})"),
+    "min_activation_fraction": (
+        _at_least("activation_fraction"),
+        "activations are only {activation_fraction:.1%} of memory ({activations_gb})"),
+}
+
+# Reasons the engine itself can give, after predicting (not `when` keys, but overridable).
+ENGINE_REASONS: dict[str, str] = {
+    "min_gain": "predicted gain only {gain_pct} ({prediction_text}); below the {expected:.0%} "
+    "worth acting on",
+    "no_metric": "the performance model gives no {metric_label} for this workload",
+}
+
+
+def failed_conditions(when: When, facts: Facts) -> list[str]:
+    """Names of the conditions of `when` that do not hold for these facts, in field order."""
+    failed = []
+    for name in When.model_fields:
+        expected = getattr(when, name)
+        if expected is None:
+            continue
+        check, _ = CONDITIONS[name]
+        if not check(facts, expected):
+            failed.append(name)
+    return failed
+
+
+def expected_text(value: Any) -> Any:
+    """How a condition's expected value reads inside a why-not sentence."""
+    if isinstance(value, list):
+        return " or ".join(str(v) for v in value)
+    return value

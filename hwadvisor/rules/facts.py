@@ -1,0 +1,236 @@
+"""The facts rules are judged on: one flat dict built from the workload, estimate and device.
+
+Conditions test these facts and why/why-not templates quote them, so every name a template
+may use is listed in FACT_NAMES (the rule schema refuses templates naming anything else).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hwadvisor.models import Device, Estimate, HostInfo, Workload
+
+GB = 1e9  # decimal gigabytes, as datasheets and model cards count them
+
+# Headroom below this share of the memory limit counts as "tight" (allocator fragmentation and
+# a few spikes eat it; PyTorch's caching allocator commonly needs several percent slack).
+TIGHT_HEADROOM_FRACTION = 0.10
+
+FACT_NAMES: dict[str, str] = {
+    "model": "model name",
+    "params_b": "total parameters, billions",
+    "phase": "inference or training",
+    "batch": "batch size",
+    "prompt_len": "prompt (or training sequence) length",
+    "gen_len": "generated tokens",
+    "gpus": "GPUs in the plan",
+    "nodes": "nodes in the plan",
+    "gpus_per_node": "GPUs per node",
+    "weights_dtype": "weights dtype",
+    "kv_dtype": "KV cache dtype",
+    "activation_dtype": "compute dtype",
+    "optimizer": "optimizer",
+    "activation_checkpointing": "activation checkpointing on",
+    "activation_checkpointing_text": "'on' or 'off'",
+    "features": "model features (moe, mla, sliding_window, gqa, mha)",
+    "features_text": "model features in words",
+    "device": "device name",
+    "device_class": "device class",
+    "vendor": "device vendor",
+    "arch_text": "architecture and compute capability in words",
+    "cc": "compute capability (or gfx target), 'unknown' when not known",
+    "formats": "native low-precision formats",
+    "formats_text": "native formats in words",
+    "unified_memory": "memory shared with the CPU",
+    "memory_kind": "'unified memory' or 'discrete memory'",
+    "fast_interconnect": "NVLink/xGMI between GPUs",
+    "link_text": "the GPU-to-GPU link in words",
+    "bottleneck": "the estimate's bottleneck",
+    "bottleneck_why": "the numbers behind the bottleneck",
+    "fits": "the workload fits the memory limit",
+    "memory_tight": "does not fit, or headroom under 10%",
+    "fit_text": "memory total against the limit, in words",
+    "total_gb": "memory total per GPU",
+    "weights_gb": "weights per GPU",
+    "kv_gb": "KV cache per GPU",
+    "activations_gb": "activations per GPU",
+    "gradients_gb": "gradients per GPU",
+    "optimizer_gb": "optimizer state per GPU",
+    "limit_gb": "memory limit (device memory, or the mobile app limit)",
+    "headroom_gb": "limit minus total",
+    "limit_bytes": "memory limit in bytes (None when unknown)",
+    "headroom_bytes": "limit minus total in bytes (None when unknown)",
+    "limit_source": "where the limit comes from",
+    "kv_fraction": "KV cache share of the persistent state (weights, KV, gradients, optimizer)",
+    "state_gb": "the persistent state per GPU: weights, KV, gradients, optimizer",
+    "activation_fraction": "activations share of the total",
+    "headroom_fraction": "headroom share of the limit",
+    "decode_text": "decode step time in words",
+    "prefill_text": "prefill time in words",
+    "train_step_text": "train step time in words",
+    "launch_text": "launch overhead per step in words",
+    "comm_text": "communication time (exposed) in words",
+    "expected": "the rule's value for the failing condition",
+    "metric_label": "the metric's name (no_metric reason)",
+    "gain_pct": "predicted gain in percent (min_gain reason)",
+    "prediction_text": "the prediction in words (min_gain reason)",
+}
+
+
+def seconds(value: float | None) -> str:
+    """Seconds as '3.42 ms', '1.20 s', '85 µs', or 'unknown'."""
+    if value is None:
+        return "unknown"
+    if value >= 1.0:
+        return f"{value:.2f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value * 1e6:.0f} µs"
+
+
+def gb(value: float | None) -> str:
+    """Bytes as '16.1 GB' (decimal), or 'unknown'."""
+    if value is None:
+        return "unknown"
+    return f"{value / GB:.1f} GB"
+
+
+def _features(workload: Workload) -> list[str]:
+    spec = workload.spec
+    if spec is None:
+        return []
+    found = []
+    if spec.num_experts > 0:
+        found.append("moe")
+    if spec.attention == "mla" or spec.kv_lora_rank:
+        found.append("mla")
+    if spec.sliding_window:
+        found.append("sliding_window")
+    if spec.attention in ("gqa", "mqa") and spec.num_kv_heads < spec.num_heads:
+        found.append("gqa")
+    if spec.attention == "mha" or (spec.attention != "mla" and spec.num_kv_heads == spec.num_heads):
+        found.append("mha")
+    return found
+
+
+def _fast_interconnect(device: Device) -> tuple[bool, str]:
+    link = device.interconnect
+    if link is not None and link.nvlink is not None:
+        nv = link.nvlink
+        if (nv.links_active or 0) > 0 or (nv.bandwidth_gbps or 0) > 0:
+            bw = f" {nv.bandwidth_gbps:.0f} GB/s" if nv.bandwidth_gbps else ""
+            name = "xGMI/Infinity Fabric" if device.vendor == "amd" else "NVLink"
+            return True, f"{name}{bw}"
+    if link is not None and any((p.link or "").startswith("NV") for p in link.peers):
+        return True, "NVLink"
+    return False, "no NVLink (GPUs talk over PCIe)"
+
+
+def memory_limit(estimate: Estimate, device: Device, host: HostInfo | None) -> tuple[int | None, str]:
+    """The memory the workload must fit in, and where that number comes from.
+
+    Phones cap what one app may allocate well below the SoC's RAM (3-6 GB), so the app limit
+    is the one that matters there.
+    """
+    if str(device.device_class) == "mobile-soc" and host is not None:
+        if host.mobile_app_memory_limit_bytes:
+            return host.mobile_app_memory_limit_bytes, "the mobile app memory limit"
+    return estimate.memory.device_memory_bytes, f"{device.name} memory"
+
+
+def fit_text(total: int, limit: int | None, limit_source: str) -> str:
+    """'38.2 GB needed, 24.0 GB available: does not fit' and the like."""
+    if limit is None:
+        return f"{gb(total)} needed; the memory limit is unknown"
+    verdict = "fits" if total <= limit else "does not fit"
+    return f"{gb(total)} needed of {gb(limit)} ({limit_source}): {verdict}"
+
+
+def build_facts(
+    workload: Workload, estimate: Estimate, device: Device, host: HostInfo | None = None
+) -> dict[str, Any]:
+    """Every fact the conditions and templates use, from the three inputs."""
+    mem = estimate.memory
+    limit, limit_source = memory_limit(estimate, device, host)
+    total = mem.total_bytes
+    fits = estimate.fits if limit == mem.device_memory_bytes else total <= (limit or 0)
+    headroom = None if limit is None else limit - total
+    headroom_fraction = None if not limit else headroom / limit  # type: ignore[operator]
+    tight = (not fits) or (headroom_fraction is not None and headroom_fraction < TIGHT_HEADROOM_FRACTION)
+    state = mem.weights_bytes + mem.kv_cache_bytes + mem.gradients_bytes + mem.optimizer_bytes
+    features = _features(workload)
+    fast, link_text = _fast_interconnect(device)
+    gpus_per_node = workload.gpus_per_node or max(1, workload.gpus // max(1, workload.nodes))
+    cc = device.compute_capability or "unknown"
+    arch = device.architecture or (device.nvidia.architecture if device.nvidia else None)
+    if device.compute_capability and device.vendor == "nvidia":
+        arch_text = f"{arch + ', ' if arch else ''}compute capability {cc}"
+    else:
+        arch_text = ", ".join(x for x in (arch, device.compute_capability) if x) or "unknown arch"
+    params = workload.params_total
+    return {
+        "model": workload.spec.name if workload.spec else workload.model,
+        "params_b": None if params is None else params / 1e9,
+        "phase": workload.phase,
+        "batch": workload.batch,
+        "prompt_len": workload.prompt_len,
+        "gen_len": workload.gen_len,
+        "gpus": workload.gpus,
+        "nodes": workload.nodes,
+        "gpus_per_node": gpus_per_node,
+        "weights_dtype": workload.weights_dtype,
+        "kv_dtype": workload.kv_dtype,
+        "activation_dtype": workload.activation_dtype,
+        "optimizer": workload.optimizer,
+        "activation_checkpointing": workload.activation_checkpointing,
+        "activation_checkpointing_text": "on" if workload.activation_checkpointing else "off",
+        "features": features,
+        "features_text": ", ".join(features) or "none of moe, mla, sliding_window",
+        "device": device.name,
+        "device_class": str(device.device_class),
+        "vendor": device.vendor,
+        "arch_text": arch_text,
+        "cc": cc,
+        "formats": list(device.formats),
+        "formats_text": ", ".join(device.formats) or "unknown",
+        "unified_memory": device.unified_memory,
+        "memory_kind": "unified memory" if device.unified_memory else "discrete memory",
+        "fast_interconnect": fast,
+        "link_text": link_text,
+        "bottleneck": estimate.bottleneck,
+        "bottleneck_why": estimate.bottleneck_why,
+        "fits": fits,
+        "memory_tight": tight,
+        "fit_text": fit_text(total, limit, limit_source),
+        "total_gb": gb(total),
+        "weights_gb": gb(mem.weights_bytes),
+        "kv_gb": gb(mem.kv_cache_bytes),
+        "activations_gb": gb(mem.activations_bytes),
+        "gradients_gb": gb(mem.gradients_bytes),
+        "optimizer_gb": gb(mem.optimizer_bytes),
+        "limit_gb": gb(limit),
+        "limit_bytes": limit,
+        "headroom_gb": gb(headroom),
+        "headroom_bytes": headroom,
+        "limit_source": limit_source,
+        # Against the persistent state, not the total: transient prefill activations (which
+        # chunked prefill bounds) would otherwise hide a KV cache that dominates what stays.
+        "kv_fraction": mem.kv_cache_bytes / state if state else 0.0,
+        "state_gb": gb(state),
+        "activation_fraction": mem.activations_bytes / total if total else 0.0,
+        "headroom_fraction": headroom_fraction,
+        "decode_text": seconds(estimate.times.decode_step_s),
+        "prefill_text": seconds(estimate.times.prefill_s),
+        "train_step_text": seconds(estimate.times.train_step_s),
+        "launch_text": seconds(estimate.times.launch_overhead_s),
+        "comm_text": _comm_text(estimate),
+    }
+
+
+def _comm_text(estimate: Estimate) -> str:
+    total, exposed = estimate.times.communication_s, estimate.times.communication_exposed_s
+    if total is None:
+        return "no communication"
+    if exposed is None:
+        return seconds(total)
+    return f"{seconds(total)} ({seconds(exposed)} exposed)"

@@ -1,0 +1,171 @@
+"""Trial `torch-compile`: one transformer block's forward, eager against torch.compile.
+
+The workload's block (heads capped, batch x seq capped) runs forward under no_grad. The
+compiled module uses mode "max-autotune-no-cudagraphs" when the budget allows it on a GPU
+(ctx.budget_s >= MAX_AUTOTUNE_BUDGET_S; autotuning takes minutes), else "default";
+ctx.extra["compile_mode"] overrides. ctx.extra["compile_backend"] (e.g. "eager", which runs
+dynamo's graph capture without inductor) exists for fast tests of this harness; results name
+the backend they used. The first compiled call (compilation plus one run) is
+timed on its own and reported as compile_s; the timed samples start after it and after the
+warm-up, so compilation never lands inside them.
+
+Correctness: the compiled output against eager's on fresh random inputs of the same shape.
+
+Effect keys:
+- speedup: eager median time / compiled median time
+- compile_s: wall seconds of the first compiled call (compilation dominates it)
+- eager_ms, compiled_ms: the two medians in milliseconds
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from hwadvisor.models import Measurement, TrialResult
+from hwadvisor.trials import _model_common as common
+from hwadvisor.trials.base import TrialContext, release_memory, torch_device, torch_missing
+
+TRIAL_ID = "torch-compile"
+MAX_AUTOTUNE_BUDGET_S = 120.0
+C_COMPILERS = ("cc", "gcc", "clang", "c++", "g++")
+
+
+class TorchCompileTrial:
+    """A block's forward: eager vs. torch.compile."""
+
+    id = TRIAL_ID
+    title = "torch.compile: one transformer block, eager vs. compiled"
+    needs = "torch >= 2.0 and a C/C++ compiler (inductor's CPU code and Triton's launcher)"
+
+    def unsupported_reason(self, ctx: TrialContext) -> str | None:
+        """torch and a C compiler are needed."""
+        missing = torch_missing()
+        if missing:
+            return missing
+        if not any(shutil.which(c) for c in C_COMPILERS):
+            return ("no C/C++ compiler on PATH (cc, gcc, clang): torch.compile's inductor needs "
+                    "one; install gcc or clang")
+        import torch
+
+        if not hasattr(torch, "compile"):
+            return f"torch {torch.__version__} has no torch.compile (needs >= 2.0)"
+        return None
+
+    def run(self, ctx: TrialContext) -> TrialResult:
+        """Compile and compare; see the module docstring."""
+        reason = self.unsupported_reason(ctx)
+        if reason:
+            return common.unsupported(TRIAL_ID, reason)
+        started = time.perf_counter()
+        try:
+            return _run(ctx, started)
+        except Exception as exc:  # the runner records the failure; the next trial still runs
+            return common.failed(TRIAL_ID, exc, started)
+        finally:
+            _reset_dynamo()
+            release_memory()
+
+
+def _reset_dynamo() -> None:
+    """Drop compiled graphs so later trials start clean."""
+    try:
+        import torch._dynamo
+
+        torch._dynamo.reset()
+    except Exception:  # nothing to reset when dynamo never loaded
+        pass
+
+
+def compile_mode(ctx: TrialContext, device: str) -> str:
+    """The torch.compile mode for this budget and device."""
+    override = ctx.extra.get("compile_mode")
+    if isinstance(override, str):
+        return override
+    if device.startswith("cuda") and ctx.budget_s >= MAX_AUTOTUNE_BUDGET_S and not ctx.quick:
+        return "max-autotune-no-cudagraphs"
+    return "default"
+
+
+def _shape(ctx: TrialContext, device: str) -> common.BlockShape:
+    wl = ctx.workload
+    if ctx.quick or not device.startswith("cuda"):
+        return common.scaled_shape(wl, max_heads=2, layers=1, batch=1, seq_len=32,
+                                   quick_head_dim=16)
+    seq = min(4096, wl.prompt_len if wl is not None else 2048)
+    batch = max(1, min(wl.batch if wl is not None else 1, 4096 // seq))
+    return common.scaled_shape(wl, max_heads=64, layers=1, batch=batch, seq_len=seq)
+
+
+def _run(ctx: TrialContext, started: float) -> TrialResult:
+    import torch
+
+    from hwadvisor.trials import blocks
+    from hwadvisor.trials.timing import bench, rel_error, sync
+
+    device = torch_device(ctx)
+    dtype_name = common.compute_dtype(device)
+    dtype = common.torch_dtype(dtype_name)
+    shape = _shape(ctx, device)
+    mode = compile_mode(ctx, device)
+    block = blocks.build_block(shape, device, dtype, seed=31).eval()
+    x = blocks.random_hidden(shape, device, dtype, seed=32)
+
+    backend = ctx.extra.get("compile_backend")
+    _reset_dynamo()
+    if isinstance(backend, str) and backend != "inductor":
+        mode = "n/a"  # modes are inductor's; other backends take none
+        compiled = torch.compile(block, backend=backend, dynamic=False)
+    else:
+        backend = "inductor"
+        compiled = torch.compile(block, mode=mode, dynamic=False)
+    with torch.no_grad():
+        sync(device)
+        t0 = time.perf_counter()
+        compiled(x)
+        sync(device)
+        compile_s = time.perf_counter() - t0
+
+        errors = []
+        for seed in (33, 34):  # fresh inputs, same shape (no recompilation)
+            xi = blocks.random_hidden(shape, device, dtype, seed=seed)
+            errors.append(rel_error(compiled(xi), block(xi)))
+        err = max(errors)
+
+        repeats = 3 if ctx.quick else 15
+        per_variant_s = max(0.2, ctx.budget_s / 4)
+        params: dict[str, float | int | str] = {**shape.params(), "dtype": dtype_name,
+                                                "mode": mode, "backend": backend}
+        eager = bench(lambda _i: block(x), device=device, label="eager block forward",
+                      repeats=repeats, warmup=2, budget_s=per_variant_s, params=params)
+        comp = bench(lambda _i: compiled(x), device=device, label="compiled block forward",
+                     repeats=repeats, warmup=2, budget_s=per_variant_s, params=params)
+    comp.error = err
+    compile_m = Measurement(label="first compiled call (compilation)", unit="s",
+                            samples=[compile_s], params={"mode": mode, "backend": backend})
+    return _result(device, shape, dtype_name, mode, eager, comp, compile_m, err, started)
+
+
+def _result(device: str, shape: common.BlockShape, dtype_name: str, mode: str, eager: Measurement,
+            comp: Measurement, compile_m: Measurement, err: float, started: float) -> TrialResult:
+    effect: dict[str, float] = {"compile_s": compile_m.samples[0]}
+    if eager.median and comp.median:
+        effect.update({"speedup": eager.median / comp.median, "eager_ms": eager.median * 1e3,
+                       "compiled_ms": comp.median * 1e3})
+    tol = common.tolerance(dtype_name)
+    ok = err <= tol
+    summary = (
+        f"block ({shape.source}, {shape.num_heads} heads, {shape.batch}x{shape.seq_len} tokens, "
+        f"{dtype_name}), {comp.params.get('backend')} mode {mode}: speedup x{effect.get('speedup', float('nan')):.2f}, "
+        f"compile {effect['compile_s']:.1f} s; output error {err:.1e}"
+    )
+    return TrialResult(
+        id=TRIAL_ID,
+        status="ok" if ok else "error",
+        reason=None if ok else f"compiled output differs from eager: {err:.2e} > {tol:.0e}",
+        measurements=[eager, comp, compile_m],
+        effect=effect,
+        summary=summary,
+        max_error=err if err != float("inf") else None,
+        environment=common.environment(device),
+        wall_s=time.perf_counter() - started,
+    )

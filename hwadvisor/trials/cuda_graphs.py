@@ -1,0 +1,153 @@
+"""Trial `cuda-graphs`: one decode step at batch 1, eager launches against a CUDA graph replay.
+
+A stack of the workload's blocks (full widths, a few layers) decodes one token against a
+static KV cache of the workload's context (capped), with static input/position buffers so the
+step can be captured. Capture follows the torch.cuda.graphs docs: warm up on a side stream,
+then capture with torch.cuda.graph(g). The graph's output must match the eager step's on
+fresh random input.
+
+Effect keys:
+- speedup: eager step time / graph replay time (> 1: graphs help; launch-bound decode gains most)
+- eager_step_ms, graph_step_ms: the two medians in milliseconds
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from hwadvisor.models import TrialResult
+from hwadvisor.trials import _model_common as common
+from hwadvisor.trials.base import TrialContext, cuda_reason, release_memory, torch_device
+
+TRIAL_ID = "cuda-graphs"
+MAX_CONTEXT = 4096
+LAYERS = 4
+
+
+class CudaGraphsTrial:
+    """Batch-1 decode step: eager vs. torch.cuda.CUDAGraph replay."""
+
+    id = TRIAL_ID
+    title = "CUDA graphs: batch-1 decode step, eager vs. graph replay"
+    needs = "a CUDA GPU"
+
+    def unsupported_reason(self, ctx: TrialContext) -> str | None:
+        """CUDA graphs need a CUDA GPU."""
+        return cuda_reason(what="CUDA graphs")
+
+    def run(self, ctx: TrialContext) -> TrialResult:
+        """Measure both variants; see the module docstring."""
+        reason = self.unsupported_reason(ctx)
+        if reason:
+            return common.unsupported(TRIAL_ID, reason)
+        started = time.perf_counter()
+        try:
+            return _run(ctx, started)
+        except Exception as exc:  # the runner records the failure; the next trial still runs
+            return common.failed(TRIAL_ID, exc, started)
+        finally:
+            release_memory()
+
+
+def _context_len(ctx: TrialContext) -> int:
+    wl = ctx.workload
+    if ctx.quick:
+        return 256
+    if wl is None:
+        return 2048
+    return max(16, min(MAX_CONTEXT, wl.prompt_len + wl.gen_len))
+
+
+def _run(ctx: TrialContext, started: float) -> TrialResult:
+    import torch
+
+    from hwadvisor.trials import blocks
+    from hwadvisor.trials.timing import bench, rel_error
+
+    device = torch_device(ctx)
+    dtype = torch.bfloat16
+    ctx_len = _context_len(ctx)
+    shape = common.scaled_shape(
+        ctx.workload, max_heads=8 if ctx.quick else 64, layers=2 if ctx.quick else LAYERS,
+        batch=1, seq_len=ctx_len,
+    )
+    stack = blocks.build_stack(shape, device, dtype, seed=11).eval()
+    gen = torch.Generator(device="cpu").manual_seed(12)
+    cache_shape = (1, shape.num_kv_heads, ctx_len, shape.head_dim)
+    k_caches = [torch.randn(cache_shape, generator=gen).to(device, dtype) for _ in stack.blocks]
+    v_caches = [torch.randn(cache_shape, generator=gen).to(device, dtype) for _ in stack.blocks]
+    static_x = torch.randn(1, 1, shape.hidden_size, generator=gen).to(device, dtype)
+    # The new token goes into the last slot; re-writing the same K/V there is idempotent, so
+    # eager and replayed steps see the same cache.
+    static_pos = torch.tensor([ctx_len - 1], device=device, dtype=torch.long)
+
+    def eager_step() -> Any:
+        return stack.decode(static_x, k_caches, v_caches, static_pos)
+
+    with torch.no_grad():
+        # Warm up on a side stream before capture (torch.cuda.graphs docs: "Warmup ... on a
+        # side stream"), so lazy initialisation (cuBLAS handles, autotuning) stays out of it.
+        side = torch.cuda.Stream(device=device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                eager_step()
+        torch.cuda.current_stream(device).wait_stream(side)
+        torch.cuda.synchronize(device)
+
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = eager_step()
+        torch.cuda.synchronize(device)
+
+        # Correctness on fresh random input: replay vs eager on the same static buffers.
+        errors = []
+        for seed in (13, 14):
+            g2 = torch.Generator(device="cpu").manual_seed(seed)
+            static_x.copy_(torch.randn(static_x.shape, generator=g2).to(device, dtype))
+            ref = eager_step().clone()
+            static_out.fill_(float("nan"))  # poison: replay must write every element
+            graph.replay()
+            torch.cuda.synchronize(device)
+            errors.append(rel_error(static_out, ref))
+        err = max(errors)
+
+        repeats = 5 if ctx.quick else 20
+        params = {**shape.params(), "dtype": "bf16", "context_len": ctx_len}
+        eager = bench(lambda _i: eager_step(), device=device, label="eager decode step",
+                      repeats=repeats, warmup=3, budget_s=max(0.3, ctx.budget_s / 3),
+                      params=params)
+        replay = bench(lambda _i: graph.replay(), device=device, label="cuda graph replay",
+                       repeats=repeats, warmup=3, budget_s=max(0.3, ctx.budget_s / 3),
+                       params=params)
+        replay.error = err
+        del graph
+
+    effect: dict[str, float] = {}
+    if eager.median and replay.median:
+        effect = {
+            "speedup": eager.median / replay.median,
+            "eager_step_ms": eager.median * 1e3,
+            "graph_step_ms": replay.median * 1e3,
+        }
+    # Eager and replay run the very same kernels: anything beyond bf16 rounding is a bug.
+    tol = common.tolerance("bf16")
+    ok = err <= tol
+    summary = (
+        f"decode step, {shape.layers} layers ({shape.source}, hidden {shape.hidden_size}), "
+        f"context {ctx_len}: eager {effect.get('eager_step_ms', float('nan')):.3f} ms, "
+        f"graph {effect.get('graph_step_ms', float('nan')):.3f} ms, "
+        f"speedup x{effect.get('speedup', float('nan')):.2f}; output error {err:.1e}"
+    )
+    return TrialResult(
+        id=TRIAL_ID,
+        status="ok" if ok else "error",
+        reason=None if ok else f"graph output differs from eager: {err:.2e} > {tol:.0e}",
+        measurements=[eager, replay],
+        effect=effect,
+        summary=summary,
+        max_error=err if err != float("inf") else None,
+        environment=common.environment(device),
+        wall_s=time.perf_counter() - started,
+    )

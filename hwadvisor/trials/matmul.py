@@ -1,0 +1,196 @@
+"""`matmul-peak`: dense matrix-product throughput per format at a size that fills the chip.
+
+GPU: bf16, fp16, tf32 (a float32 product with allow_tf32, restored after) and fp8
+(torch._scaled_mm, float8_e4m3fn, per-tensor scales, cc >= 8.9) at 8192^3 (2048^3 quick).
+CPU: fp32 and bf16 at 1024^3 (512^3 quick). TFLOP/s = 2*m*n*k / median seconds / 1e12.
+Each format is guarded on its own: one that fails to run is reported as skipped, with the reason.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from hwadvisor.models import Measurement, TrialResult
+from hwadvisor.trials.base import (
+    TrialContext,
+    compute_capability,
+    release_memory,
+    torch_device,
+    torch_missing,
+)
+from hwadvisor.trials.fp8_ops import FP8_MIN_CC, dequantized, quantize_fp8, scaled_mm
+from hwadvisor.trials.timing import (
+    bench,
+    check_close,
+    effects,
+    guarded,
+    max_error,
+    poison,
+    ran,
+    rate,
+    rel_error,
+    rotation_sets,
+    skipped_note,
+)
+
+GPU_SIZE = 8192
+GPU_SIZE_QUICK = 2048
+CPU_SIZE = 1024
+CPU_SIZE_QUICK = 384
+CHECK_ROWS = 256  # rows of the product checked against a float64 reference
+# Relative-error bounds (METHOD.md: bf16 operands 1e-3..1e-2, tf32 ~3e-4, float32 far under
+# 1e-3; fp8 e4m3 with per-tensor scales ~2e-2..5e-2 against the unquantized float32 product).
+TOLERANCE = {"fp32": 1e-4, "tf32": 5e-3, "bf16": 2e-2, "fp16": 1e-2, "fp8": 0.1}
+
+
+def matmul_size(device: str, quick: bool) -> int:
+    """The square size m = n = k for this device."""
+    if device.startswith("cuda"):
+        return GPU_SIZE_QUICK if quick else GPU_SIZE
+    return CPU_SIZE_QUICK if quick else CPU_SIZE
+
+
+def _reference_rows(a: Any, b_nk: Any) -> Any:
+    """float64 product of the first CHECK_ROWS rows of a with b_nk.T (on a's device)."""
+    import torch
+
+    rows = a[:CHECK_ROWS].to(torch.float64)
+    return rows @ b_nk.to(torch.float64).t()
+
+
+def _measure_dense(fmt: str, device: str, size: int, repeats: int, budget_s: float) -> Measurement:
+    """Time torch.mm for bf16/fp16/fp32/tf32 with output poisoning and a float64 row check."""
+    import torch
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(fmt, torch.float32)
+    elem = torch.tensor([], dtype=dtype).element_size()
+    sets = rotation_sets(2 * size * size * elem, max_sets=8)
+    gen = torch.Generator(device=device).manual_seed(1)
+    a_sets = [torch.randn(size, size, device=device, dtype=dtype, generator=gen) for _ in range(sets)]
+    # b stored as (N, K) row-major and used as b.t(): the layout of a linear layer's weight.
+    b_sets = [torch.randn(size, size, device=device, dtype=dtype, generator=gen) for _ in range(sets)]
+    out = torch.empty(size, size, device=device, dtype=dtype)
+    previous = _set_tf32(device, fmt == "tf32")
+    try:
+        poison(out)
+        torch.mm(a_sets[0], b_sets[0].t(), out=out)
+        err = rel_error(out[:CHECK_ROWS], _reference_rows(a_sets[0], b_sets[0]))
+        check_close(f"{fmt} matmul", err, TOLERANCE[fmt])
+
+        def call(i: int) -> None:
+            torch.mm(a_sets[i % sets], b_sets[i % sets].t(), out=out)
+
+        m = bench(call, device=device, label=fmt, repeats=repeats, budget_s=budget_s,
+                  params={"m": size, "n": size, "k": size, "input_sets": sets})
+    finally:
+        _restore_tf32(device, previous)
+        del a_sets, b_sets, out
+    m.error = err
+    return rate(m, 2.0 * size**3, "TFLOP/s", scale=1e12)
+
+
+def _set_tf32(device: str, on: bool) -> bool | None:
+    """Set torch's CUDA tf32 switch for float32 products; return the previous value."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # allow_tf32 is deprecated in favour of fp32_precision
+        previous = bool(torch.backends.cuda.matmul.allow_tf32)
+        torch.backends.cuda.matmul.allow_tf32 = on
+    return previous
+
+
+def _restore_tf32(device: str, previous: bool | None) -> None:
+    if previous is None:
+        return
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.backends.cuda.matmul.allow_tf32 = previous
+
+
+def _measure_fp8(device: str, size: int, repeats: int, budget_s: float) -> Measurement:
+    """Time torch._scaled_mm (e4m3, per-tensor scales, fast accumulation, bf16 out)."""
+    import torch
+
+    sets = rotation_sets(2 * size * size, max_sets=8)
+    gen = torch.Generator(device=device).manual_seed(2)
+    a_src = [torch.randn(size, size, device=device, generator=gen) for _ in range(sets)]
+    w_src = [torch.randn(size, size, device=device, generator=gen) for _ in range(sets)]
+    qa = [quantize_fp8(a, rowwise=False) for a in a_src]
+    qw = [quantize_fp8(w, rowwise=False) for w in w_src]
+    ref = a_src[0][:CHECK_ROWS].double() @ w_src[0].double().t()
+    del a_src, w_src
+    out = scaled_mm(qa[0][0], qw[0][0], qa[0][1], qw[0][1], rowwise=False)
+    err = rel_error(out[:CHECK_ROWS], ref)
+    check_close("fp8 matmul (vs unquantized float64)", err, TOLERANCE["fp8"])
+    kernel_err = rel_error(out[:CHECK_ROWS], dequantized(qa[0][0][:CHECK_ROWS], qa[0][1]).double()
+                           @ dequantized(qw[0][0], qw[0][1]).double().t())
+    check_close("fp8 matmul (vs dequantized operands)", kernel_err, 2e-2)
+
+    def call(i: int) -> None:
+        (a, sa), (w, sw) = qa[i % sets], qw[i % sets]
+        scaled_mm(a, w, sa, sw, rowwise=False)
+
+    m = bench(call, device=device, label="fp8", repeats=repeats, budget_s=budget_s,
+              params={"m": size, "n": size, "k": size, "input_sets": sets,
+                      "kernel": "torch._scaled_mm e4m3 per-tensor, use_fast_accum"})
+    m.error = err
+    del qa, qw, out, ref
+    return rate(m, 2.0 * size**3, "TFLOP/s", scale=1e12)
+
+
+class MatmulPeakTrial:
+    """Dense matmul TFLOP/s per format (the measured compute ceiling)."""
+
+    id = "matmul-peak"
+    title = "Matmul peak (TFLOP/s per format)"
+    needs = "torch; a GPU for bf16/fp16/tf32/fp8 (fp8: cc >= 8.9), else CPU fp32/bf16"
+
+    def unsupported_reason(self, ctx: TrialContext) -> str | None:
+        """Only torch is required."""
+        return torch_missing()
+
+    def run(self, ctx: TrialContext) -> TrialResult:
+        """Measure each format on its own; report the ones that could not run as skipped."""
+        device = torch_device(ctx)
+        size = matmul_size(device, ctx.quick)
+        repeats = 6 if ctx.quick else 20
+        if device.startswith("cuda"):
+            formats = ["bf16", "fp16", "tf32", "fp8"]
+        else:
+            formats = ["fp32", "bf16"]
+        budget = ctx.budget_s / len(formats)
+        cc = compute_capability(device)
+        measurements: list[Measurement] = []
+        for fmt in formats:
+            job: Callable[[], Measurement]
+            if fmt == "fp8":
+                if cc is None or cc < FP8_MIN_CC:
+                    measurements.append(Measurement(
+                        label="fp8", skipped="needs FP8 tensor cores (compute capability >= 8.9)"))
+                    continue
+                job = lambda: _measure_fp8(device, size, repeats, budget)  # noqa: E731
+            else:
+                job = lambda fmt=fmt: _measure_dense(fmt, device, size, repeats, budget)  # type: ignore[misc]  # noqa: E731
+            try:
+                measurements.append(guarded(fmt, job))
+            finally:
+                release_memory()
+        done = ran(measurements)
+        tflops = {f"{m.label}_tflops": m.value for m in done}
+        summary = ", ".join(f"{m.label} {m.value:.1f}" for m in done if m.value is not None)
+        return TrialResult(
+            id=self.id,
+            status="ok" if done else "error",
+            reason=skipped_note(measurements),
+            measurements=measurements,
+            effect=effects(**tflops),
+            summary=f"{device} {size}^3 TFLOP/s: {summary or 'none measured'}",
+            max_error=max_error(measurements),
+        )

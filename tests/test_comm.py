@@ -1,0 +1,136 @@
+"""Communication model: DDP, FSDP, TP volumes, link choice, overlap, multi-node."""
+
+from __future__ import annotations
+
+import pytest
+
+from hwadvisor import profiles
+from hwadvisor.models import Device, ModelOptions
+from hwadvisor.perfmodel import estimate
+from hwadvisor.perfmodel.comm import allreduce_s, gather_s, intra_node_link, Link
+from hwadvisor.perfmodel import constants as C
+from hwadvisor.workload import build_workload
+
+GB = 1e9
+
+
+def dev(profile_id: str) -> Device:
+    return profiles.device_from_profile(profile_id, index=0)
+
+
+def train(gpus=8, **kw):
+    return build_workload("llama-3-8b", phase="training", batch=1, gpus=gpus, **kw)
+
+
+def test_single_gpu_has_no_communication():
+    est = estimate(train(gpus=1), dev("h100-sxm"), ModelOptions(sharding="fsdp"))
+    assert est.times.communication_s == 0.0
+    assert est.communication == {}
+
+
+def test_collective_formulas():
+    link = Link(100.0, "nvlink", "test")
+    lat = C.COLLECTIVE_LATENCY_S["nvlink"]
+    assert allreduce_s(8e9, 8, link) == pytest.approx(2 * 7 / 8 * 8e9 / 100e9 + lat)
+    assert gather_s(8e9, 8, link) == pytest.approx(7 / 8 * 8e9 / 100e9 + lat)
+
+
+def test_ddp_allreduces_the_gradients():
+    est = estimate(train(), dev("h100-sxm"), ModelOptions(sharding="ddp"))
+    grads = est.params_total * 2  # bf16 gradients under mixed precision
+    assert est.communication["ddp_allreduce_bytes"] == pytest.approx(2 * 7 / 8 * grads)
+    busbw = est.communication["bus_bandwidth_gbps"]
+    assert busbw == pytest.approx(450 * C.NVLINK_BUS_EFFICIENCY)
+    assert est.times.communication_s >= 2 * 7 / 8 * grads / (busbw * GB)
+    assert est.times.communication_exposed_s == est.times.communication_s  # no overlap
+
+
+def test_fsdp_moves_about_three_times_the_params():
+    est = estimate(train(), dev("h100-sxm"), ModelOptions(sharding="fsdp"))
+    volume = est.communication["fsdp_allgather_bytes"] + est.communication[
+        "fsdp_reduce_scatter_bytes"]
+    assert volume == pytest.approx(3 * 7 / 8 * est.params_total * 2)
+
+
+def test_comm_overlap_hides_behind_compute():
+    base = estimate(train(), dev("h100-sxm"), ModelOptions(sharding="fsdp"))
+    over = estimate(train(), dev("h100-sxm"), ModelOptions(sharding="fsdp", comm_overlap=True))
+    roofline = max(over.times.train_compute_s, over.times.train_memory_s)
+    assert over.times.communication_s == pytest.approx(base.times.communication_s)
+    assert over.times.communication_exposed_s == pytest.approx(
+        max(0.0, over.times.communication_s - roofline))
+    assert over.times.train_step_s < base.times.train_step_s
+
+
+def test_pcie_is_slower_than_nvlink():
+    sxm = dev("h100-sxm")
+    no_nvlink = sxm.model_copy(update={"interconnect": sxm.interconnect.model_copy(
+        update={"nvlink": None})})
+    fast = estimate(train(), sxm, ModelOptions(sharding="ddp"))
+    slow = estimate(train(), no_nvlink, ModelOptions(sharding="ddp"))
+    assert slow.communication["bus_bandwidth_gbps"] == 50.0  # gen5 x16 effective
+    assert slow.times.communication_s > 5 * fast.times.communication_s
+
+
+def test_unknown_link_assumes_pcie_gen4_and_says_so():
+    bare = dev("h100-sxm").model_copy(update={"interconnect": None})
+    link = intra_node_link(bare)
+    assert link.kind == "pcie" and link.gbps == 25.0
+    est = estimate(train(), bare, ModelOptions(sharding="ddp"))
+    assert any("assumed" in a and "PCIe gen4" in a for a in est.assumptions)
+
+
+def test_measured_bus_bandwidth_is_used():
+    w, d = train(), dev("h100-sxm")
+    base = estimate(w, d, ModelOptions(sharding="ddp"))
+    measured = estimate(w, d, ModelOptions(sharding="ddp"), measured_busbw_gbps=180.0)
+    assert measured.communication["bus_bandwidth_gbps"] == 180.0
+    assert measured.times.communication_s > 1.9 * base.times.communication_s * 0.99
+    assert any("measured bus bandwidth" in a for a in measured.assumptions)
+
+
+def test_multi_node_uses_the_network():
+    d = dev("h100-sxm")
+    one_node = estimate(train(gpus=8), d, ModelOptions(sharding="fsdp"))
+    two_nodes = estimate(build_workload("llama-3-8b", phase="training", batch=1, nodes=2,
+                                        gpus_per_node=8), d, ModelOptions(sharding="fsdp"))
+    assert two_nodes.communication["bus_bandwidth_gbps"] == C.INTER_NODE_DEFAULT_GBPS
+    assert two_nodes.times.communication_s > one_node.times.communication_s
+    slower = estimate(build_workload("llama-3-8b", phase="training", batch=1, nodes=2,
+                                     gpus_per_node=8, inter_node_gbps=25.0), d,
+                      ModelOptions(sharding="fsdp"))
+    assert slower.communication["bus_bandwidth_gbps"] == 25.0
+    assert slower.times.communication_s > two_nodes.times.communication_s
+
+
+def test_tensor_parallel_decode_pays_latency_per_layer():
+    est = estimate(build_workload("llama-3-70b", gpus=8), dev("h100-sxm"),
+                   ModelOptions(sharding="tp"))
+    layers = 80
+    assert est.communication["tp_decode_s"] >= layers * 2 * C.COLLECTIVE_LATENCY_S["nvlink"]
+    # prefill moves batch x prompt x hidden activations, twice per layer
+    expected = layers * 2 * 2 * 7 / 8 * 2048 * 8192 * 2
+    assert est.communication["tp_prefill_bytes"] == pytest.approx(expected)
+
+
+def test_tensor_parallel_across_nodes_is_exposed_even_with_overlap():
+    w = build_workload("llama-3-70b", nodes=2, gpus_per_node=8)
+    est = estimate(w, dev("h100-sxm"), ModelOptions(sharding="tp", comm_overlap=True,
+                                                     cuda_graphs=True))
+    assert est.times.communication_exposed_s == est.times.communication_s > 0
+    assert any("across nodes" in a for a in est.assumptions)
+    assert est.bottleneck == "communication"
+
+
+def test_tensor_parallel_training_four_allreduces_per_layer():
+    w = train(prompt_len=1024)
+    est = estimate(w, dev("h100-sxm"), ModelOptions(sharding="tp"))
+    expected = 32 * 4 * 2 * 7 / 8 * 1024 * 4096 * 2
+    assert est.communication["tp_allreduce_bytes"] == pytest.approx(expected)
+
+
+def test_default_strategy_when_gpus_given_without_sharding():
+    train_est = estimate(train(), dev("h100-sxm"))
+    assert "ddp_allreduce_bytes" in train_est.communication
+    infer_est = estimate(build_workload("llama-3-70b", gpus=8), dev("h100-sxm"))
+    assert "tp_decode_bytes" in infer_est.communication
