@@ -51,6 +51,12 @@ class HwGroup(TyperGroup):
             if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
                 if type(exc).__name__ == "Abort":
                     sys.exit(130)
+                if type(exc).__name__ == "NoArgsIsHelpError":
+                    # A bare command group asks for help: show it, which is not an error.
+                    # typer's rich mode has already printed it and left the message empty.
+                    if exc.format_message().strip():
+                        print(exc.format_message())
+                    sys.exit(0)
                 _print_error(exc.format_message(), _usage_hint(exc))
                 sys.exit(int(exc.exit_code) if exc.exit_code else int(ExitCode.USAGE))
             if type(exc).__name__ == "Abort":

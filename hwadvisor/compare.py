@@ -38,7 +38,7 @@ def better_direction(unit: str | None, name: str = "") -> Better | None:
 
 
 def effect_unit(name: str) -> str | None:
-    """The unit an effect's name implies by the trials' suffix convention (copy_gbps -> GB/s)."""
+    """Return the unit an effect's name implies by the trials' suffixes (copy_gbps -> GB/s)."""
     n = name.lower()
     for suffix, unit in (("_tflops", "TFLOP/s"), ("_gbps", "GB/s"), ("_s", "s"),
                          ("_bytes", "bytes")):

@@ -23,7 +23,7 @@ def _unit_is(unit: str | None, units: set[str]) -> bool:
 
 
 def trial_device(report: Report, trial: TrialResult) -> Device | None:
-    """The device a trial ran on: matched by name from its environment, else the first device."""
+    """Find the device a trial ran on: by name from its environment, else the first device."""
     if not report.devices:
         return None
     where = (trial.environment.device or "").lower()
@@ -45,7 +45,7 @@ def _trials_on(report: Report, device: Device, ids: tuple[str, ...]) -> list[Tri
 
 
 def measured_bandwidth_gbps(report: Report, device: Device) -> tuple[float, str] | None:
-    """The measured memory bandwidth of device and where it came from; None when not measured."""
+    """Return the measured memory bandwidth of device and its source; None if not measured."""
     if device.measured and device.measured.memory_bandwidth_gbps:
         return device.measured.memory_bandwidth_gbps, "device.measured"
     best: tuple[float, str] | None = None

@@ -23,14 +23,14 @@ VERDICT_MARK = {
 
 
 def cell(value: object) -> str:
-    """A table cell: None as a dash; pipes and newlines escaped so the table holds together."""
+    """Format a table cell: None as a dash; pipes and newlines escaped (the table holds)."""
     if value is None or value == "":
         return DASH
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
 def num(value: float | int | None, digits: int = 3) -> str:
-    """A number with `digits` significant digits; None as a dash."""
+    """Format a number with `digits` significant digits; None as a dash."""
     if value is None:
         return DASH
     if isinstance(value, int) and not isinstance(value, bool):
@@ -41,12 +41,12 @@ def num(value: float | int | None, digits: int = 3) -> str:
 
 
 def gb(value: int | float | None) -> str:
-    """Bytes as GB (10^9), one decimal; None as a dash."""
+    """Format bytes as GB (10^9), one decimal; None as a dash."""
     return DASH if value is None else f"{value / 1e9:.1f} GB"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    """Markdown table lines."""
+    """Build markdown table lines."""
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return lines

@@ -151,7 +151,7 @@ def roofline_data(report: Report, device_index: int | None = None) -> RooflineDa
 
 
 def _merge_equal(peaks: dict[str, float]) -> list[tuple[str, float]]:
-    """Formats with the same ceiling share one line ('bf16/fp16 989')."""
+    """Merge formats with the same ceiling into one line ('bf16/fp16 989')."""
     merged: dict[float, list[str]] = {}
     for fmt, value in peaks.items():
         merged.setdefault(round(value, 6), []).append(fmt)

@@ -33,7 +33,7 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def report_json(report: Report) -> str:
-    """The report as indented JSON text (nulls kept: a missing reading is null, not absent)."""
+    """Render the report as indented JSON (nulls kept: a missing reading is null, not absent)."""
     return report.model_dump_json(indent=2) + "\n"
 
 

@@ -13,7 +13,7 @@ SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 def report_schema() -> dict[str, Any]:
-    """The JSON Schema of a report as written (serialization mode: computed fields included)."""
+    """Build the JSON Schema of a report as written (serialization mode: computed fields in)."""
     body = Report.model_json_schema(mode="serialization")
     # Header keys first, so a reader of the committed file sees what it is and which version.
     schema: dict[str, Any] = {
@@ -32,5 +32,5 @@ def report_schema() -> dict[str, Any]:
 
 
 def schema_json() -> str:
-    """The schema as stable, indented JSON text (key order is pydantic's, which is stable)."""
+    """Render the schema as indented JSON text (key order is pydantic's, which is stable)."""
     return json.dumps(report_schema(), indent=2, ensure_ascii=False) + "\n"

@@ -30,7 +30,7 @@ def parse_version(version: object) -> tuple[int, int] | None:
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The one pydantic model class an annotation refers to (through Optional/Union), if any."""
+    """Return the one pydantic model an annotation refers to (through Optional/Union), if any."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     origin = typing.get_origin(annotation)
@@ -43,7 +43,7 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 
 
 def _item_annotation(annotation: Any, container: type) -> Any:
-    """The element annotation of list[X] / dict[str, X] inside an annotation (through Optional)."""
+    """Return the element annotation of list[X] / dict[str, X] (through Optional), if any."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(annotation):

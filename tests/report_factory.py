@@ -48,7 +48,7 @@ def h200(measured_bw_gbps: float | None = None,
         compute_capability="9.0", architecture="hopper", compute_units=132,
         formats=["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"],
         peak_tflops={"tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
-        peak_tflops_source="datasheet", source="probe", profile_id="nvidia-h200-sxm",
+        peak_tflops_source="datasheet", source="probe", profile_id="h200-sxm",
         measured=measured, notes=[H200_SOURCE_NOTE],
     )
 

@@ -6,9 +6,9 @@ import pytest
 
 from hwadvisor import profiles
 from hwadvisor.models import Device, ModelOptions
-from hwadvisor.perfmodel import estimate
-from hwadvisor.perfmodel.comm import allreduce_s, gather_s, intra_node_link, Link
 from hwadvisor.perfmodel import constants as C
+from hwadvisor.perfmodel import estimate
+from hwadvisor.perfmodel.comm import Link, allreduce_s, gather_s, intra_node_link
 from hwadvisor.workload import build_workload
 
 GB = 1e9

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import report_factory as factory
+import typer
+from typer.testing import CliRunner
 
-from hwadvisor.gates import FailOn, apply_gates
+# Module level: typer resolves these (string) annotations in this module's globals.
+from hwadvisor.commands.output import (
+    JsonOpt,
+    MarkdownOpt,
+    OutputOpt,
+    emit_report,
+    exit_for_gates,
+)
+from hwadvisor.gates import FailOn, FailOnOpt, MinBandwidthFractionOpt, apply_gates
 
 
 def test_no_gate_asked_trips_nothing() -> None:

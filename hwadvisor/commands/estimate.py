@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -47,9 +48,15 @@ DeviceOpt = Annotated[
                  "instead of the probed hardware", show_default=False),
 ]
 
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
+OutputOpt = Annotated[
+    Optional[Path],  # noqa: UP007, UP045
+    typer.Option("--output", "-o", help="Write the JSON report here (atomically)."),
+]
+
 
 def build_estimate_report(
-    workload_values: dict[str, object],
+    workload_values: Mapping[str, object],
     device_id: str | None,
     options: ModelOptions,
 ) -> Report:
@@ -60,7 +67,7 @@ def build_estimate_report(
 
     target = resolve_target(device_id, 1)
     device = primary_device(target)
-    workload = workload_from_options(workload_values, device.memory_total_bytes,
+    workload = workload_from_options(dict(workload_values), device.memory_total_bytes,
                                      target.device_class)
     if device_id is not None and workload.gpus > 1:
         # The report lists the devices of one node (the plan's per-node GPUs).
@@ -104,7 +111,8 @@ def memory_table(est: Estimate) -> Table:
             table.add_row(name, _gb(value))
     table.add_row("[bold]total[/]", f"[bold]{_gb(mem.total_bytes)}[/]")
     table.add_row("usable device memory", _gb(mem.device_memory_bytes))
-    table.add_row("headroom", _gb(mem.headroom_bytes) + ("" if est.fits else "  [red]does not fit[/]"))
+    verdict = "" if est.fits else "  [red]does not fit[/]"
+    table.add_row("headroom", _gb(mem.headroom_bytes) + verdict)
     return table
 
 
@@ -180,11 +188,10 @@ def estimate_command(
     prefix_cache_hit: PrefixHitOpt = None,
     speculative_tokens: SpeculativeOpt = None,
     device: DeviceOpt = None,
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
-    output: Optional[Path] = typer.Option(  # noqa: UP007, UP045
-        None, "--output", "-o", help="Write the JSON report here (atomically)."),
+    as_json: JsonOpt = False,
+    output: OutputOpt = None,
 ) -> None:
-    """Model a workload: memory by part, FLOPs, roofline times and the bottleneck (no GPU needed)."""
+    """Model a workload: memory by part, FLOPs, roofline times and the bottleneck (no GPU)."""
     options = model_options(sharding, attention_kernel, cuda_graphs, compiled, fused_optimizer,
                             comm_overlap, fp32_training, offload_fraction, prefix_cache_hit,
                             speculative_tokens)

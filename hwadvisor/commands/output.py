@@ -73,9 +73,11 @@ def emit_report(
 
 
 def _is_append_target(path: Path) -> bool:
-    """True for GitHub's step-summary file, which is appended to (other steps write there too)."""
+    """Tell whether path is GitHub's step-summary file, which is appended to, not replaced."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    return bool(summary) and Path(summary).resolve() == Path(path).resolve()
+    return summary is not None and summary != "" and (
+        Path(summary).resolve() == Path(path).resolve()
+    )
 
 
 def _append(path: Path, text: str) -> None:
@@ -94,5 +96,5 @@ def exit_for_gates(report: Report) -> None:
 
 
 def note(message: str) -> None:
-    """A one-line note for people on stderr (never mixed into JSON on stdout)."""
+    """Print a one-line note for people on stderr (never mixed into JSON on stdout)."""
     err_console.print(message, highlight=False, markup=False)

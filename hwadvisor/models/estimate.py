@@ -73,8 +73,12 @@ class Estimate(Strict):
     peak_tflops_used: float | None = None
     bandwidth_gbps_used: float | None = None
     times: Times
-    tokens_per_s: float | None = None
-    communication: dict[str, float] = Field(default_factory=dict)
+    tokens_per_s: float | None = Field(
+        None, description="Inference: generated tokens/s over all replicas (prompt tokens/s when "
+        "gen_len = 0); training: tokens/s over all GPUs")
+    communication: dict[str, float] = Field(
+        default_factory=dict, description="Per-strategy volumes (bytes per GPU) and times (s), "
+        "and the bus bandwidth used (GB/s); empty on one GPU")
     assumptions: list[str] = Field(default_factory=list)
 
 

@@ -142,6 +142,9 @@ class Device(Strict):
     compute_capability: str | None = Field(None, description="e.g. '9.0' (NVIDIA) or 'gfx942'")
     architecture: str | None = None
     compute_units: int | None = Field(None, description="SMs, CUs or GPU cores")
+    pci_device_id: str | None = Field(
+        None, description="PCI device id, e.g. '0x74a1' (AMD); null for SoCs without PCI"
+    )
     formats: list[str] = Field(default_factory=list, description="Low-precision formats run natively")
     peak_tflops: dict[str, float] = Field(
         default_factory=dict, description="Dense datasheet peaks by format (from the profile)"

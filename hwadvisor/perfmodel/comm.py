@@ -62,14 +62,15 @@ def intra_node_link(device: Device) -> Link:
     nvlink = device.interconnect.nvlink if device.interconnect else None
     if nvlink and nvlink.bandwidth_gbps and (nvlink.links_active is None or nvlink.links_active):
         gbps = nvlink.bandwidth_gbps * C.NVLINK_BUS_EFFICIENCY
-        return Link(gbps, "nvlink", f"NVLink {nvlink.bandwidth_gbps:g} GB/s per direction x "
-                                    f"{C.NVLINK_BUS_EFFICIENCY} NCCL efficiency = {gbps:g} GB/s bus")
+        return Link(gbps, "nvlink",
+                    f"NVLink {nvlink.bandwidth_gbps:g} GB/s per direction x "
+                    f"{C.NVLINK_BUS_EFFICIENCY} NCCL efficiency = {gbps:g} GB/s bus")
     gbps, how = pcie_gbps(device)
     return Link(gbps, "pcie", f"no NVLink: {how} bus bandwidth")
 
 
 def bus_link(setup: Setup, measured_busbw_gbps: float | None = None) -> Link:
-    """The bandwidth collectives see: measured > NVLink > PCIe, capped by the network across nodes."""
+    """Pick the collectives' bandwidth: measured > NVLink > PCIe, capped by the network."""
     if measured_busbw_gbps:
         link = Link(measured_busbw_gbps, "measured",
                     f"measured bus bandwidth {measured_busbw_gbps:g} GB/s (collectives trial)")
@@ -106,8 +107,10 @@ def _exposed(total: float, hideable: float, overlap: bool) -> float:
 
 def communication(setup: Setup, busy_s: dict[str, float],
                   measured_busbw_gbps: float | None = None) -> CommResult:
-    """Communication per phase. busy_s gives each phase's GPU time (the roofline) that
-    overlapped communication can hide behind."""
+    """Communication per phase.
+
+    busy_s gives each phase's GPU time (the roofline) overlapped communication can hide behind.
+    """
     result = CommResult()
     layout, wl, spec = setup.layout, setup.workload, setup.spec
     n = layout.gpus

@@ -188,7 +188,7 @@ def train_cost(setup: Setup) -> PhaseCost:
 
 
 def optimizer_cost(setup: Setup) -> PhaseCost:
-    """The optimizer step's memory traffic per GPU (fused or foreach), once per step."""
+    """Return the optimizer step's memory traffic per GPU (fused or foreach), once per step."""
     table = C.OPT_BYTES_PER_PARAM_FUSED if setup.options.fused_optimizer \
         else C.OPT_BYTES_PER_PARAM_UNFUSED
     params = setup.parts.total / setup.layout.weight_shards

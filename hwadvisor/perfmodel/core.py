@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from hwadvisor.exitcodes import UserError
-from hwadvisor.models import Device, Estimate, ModelOptions, ModelSpec, Times, Workload
+from hwadvisor.models import (
+    Device,
+    Estimate,
+    MemoryEstimate,
+    ModelOptions,
+    ModelSpec,
+    Times,
+    Workload,
+)
 from hwadvisor.perfmodel import constants as C
 from hwadvisor.perfmodel.bottleneck import PhaseTimes, decide
 from hwadvisor.perfmodel.comm import CommResult, communication, pcie_gbps
@@ -37,11 +47,9 @@ def _spec(workload: Workload) -> ModelSpec:
     try:
         from hwadvisor.workload import load_spec
     except ImportError:
-        load_spec = None
-    if load_spec is not None:
-        return load_spec(workload.model)
-    raise UserError(f"workload '{workload.model}' carries no model architecture",
-                    hint="build the workload with hwadvisor.workload.build_workload")
+        raise UserError(f"workload '{workload.model}' carries no model architecture",
+                        hint="build the workload with hwadvisor.workload.build_workload") from None
+    return load_spec(workload.model)
 
 
 def _split(cost: PhaseCost, setup: Setup) -> tuple[float, float]:
@@ -66,8 +74,8 @@ def _model_notes(setup: Setup) -> list[str]:
            else " (score matrix streamed, masked blocks skipped)"),
     ]
     if setup.training:
-        notes.append(f"training: {'mixed precision (bf16 + fp32 master)' if opts.mixed_precision else 'fp32'}"
-                     f", {setup.workload.optimizer}"
+        precision = "mixed precision (bf16 + fp32 master)" if opts.mixed_precision else "fp32"
+        notes.append(f"training: {precision}, {setup.workload.optimizer}"
                      f"{' fused' if opts.fused_optimizer else ' foreach'}; backward = 2x forward")
     else:
         notes.append(f"decode at the mean context {mean_decode_context(setup):.0f} tokens "
@@ -103,7 +111,7 @@ def estimate(workload: Workload, device: Device, options: ModelOptions | None = 
     return _inference(setup, memory, fits, measured_busbw_gbps)
 
 
-def _common(setup: Setup, comm: CommResult) -> dict:
+def _common(setup: Setup, comm: CommResult) -> dict[str, Any]:
     parts, spec = setup.parts, setup.spec
     return dict(
         params_total=parts.total,
@@ -117,7 +125,7 @@ def _common(setup: Setup, comm: CommResult) -> dict:
     )
 
 
-def _training(setup: Setup, memory, fits: bool, busbw: float | None) -> Estimate:
+def _training(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | None) -> Estimate:
     wl = setup.workload
     cost = train_cost(setup)
     opt = optimizer_cost(setup)
@@ -150,7 +158,7 @@ def _training(setup: Setup, memory, fits: bool, busbw: float | None) -> Estimate
     )
 
 
-def _inference(setup: Setup, memory, fits: bool, busbw: float | None) -> Estimate:
+def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | None) -> Estimate:
     wl = setup.workload
     pre, dec = prefill_cost(setup), decode_cost(setup)
     p_compute, p_memory = _split(pre, setup)
@@ -164,6 +172,7 @@ def _inference(setup: Setup, memory, fits: bool, busbw: float | None) -> Estimat
     draft = 1.0 + (C.SPECULATIVE_DRAFT_COST_FRACTION if t > 1 else 0.0)
     decode_step_s = forward_s * draft / t
     start, end = prefill_span(setup)
+    deciding: Literal["prefill", "decode"]
     if wl.gen_len > 0:
         deciding = "decode"
         phase = PhaseTimes("decode step", d_compute, d_memory, launch, comm.decode.exposed_s,

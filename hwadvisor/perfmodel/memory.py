@@ -72,7 +72,7 @@ def kv_cache_bytes(spec: ModelSpec, dtype: str, batch: int, tokens: float, tp: i
 # --- Activations ------------------------------------------------------------------------------
 
 def mlp_act_coeff(spec: ModelSpec, width: float, compiled: bool) -> float:
-    """Saved bytes per token per hidden unit (16-bit) of an MLP of `width`.
+    """Return saved bytes per token per hidden unit (16-bit) of an MLP of `width`.
 
     Gated: input 2 + gate, up and activation outputs 3 x 2 x width/h; compiled recomputes the
     activation (2 x 2 x width/h). Non-gated: input 2 + 2 x 2 x width/h + a dropout mask 1
@@ -85,7 +85,7 @@ def mlp_act_coeff(spec: ModelSpec, width: float, compiled: bool) -> float:
 
 
 def layer_act_coeffs(spec: ModelSpec, compiled: bool) -> tuple[float, float]:
-    """Saved bytes per token per hidden (16-bit, no score matrix) of a dense and an MoE layer."""
+    """Return saved bytes per token per hidden (16-bit, no scores) of a dense and an MoE layer."""
     norms = C.ACT_NORM_COEFF_COMPILED if compiled else C.ACT_NORM_COEFF
     base = C.ACT_ATTENTION_COEFF + norms
     dense = base + mlp_act_coeff(spec, spec.intermediate_size, compiled)
@@ -118,7 +118,7 @@ def score_bytes_per_layer(setup: Setup, batch: float, queries: float, keys: floa
 
 
 def _tp_split(coeff: float, tp: int) -> float:
-    """Per-GPU share of a layer coefficient under TP: 10 sbh stays replicated (Korthikanti eq. 2)."""
+    """Per-GPU share of a layer coefficient under TP: 10 sbh stays replicated (Korthikanti)."""
     if tp <= 1:
         return coeff
     replicated = min(C.ACT_TP_REPLICATED_COEFF, coeff)
@@ -149,7 +149,7 @@ def training_activation_bytes(setup: Setup) -> float:
 
 
 def inference_activation_bytes(setup: Setup) -> float:
-    """The largest layer's working set for the prefill chunk, plus the last token's logits.
+    """Return the largest layer's prefill working set plus the last token's logits.
 
     The whole uncached prompt is one chunk (no chunked prefill assumed): residual and normed
     input (2h) plus the widest MLP's intermediates, in the activation dtype; math attention
@@ -182,12 +182,12 @@ def optimizer_bytes_per_param(setup: Setup) -> float:
 
 
 def training_weight_dtype(setup: Setup) -> str:
-    """The dtype the model's working weights are held in during training."""
+    """Return the dtype the working weights are held in during training."""
     return setup.workload.weights_dtype if setup.options.mixed_precision else "fp32"
 
 
 def working_weight_dtype(setup: Setup) -> str:
-    """The dtype weights are held and read in: the workload's, fp32 for fp32 training."""
+    """Return the dtype weights are held and read in (fp32 for fp32 training)."""
     return training_weight_dtype(setup) if setup.training else setup.workload.weights_dtype
 
 
@@ -212,7 +212,7 @@ def largest_layer_weight_bytes(setup: Setup) -> float:
 # --- The whole picture ------------------------------------------------------------------------
 
 def runtime_bytes(setup: Setup, tensors: float) -> float:
-    """The stated allowance: runtime context plus allocator fragmentation on the tensors."""
+    """Return the stated allowance: runtime context plus allocator fragmentation."""
     cls = setup.res.device_class
     fixed = C.RUNTIME_FIXED_BYTES.get(cls, 0.5 * C.GB)
     return fixed + C.FRAGMENTATION_FRACTION.get(cls, 0.05) * tensors

@@ -43,8 +43,11 @@ def forward_launch_s(setup: Setup) -> float:
 
 
 def train_launch_s(setup: Setup) -> float:
-    """Launch overhead of one training step: forward + backward (2x) (+ recompute) per
-    micro-batch, times grad_accum, plus the optimizer's kernels."""
+    """Launch overhead of one training step.
+
+    Forward + backward (2x) (+ recompute) per micro-batch, times grad_accum, plus the
+    optimizer's kernels.
+    """
     wl = setup.workload
     passes = 1.0 + C.BACKWARD_KERNEL_FACTOR + (1.0 if wl.activation_checkpointing else 0.0)
     kernels = kernels_per_forward(setup) * passes * wl.grad_accum + optimizer_kernels(setup)

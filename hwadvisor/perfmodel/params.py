@@ -33,7 +33,7 @@ class ParamBreakdown:
         return self.embedding + self.lm_head
 
     def scaled(self, factor: float) -> ParamBreakdown:
-        """The breakdown with every part scaled (to match an authoritative total)."""
+        """Return the breakdown with every part scaled (to match an authoritative total)."""
         return ParamBreakdown(
             self.embedding * factor, self.lm_head * factor, self.attention * factor,
             self.dense_mlp * factor, self.routed_experts * factor,
@@ -109,7 +109,7 @@ def breakdown(spec: ModelSpec) -> ParamBreakdown:
 
 
 def workload_breakdown(workload: Workload, spec: ModelSpec) -> ParamBreakdown:
-    """The spec's breakdown, scaled to the workload's params_total when that is given."""
+    """Return the spec's breakdown, scaled to the workload's params_total when given."""
     parts = breakdown(spec)
     if workload.params_total and parts.total > 0:
         factor = workload.params_total / parts.total
@@ -127,14 +127,17 @@ def active_params(parts: ParamBreakdown, spec: ModelSpec) -> float:
 
 
 def matmul_params_per_token(parts: ParamBreakdown, spec: ModelSpec) -> float:
-    """Parameters in matmuls per token: active params minus the embedding lookup (no FLOPs),
-    plus the lm_head matmul when it is tied to the embedding."""
+    """Parameters in matmuls per token.
+
+    Active params minus the embedding lookup and norms (no matmul FLOPs), plus the lm_head
+    matmul when it is tied to the embedding.
+    """
     tied_head = parts.embedding if spec.tied_embeddings else 0.0
     return active_params(parts, spec) - parts.embedding - parts.norms + tied_head
 
 
 def expected_experts_touched(spec: ModelSpec, tokens: float) -> float:
-    """Expected distinct routed experts per MoE layer hit by `tokens` tokens.
+    """Return the expected distinct routed experts per MoE layer hit by `tokens` tokens.
 
     Uniform routing assumed: each expert is missed by one token with probability 1 - k/E, so
     E * (1 - (1 - k/E)^tokens) are touched (k at one token, all E as tokens grow).

@@ -36,7 +36,7 @@ def _device_class(device: Device) -> str:
 
 
 def compute_dtype(workload: Workload, options: ModelOptions, device: Device) -> str:
-    """The dtype the matmuls run in.
+    """Return the dtype the matmuls run in.
 
     fp8/int8/fp4 weights run their matmuls in that format when the device has it (W8A8 /
     FP8 training with Transformer Engine / NVFP4); int4 is weight-only (dequantized to the
@@ -82,7 +82,7 @@ def _peak(device: Device, dtype: str, notes: list[str]) -> tuple[float | None, s
 
 
 def _profile_app_fraction(device: Device) -> float | None:
-    """A phone profile's per-app memory share (the same figure the profiles helper reports)."""
+    """Return a phone profile's per-app memory share (as the profiles helper reports it)."""
     if _device_class(device) != "mobile-soc" or not device.profile_id:
         return None
     try:

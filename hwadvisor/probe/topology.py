@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-from collections.abc import Callable, Sequence
+import subprocess  # noqa: F401 - kept so `topology.subprocess` still names the module
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from hwadvisor.probe.runcmd import Runner, run_command
 
 # NVML's nvmlDeviceGetNvLinkVersion returns NVML_NVLINK_VERSION_* (nvml.h), not the NVLink
 # generation: 1 = 1.0, 2 = 2.0, 3 = 2.2, 4 = 3.0, 5 = 3.1, 6 = 4.0, 7 = 5.0, 8 = 6.0.
@@ -154,17 +156,8 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
     return matrix
 
 
-Runner = Callable[[list[str], float], str | None]
-
-
-def _run(argv: list[str], timeout_s: float) -> str | None:
-    """Run a command without a shell; its stdout, or None on any failure or timeout."""
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
+# The runner lives in runcmd.py (shared by every backend); these names stay for old callers.
+_run = run_command
 
 
 def read_topo_matrix(runner: Runner | None = None, timeout_s: float = 10.0) -> TopoMatrix | None:

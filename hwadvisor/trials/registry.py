@@ -20,6 +20,12 @@ TRIALS: dict[str, str] = {
     "host-transfer": "hwadvisor.trials.transfer:HostTransferTrial",
     # workload-block trials (blocks.py, checkpointing.py, cuda_graphs.py, attention.py,
     # compile.py, kv_quant.py, collectives.py) are registered below, one line each.
+    "activation-checkpointing": "hwadvisor.trials.checkpointing:ActivationCheckpointingTrial",
+    "cuda-graphs": "hwadvisor.trials.cuda_graphs:CudaGraphsTrial",
+    "attention-backends": "hwadvisor.trials.attention:AttentionBackendsTrial",
+    "torch-compile": "hwadvisor.trials.compile:TorchCompileTrial",
+    "kv-cache-quantization": "hwadvisor.trials.kv_quant:KvCacheQuantizationTrial",
+    "collectives": "hwadvisor.trials.collectives:CollectivesTrial",
 }
 
 # The trials `probe --measure` runs: their figures go into Device.measured.

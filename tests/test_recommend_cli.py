@@ -1,0 +1,109 @@
+"""`hwadvisor recommend` through the CLI: exit codes and the parsed JSON report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hwadvisor.cli import app
+from hwadvisor.reportio import load_report
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, ["recommend", *args])
+
+
+def recommend_json(*args: str) -> dict:
+    result = invoke(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_json_report_has_the_contract_keys():
+    data = recommend_json("--device", "h200-sxm", "--model", "llama-3-8b", "--goal",
+                          "inference-latency")
+    assert data["kind"] == "recommend" and data["goal"] == "inference-latency"
+    assert data["device_class"] == "datacenter-gpu"
+    assert data["workload"]["model"] == "llama-3-8b" and data["workload"]["is_default"] is False
+    assert data["estimate"]["bottleneck"] == "memory-bandwidth"
+    recs = data["recommendations"]
+    assert recs, "nothing recommended for a bandwidth-bound decode"
+    for rec in recs:
+        assert {"id", "goal", "title", "why", "predicted", "trial", "validation"} <= set(rec)
+        assert rec["goal"] == "inference-latency"
+        assert {"metric", "before", "after", "factor"} <= set(rec["predicted"])
+        assert rec["validation"]["status"] == "pending"
+    assert [r["rank"] for r in recs] == list(range(1, len(recs) + 1))
+    ids = {r["id"] for r in recs}
+    assert {"cuda-graphs", "fp8-weights", "int4-weights"} <= ids
+    for rej in data["rejected"]:
+        assert rej["id"] and rej["why_not"].startswith(rej["id"] + ":")
+
+
+@pytest.mark.parametrize("alias, goal", [
+    ("a", "training-throughput"), ("B", "inference-latency"), ("c", "memory-footprint"),
+])
+def test_goal_aliases(alias, goal):
+    data = recommend_json("--device", "a100-80gb", "--model", "llama-3.2-1b", "--goal", alias)
+    assert data["goal"] == goal
+    assert all(r["goal"] == goal for r in data["recommendations"])
+    # goal A implies training when --phase is not given
+    expected_phase = "training" if goal == "training-throughput" else "inference"
+    assert data["workload"]["phase"] == expected_phase
+
+
+def test_bad_goal_exits_2_with_the_choices():
+    result = invoke("--goal", "speed", "--device", "h200-sxm")
+    assert result.exit_code == 2
+    assert "training-throughput" in result.output and "memory-footprint" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bad_device_exits_2():
+    result = invoke("--device", "no-such-gpu", "--model", "llama-3-8b")
+    assert result.exit_code == 2
+
+
+def test_no_model_uses_the_default_workload_and_says_so():
+    data = recommend_json("--device", "rtx-4090")
+    assert data["workload"]["is_default"] is True
+    assert any("default workload" in n and data["workload"]["model"] in n
+               for n in data["notes"])
+
+
+def test_no_options_at_all_works_on_this_machine():
+    """The README's first command: probed hardware (CPU-only here), default goal and model."""
+    data = recommend_json()
+    assert data["goal"] == "inference-latency"
+    assert data["workload"]["is_default"] is True
+    assert data["recommendations"], "the defaults must give some advice on any machine"
+
+
+def test_gpus_plans_that_many_devices_and_shards():
+    data = recommend_json("--device", "h100-sxm", "--model", "llama-3-8b", "--goal", "a",
+                          "--gpus", "8")
+    assert len(data["devices"]) == 8 and data["workload"]["gpus"] == 8
+    shard = next(r for r in data["recommendations"] if r["id"] == "fsdp2-zero3")
+    assert shard["trial"] == "collectives"
+    assert shard["predicted"]["after"] < shard["predicted"]["before"]
+
+
+def test_output_file_is_a_loadable_report(tmp_path):
+    path = tmp_path / "rec.json"
+    result = invoke("--device", "m3-max", "--model", "llama-3-8b", "--goal", "c",
+                    "--output", str(path))
+    assert result.exit_code == 0, result.output
+    report = load_report(path)
+    assert report.kind == "recommend" and report.goal == "memory-footprint"
+    assert "mmap-weights" in {r.id for r in report.recommendations}
+    assert not list(tmp_path.glob(".*.tmp"))  # the atomic write left no temp file
+
+
+def test_output_into_missing_folder_exits_2(tmp_path):
+    result = invoke("--device", "h200-sxm", "--model", "llama-3-8b",
+                    "--output", str(tmp_path / "nope" / "rec.json"))
+    assert result.exit_code == 2
