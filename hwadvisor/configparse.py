@@ -408,19 +408,19 @@ def _moe(f: _Fields, family: Family, layers: int, intermediate: int) -> dict:
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """Read a config.json (or a folder holding one) as JSON; every failure is a UserError."""
-    if path.is_dir():
-        inner = path / "config.json"
-        if not inner.is_file():
-            raise UserError(
-                f"{path}: is a directory without a config.json",
-                hint="pass the model folder that holds config.json, or the file itself",
-            )
-        path = inner
-    if not path.is_file():
-        raise UserError(
-            f"{path}: not a file", hint="pass a preset id or the path of a config.json"
-        )
     try:
+        if path.is_dir():
+            inner = path / "config.json"
+            if not inner.is_file():
+                raise UserError(
+                    f"{path}: is a directory without a config.json",
+                    hint="pass the model folder that holds config.json, or the file itself",
+                )
+            path = inner
+        if not path.is_file():
+            raise UserError(
+                f"{path}: not a file", hint="pass a preset id or the path of a config.json"
+            )
         size = path.stat().st_size
         if size > MAX_CONFIG_BYTES:
             raise UserError(

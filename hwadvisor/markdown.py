@@ -117,10 +117,12 @@ def _estimate(report: Report) -> list[str]:
     )
     lines.append("")
     lines.append(f"**Bottleneck: {e.bottleneck}** — {e.bottleneck_why}")
-    times = [(k, v) for k, v in e.times.model_dump().items() if v is not None]
+    # Only the *_s fields are times (decode_tokens_per_forward is a count).
+    times = [(k, v) for k, v in e.times.model_dump().items()
+             if v is not None and k.endswith("_s")]
     if times:
         lines.append("")
-        lines += table(["time", "seconds"], [[k, num(v)] for k, v in times])
+        lines += table(["time", "ms"], [[k, num(v * 1e3)] for k, v in times])
     if e.tokens_per_s is not None:
         lines += ["", f"Predicted throughput: {num(e.tokens_per_s)} tokens/s."]
     return lines

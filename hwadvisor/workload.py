@@ -155,16 +155,26 @@ def load_spec(model: str) -> ModelSpec:
     if not isinstance(model, str) or not model.strip():
         raise UserError("--model must not be empty", hint=_presets_hint())
     model = model.strip()
-    path = Path(model).expanduser()
+    path = _user_path(model)
     preset = _resolve_preset(model)
     # An explicit path wins over a preset of the same name; a bare name is a preset first.
-    if _looks_like_path(model) and path.exists():
+    if path is not None and _looks_like_path(model):
         return parse_config(read_config_file(path), str(path))
     if preset is not None:
         return _load_preset(preset)
-    if path.exists():
+    if path is not None:
         return parse_config(read_config_file(path), str(path))
     raise _unknown_model(model)
+
+
+def _user_path(model: str) -> Path | None:
+    """The existing path `model` names, or None (also for names the OS cannot even look up)."""
+    try:
+        path = Path(model).expanduser()
+        return path if path.exists() else None
+    except (OSError, ValueError, RuntimeError):
+        # ENAMETOOLONG, an embedded NUL, or "~user" with no such user: not a usable path.
+        return None
 
 
 def _load_preset(preset_id: str) -> ModelSpec:
@@ -186,11 +196,19 @@ def _presets_hint() -> str:
 
 
 def _unknown_model(model: str) -> UserError:
-    close = difflib.get_close_matches(model.lower(), list_presets(), n=3, cutoff=0.5)
-    message = f"--model {model!r} is neither a preset nor an existing config.json path"
+    shown = repr(model if len(model) <= 80 else model[:77] + "...")
+    repo_like = model.count("/") == 1 and not model.startswith((".", "/", "~"))
+    if _looks_like_path(model) and not repo_like:
+        return UserError(
+            f"--model {shown}: no such file or directory",
+            hint="check the path of the config.json (or the folder holding it); presets: "
+            + ", ".join(list_presets()),
+        )
+    message = f"--model {shown} is neither a preset nor an existing config.json path"
+    close = difflib.get_close_matches(model.lower()[:200], list_presets(), n=3, cutoff=0.6)
     if close:
         return UserError(message, hint=f"did you mean {', '.join(close)}? " + _presets_hint())
-    if "/" in model and not model.endswith(".json"):
+    if repo_like:
         return UserError(
             message,
             hint="hwadvisor does not download models: save the repo's config.json and pass "
@@ -469,7 +487,7 @@ def build_workload(
         model_v = str(model).strip()
     spec = load_spec(model_v)
     preset = _resolve_preset(model_v)
-    if preset is not None and not (_looks_like_path(model_v) and Path(model_v).exists()):
+    if preset is not None and not (_looks_like_path(model_v) and _user_path(model_v)):
         model_v = preset
     total, active = count_params(spec)
     try:

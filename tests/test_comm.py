@@ -125,8 +125,30 @@ def test_tensor_parallel_across_nodes_is_exposed_even_with_overlap():
 def test_tensor_parallel_training_four_allreduces_per_layer():
     w = train(prompt_len=1024)
     est = estimate(w, dev("h100-sxm"), ModelOptions(sharding="tp"))
-    expected = 32 * 4 * 2 * 7 / 8 * 1024 * 4096 * 2
+    group_batch = 8  # batch is per GPU: a TP group of 8 runs 8 sequences together
+    expected = 32 * 4 * 2 * 7 / 8 * group_batch * 1024 * 4096 * 2
     assert est.communication["tp_allreduce_bytes"] == pytest.approx(expected)
+
+
+def test_tp_and_ddp_training_compare_at_equal_global_batch():
+    w, d = train(prompt_len=1024), dev("h100-sxm")
+    ddp = estimate(w, d, ModelOptions(sharding="ddp", attention_kernel="flash"))
+    tp = estimate(w, d, ModelOptions(sharding="tp", attention_kernel="flash"))
+    # same FLOPs per GPU, so step times differ only by communication and traffic
+    assert tp.flops_per_step == pytest.approx(ddp.flops_per_step)
+    assert tp.tokens_per_s == pytest.approx(ddp.tokens_per_s, rel=0.5)
+    assert tp.memory.optimizer_bytes == pytest.approx(ddp.memory.optimizer_bytes / 8)
+
+
+def test_tp_training_across_nodes_keeps_tp_inside_the_node():
+    w = build_workload("llama-3-8b", phase="training", batch=1, nodes=2, gpus_per_node=8)
+    est = estimate(w, dev("h100-sxm"), ModelOptions(sharding="tp"))
+    assert est.communication["tp_bus_bandwidth_gbps"] == pytest.approx(450 * 0.8)
+    assert est.communication["bus_bandwidth_gbps"] == C.INTER_NODE_DEFAULT_GBPS
+    # data parallel between the two TP groups all-reduces the 1/8-sharded gradients
+    grads = est.params_total * 2 / 8
+    assert est.communication["tp_dp_allreduce_bytes"] == pytest.approx(2 * 1 / 2 * grads)
+    assert not any("across nodes" in a for a in est.assumptions)
 
 
 def test_default_strategy_when_gpus_given_without_sharding():

@@ -74,3 +74,14 @@ def test_schema_rejects_unknown_keys_and_wrong_types(committed: dict) -> None:
 def test_schema_version_is_major_minor() -> None:
     major, minor = SCHEMA_VERSION.split(".")
     assert major.isdigit() and minor.isdigit()
+
+
+def test_real_recommend_report_validates(committed: dict, tmp_path: Path) -> None:
+    # A datasheet-profile plan: no GPU needed, exercises the estimate and rules sections.
+    out = tmp_path / "rec.json"
+    result = CliRunner().invoke(app, ["recommend", "--device", "h200-sxm", "--model", "llama-3-8b",
+                                      "--goal", "inference-latency", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["kind"] == "recommend" and data["recommendations"]
+    _validate(data, committed)

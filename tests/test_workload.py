@@ -113,6 +113,14 @@ def test_unknown_model_suggests_close_presets() -> None:
         load_spec("")
 
 
+@pytest.mark.parametrize("model", ["a" * 5000, "a/" * 3000, "~no-such-user-xyz/config.json",
+                                   "bad\x00name", "/does/not/exist/config.json", ".", "/"])
+def test_odd_model_strings_are_user_errors(model: str) -> None:
+    with pytest.raises(UserError) as info:
+        build_workload(model)
+    assert len(info.value.message) < 400 and info.value.hint
+
+
 def test_config_path_and_directory(tmp_path: Path) -> None:
     model_dir = tmp_path / "tiny"
     model_dir.mkdir()

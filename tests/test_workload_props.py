@@ -130,7 +130,9 @@ maybe_str = st.one_of(st.none(), st.text(max_size=8),
 
 @SETTINGS
 @given(
-    model=st.one_of(st.none(), st.sampled_from(list_presets()), st.text(max_size=10)),
+    model=st.one_of(st.none(), st.sampled_from(list_presets()), st.text(max_size=10),
+                    st.text(min_size=250, max_size=4000),
+                    st.builds(lambda a, b: f"{a}/{b}", st.text(max_size=8), st.text(max_size=8))),
     phase=maybe_str, batch=maybe_int, prompt_len=maybe_int, gen_len=maybe_int,
     weights_dtype=maybe_str, kv_dtype=maybe_str, activation_dtype=maybe_str,
     optimizer=maybe_str, grad_accum=maybe_int, gpus=maybe_int, nodes=maybe_int,

@@ -218,7 +218,11 @@ def register(app: typer.Typer) -> None:
         for line in report.notes:
             note(f"note: {line}")
         if validate:
-            from hwadvisor.validate import validate_report
+            try:
+                from hwadvisor.validate import validate_report
+            except ImportError as exc:  # the validator (or torch) is not installed
+                raise UserError(f"cannot validate: {exc}",
+                                hint="pip install 'hwadvisor[validate]'") from None
 
             report = validate_report(report, progress=True)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)

@@ -121,16 +121,14 @@ def communication(setup: Setup, busy_s: dict[str, float],
     result.notes.append(f"communication: {link.note}")
     overlap = setup.options.comm_overlap
     if layout.strategy == "tp":
-        _tensor_parallel(setup, link, busy_s, result)
+        # TP inside a node runs on the node's link; only a group crossing nodes sees the network.
+        tp_link = link if layout.tp_crosses_nodes else _local_link(setup, measured_busbw_gbps)
+        result.details["tp_bus_bandwidth_gbps"] = tp_link.gbps
+        _tensor_parallel(setup, tp_link, busy_s, result)
+        if setup.training and layout.dp > 1:
+            _data_parallel_grads(setup, link, layout.dp, busy_s, result, prefix="tp_dp")
     elif setup.training and layout.strategy == "ddp":
-        grads = setup.parts.total * grad_bytes_per_param(setup)
-        buckets = max(1, math.ceil(grads / C.DDP_BUCKET_BYTES))
-        total = allreduce_s(grads, n, link) + (buckets - 1) * _latency(link)
-        # Backward of the last micro-batch (2/3 of its compute) can hide the bucketed all-reduce.
-        hideable = busy_s.get("train", 0.0) / wl.grad_accum * 2.0 / 3.0
-        result.train = PhaseComm(total, _exposed(total, hideable, overlap))
-        result.details.update(ddp_allreduce_bytes=2.0 * (n - 1) / n * grads,
-                              ddp_allreduce_s=total)
+        _data_parallel_grads(setup, link, n, busy_s, result, prefix="ddp")
     elif layout.strategy == "fsdp":
         weights = model_weight_bytes(setup)
         per_layer = spec.num_layers * _latency(link)
@@ -155,12 +153,36 @@ def communication(setup: Setup, busy_s: dict[str, float],
     return result
 
 
+def _local_link(setup: Setup, measured_busbw_gbps: float | None) -> Link:
+    if measured_busbw_gbps:
+        return Link(measured_busbw_gbps, "measured", "measured bus bandwidth")
+    return intra_node_link(setup.device)
+
+
+def _data_parallel_grads(setup: Setup, link: Link, n: int, busy_s: dict[str, float],
+                         result: CommResult, prefix: str) -> None:
+    """All-reduce of the (TP-sharded) gradients over n replicas, once per step, in buckets."""
+    grads = setup.parts.total * grad_bytes_per_param(setup) / setup.layout.tp
+    buckets = max(1, math.ceil(grads / C.DDP_BUCKET_BYTES))
+    total = allreduce_s(grads, n, link) + (buckets - 1) * _latency(link)
+    # The backward of the last micro-batch (2/3 of its compute) can hide the bucketed all-reduce.
+    hideable = busy_s.get("train", 0.0) / setup.workload.grad_accum * 2.0 / 3.0
+    exposed = _exposed(total, hideable, setup.options.comm_overlap)
+    result.train = PhaseComm(result.train.total_s + total, result.train.exposed_s + exposed)
+    result.details[f"{prefix}_allreduce_bytes"] = 2.0 * (n - 1) / n * grads
+    result.details[f"{prefix}_allreduce_s"] = total
+
+
 def _tensor_parallel(setup: Setup, link: Link, busy_s: dict[str, float],
                      result: CommResult) -> None:
-    """TP: two all-reduces of the tokens' activations per layer forward; four with backward."""
-    wl, spec, n = setup.workload, setup.spec, setup.layout.gpus
+    """TP: two all-reduces of the tokens' activations per layer forward; four with backward.
+
+    With sequence parallelism (training) each all-reduce becomes an all-gather plus a
+    reduce-scatter of the same total volume, so the all-reduce figure stands.
+    """
+    wl, spec, n = setup.workload, setup.spec, setup.layout.tp
     h_bytes = spec.hidden_size * setup.act_bytes
-    overlap = setup.options.comm_overlap and not setup.layout.multi_node
+    overlap = setup.options.comm_overlap and not setup.layout.tp_crosses_nodes
     frac = C.TP_OVERLAPPABLE_COMPUTE_FRACTION
 
     def phase(tokens: float, per_layer: float, busy: float) -> PhaseComm:
@@ -169,16 +191,17 @@ def _tensor_parallel(setup: Setup, link: Link, busy_s: dict[str, float],
 
     if setup.training:
         recompute = 2.0 if wl.activation_checkpointing else 0.0
-        tokens = wl.batch * wl.prompt_len
+        tokens = setup.batch * wl.prompt_len
         micro = phase(tokens, 4.0 + recompute, busy_s.get("train", 0.0) / wl.grad_accum)
-        result.train = PhaseComm(micro.total_s * wl.grad_accum, micro.exposed_s * wl.grad_accum)
+        result.train = PhaseComm(result.train.total_s + micro.total_s * wl.grad_accum,
+                                 result.train.exposed_s + micro.exposed_s * wl.grad_accum)
         result.details.update(tp_allreduce_bytes=spec.num_layers * (4.0 + recompute) * 2.0
                               * (n - 1) / n * tokens * h_bytes * wl.grad_accum,
                               tp_train_s=result.train.total_s)
         return
     start, end = setup.workload.prompt_len * setup.options.prefix_cache_hit, wl.prompt_len
-    prefill_tokens = wl.batch * max(1.0, end - start)
-    decode_tokens = wl.batch * setup.tokens_per_forward
+    prefill_tokens = setup.batch * max(1.0, end - start)
+    decode_tokens = setup.batch * setup.tokens_per_forward
     result.prefill = phase(prefill_tokens, 2.0, busy_s.get("prefill", 0.0))
     result.decode = phase(decode_tokens, 2.0, busy_s.get("decode", 0.0))
     result.details.update(

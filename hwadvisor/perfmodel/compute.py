@@ -138,14 +138,14 @@ def prefill_cost(setup: Setup) -> PhaseCost:
     wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
     start, end = prefill_span(setup)
     new = end - start
-    tokens = wl.batch * new
-    flops = forward_flops(setup, wl.batch, start, end) / tp
+    tokens = setup.batch * new
+    flops = forward_flops(setup, setup.batch, start, end) / tp
     device_w, host_w = weight_read_bytes(setup, tokens)
-    kv = kv_cache_bytes(spec, wl.kv_dtype, wl.batch, end, tp)  # new KV written, prefix read
+    kv = kv_cache_bytes(spec, wl.kv_dtype, setup.batch, end, tp)  # new KV written, prefix read
     act = _act_traffic(setup, tokens, C.INFER_ACT_TRAFFIC_FACTOR)
-    scores = spec.num_layers * score_bytes_per_layer(setup, wl.batch, new, end)
+    scores = spec.num_layers * score_bytes_per_layer(setup, setup.batch, new, end)
     score_traffic = scores * C.SCORE_PASSES_FORWARD / 2.0
-    logits = wl.batch * spec.vocab_size * C.INFER_LOGIT_BYTES_PER_ELEMENT / tp
+    logits = setup.batch * spec.vocab_size * C.INFER_LOGIT_BYTES_PER_ELEMENT / tp
     return PhaseCost(flops, device_w + kv + act + score_traffic + logits, host_w)
 
 
@@ -154,12 +154,12 @@ def decode_cost(setup: Setup) -> PhaseCost:
     wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
     t = setup.tokens_per_forward
     context = mean_decode_context(setup)
-    flops = decode_forward_flops(setup, wl.batch, context, t) / tp
-    device_w, host_w = weight_read_bytes(setup, wl.batch * t)
-    kv_read = kv_cache_bytes(spec, wl.kv_dtype, wl.batch, context, tp)
-    kv_write = wl.batch * t * spec.num_layers * kv_bytes_per_token_per_layer(spec, wl.kv_dtype, tp)
-    act = _act_traffic(setup, wl.batch * t, C.INFER_ACT_TRAFFIC_FACTOR)
-    logits = wl.batch * t * spec.vocab_size * C.INFER_LOGIT_BYTES_PER_ELEMENT / tp
+    flops = decode_forward_flops(setup, setup.batch, context, t) / tp
+    device_w, host_w = weight_read_bytes(setup, setup.batch * t)
+    kv_read = kv_cache_bytes(spec, wl.kv_dtype, setup.batch, context, tp)
+    kv_write = setup.batch * t * spec.num_layers * kv_bytes_per_token_per_layer(spec, wl.kv_dtype, tp)
+    act = _act_traffic(setup, setup.batch * t, C.INFER_ACT_TRAFFIC_FACTOR)
+    logits = setup.batch * t * spec.vocab_size * C.INFER_LOGIT_BYTES_PER_ELEMENT / tp
     return PhaseCost(flops, device_w + kv_read + kv_write + act + logits, host_w)
 
 
@@ -171,15 +171,15 @@ def train_cost(setup: Setup) -> PhaseCost:
     wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
     seq = float(wl.prompt_len)
     recompute = 1.0 if wl.activation_checkpointing else 0.0
-    fwd = forward_flops(setup, wl.batch, 0.0, seq)
+    fwd = forward_flops(setup, setup.batch, 0.0, seq)
     flops = fwd * (3.0 + recompute) / tp * wl.grad_accum
-    device_w, host_w = weight_read_bytes(setup, wl.batch * seq)
+    device_w, host_w = weight_read_bytes(setup, setup.batch * seq)
     weights = (2.0 + recompute) * device_w
     host = (2.0 + recompute) * host_w
     grads = 2.0 * setup.parts.total * grad_bytes_per_param(setup) / tp
-    tokens = wl.batch * seq
+    tokens = setup.batch * seq
     act = _act_traffic(setup, tokens, C.TRAIN_ACT_TRAFFIC_FACTOR) * (1.0 + 0.5 * recompute)
-    scores = spec.num_layers * score_bytes_per_layer(setup, wl.batch, seq, seq)
+    scores = spec.num_layers * score_bytes_per_layer(setup, setup.batch, seq, seq)
     score_traffic = scores * (C.SCORE_PASSES_FORWARD * (1.0 + recompute)
                               + C.SCORE_PASSES_BACKWARD) / 2.0
     logits = 2.0 * tokens * spec.vocab_size * C.TRAIN_LOGIT_BYTES_PER_ELEMENT / tp

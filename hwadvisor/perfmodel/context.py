@@ -29,6 +29,11 @@ class Setup:
         return self.workload.phase == "training"
 
     @property
+    def batch(self) -> int:
+        """Sequences one GPU's model instance (or TP group) runs per micro-batch / step."""
+        return self.workload.batch * self.layout.batch_factor
+
+    @property
     def act_bytes(self) -> float:
         """Bytes per activation element: fp32 when training without mixed precision."""
         from hwadvisor.perfmodel.memory import bytes_per_element

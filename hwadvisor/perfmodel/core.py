@@ -142,7 +142,7 @@ def _training(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | N
     if setup.layout.gpus > 1:
         comm.details.update(train_s=comm.train.total_s, train_exposed_s=comm.train.exposed_s)
     seq = float(wl.prompt_len)
-    tokens = wl.batch * seq * wl.grad_accum * setup.layout.dp
+    tokens = setup.batch * seq * wl.grad_accum * setup.layout.dp
     return Estimate(
         memory=memory, fits=fits, bottleneck=bottleneck, bottleneck_why=why,
         deciding_phase="train",
@@ -178,7 +178,7 @@ def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | 
         phase = PhaseTimes("decode step", d_compute, d_memory, launch, comm.decode.exposed_s,
                            dec.flops, dec.device_bytes, dec.host_bytes)
         phase_comm = comm.decode
-        tokens_per_s = wl.batch * setup.layout.dp / decode_step_s
+        tokens_per_s = setup.batch * setup.layout.dp / decode_step_s
         flops_per_token = decode_forward_flops(setup, 1, mean_decode_context(setup), 1)
         step_flops = dec.flops
     else:
@@ -186,7 +186,7 @@ def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | 
         phase = PhaseTimes("prefill", p_compute, p_memory, launch, comm.prefill.exposed_s,
                            pre.flops, pre.device_bytes, pre.host_bytes)
         phase_comm = comm.prefill
-        tokens_per_s = wl.batch * wl.prompt_len * setup.layout.dp / prefill_s
+        tokens_per_s = setup.batch * wl.prompt_len * setup.layout.dp / prefill_s
         flops_per_token = forward_flops(setup, 1, start, end) / (end - start)
         step_flops = pre.flops
     bottleneck, why = decide(phase, memory, fits, setup.res.peak_tflops, setup.res.bandwidth_gbps)

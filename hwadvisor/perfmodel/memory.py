@@ -103,7 +103,9 @@ def act_coeff_sum(setup: Setup) -> tuple[float, float]:
     """Sum over layers of the per-layer coefficient per GPU, and the largest layer's."""
     spec, tp = setup.spec, setup.layout.tp
     dense, moe = layer_act_coeffs(spec, setup.options.compiled)
-    dense, moe = _tp_split(dense, tp), _tp_split(moe, tp)
+    sequence_parallel = setup.training  # Megatron-style SP assumed with TP in training
+    dense = _tp_split(dense, tp, sequence_parallel)
+    moe = _tp_split(moe, tp, sequence_parallel)
     moe_layers = setup.parts.moe_layers
     total = dense * (spec.num_layers - moe_layers) + moe * moe_layers
     return total, max(dense, moe) if moe_layers else dense
@@ -117,10 +119,14 @@ def score_bytes_per_layer(setup: Setup, batch: float, queries: float, keys: floa
     return batch * heads * queries * keys * C.ACT_SCORE_BYTES_PER_ELEMENT * setup.act_bytes / 2.0
 
 
-def _tp_split(coeff: float, tp: int) -> float:
-    """Per-GPU share of a layer coefficient under TP: 10 sbh stays replicated (Korthikanti)."""
-    if tp <= 1:
-        return coeff
+def _tp_split(coeff: float, tp: int, sequence_parallel: bool) -> float:
+    """Per-GPU share of a layer coefficient under TP.
+
+    Without sequence parallelism 10 sbh (norm and dropout inputs) stays replicated; with it
+    everything splits (Korthikanti et al. 2022, eqs. 2 and 4).
+    """
+    if tp <= 1 or sequence_parallel:
+        return coeff / max(tp, 1)
     replicated = min(C.ACT_TP_REPLICATED_COEFF, coeff)
     return replicated + (coeff - replicated) / tp
 
@@ -133,13 +139,13 @@ def training_activation_bytes(setup: Setup) -> float:
     Full checkpointing: each layer's 2*s*b*h input plus one layer's working set, plus logits.
     """
     wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
-    tokens = float(wl.batch * wl.prompt_len)
+    tokens = float(setup.batch * wl.prompt_len)
     scale = setup.act_bytes / 2.0  # the coefficients are 16-bit bytes
     total_coeff, largest = act_coeff_sum(setup)
-    scores = score_bytes_per_layer(setup, wl.batch, wl.prompt_len, wl.prompt_len)
+    scores = score_bytes_per_layer(setup, setup.batch, wl.prompt_len, wl.prompt_len)
     h = spec.hidden_size
     if wl.activation_checkpointing:
-        inputs = spec.num_layers * 2.0 * tokens * h * scale
+        inputs = spec.num_layers * 2.0 * tokens * h * scale / tp  # sharded by SP under TP
         working = largest * tokens * h * scale + scores
         layers = inputs + working
     else:
@@ -157,14 +163,14 @@ def inference_activation_bytes(setup: Setup) -> float:
     """
     wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
     new_tokens = max(1.0, wl.prompt_len * (1.0 - setup.options.prefix_cache_hit))
-    tokens = wl.batch * new_tokens
+    tokens = setup.batch * new_tokens
     widths = [spec.intermediate_size]
     if spec.num_experts > 0:
         widths.append(spec.experts_per_token * expert_width(spec) + shared_expert_width(spec))
     mats = 3 if spec.gated_mlp else 2
     per_token = (2 * spec.hidden_size + (mats * max(widths)) / tp) * setup.act_bytes
-    scores = score_bytes_per_layer(setup, wl.batch, new_tokens, wl.prompt_len)
-    logits = wl.batch * spec.vocab_size * C.INFER_LOGIT_BYTES_PER_ELEMENT / tp
+    scores = score_bytes_per_layer(setup, setup.batch, new_tokens, wl.prompt_len)
+    logits = setup.batch * spec.vocab_size * C.INFER_LOGIT_BYTES_PER_ELEMENT / tp
     return tokens * per_token + scores + logits
 
 
@@ -244,7 +250,7 @@ def memory_estimate(setup: Setup) -> MemoryEstimate:
         if wl.activation_checkpointing:
             notes.append("activation checkpointing: layer inputs kept, one layer recomputed")
     else:
-        kv = kv_cache_bytes(setup.spec, wl.kv_dtype, wl.batch, wl.prompt_len + wl.gen_len,
+        kv = kv_cache_bytes(setup.spec, wl.kv_dtype, setup.batch, wl.prompt_len + wl.gen_len,
                             layout.tp)
         act = inference_activation_bytes(setup)
     tensors = weights + kv + act + grads + opt

@@ -166,8 +166,8 @@ CONDITIONS: dict[str, tuple[Callable[[Facts, Any], bool], str]] = {
 
 # Reasons the engine itself can give, after predicting (not `when` keys, but overridable).
 ENGINE_REASONS: dict[str, str] = {
-    "min_gain": "predicted gain only {gain_pct} ({prediction_text}); below the {expected:.0%} "
-    "worth acting on",
+    "min_gain": "predicted effect too small to act on: {prediction_text} (acts from a "
+    "{expected:.0%} gain)",
     "no_metric": "the performance model gives no {metric_label} for this workload",
 }
 

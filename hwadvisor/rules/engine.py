@@ -186,7 +186,7 @@ def _predict(rule: Rule, ctx: RuleContext) -> tuple[Prediction, Estimate | None,
     if before_v is None or after_v is None:
         raise _Rejection(_why_not(rule, "no_metric", ctx.facts, metric_label=label), ["no_metric"])
     pred = prediction(metric, before_v, after_v)
-    if rule.tradeoff_metric:
+    if rule.tradeoff_metric and rule.tradeoff_metric != metric:
         side_b = read_metric(ctx.estimate, rule.tradeoff_metric)
         side_a = read_metric(after, rule.tradeoff_metric)
         if side_b is not None and side_a is not None:

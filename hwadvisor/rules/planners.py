@@ -38,8 +38,8 @@ class Predicted:
 
 # Margin over the strict minimum when sizing offload or batch: allocator slack and spikes.
 _SAFETY = 1.05
-# Grad-accum is raised until exposed communication is under this share of the step.
-_EXPOSED_COMM_TARGET = 0.10
+# The smallest grad-accum whose throughput is within this share of the best one tried.
+_ACCUM_WITHIN = 0.95
 _GRAD_ACCUM_CHOICES = (1, 2, 4, 8, 16, 32)
 # Continuous batching beyond this many sequences rarely lowers latency further (vLLM's default
 # max_num_seqs is 256).
@@ -98,17 +98,26 @@ def fsdp_plan(ctx: RuleContext) -> Plan:
     """FSDP2 with overlap; the smallest grad-accum that hides communication; bucket sizes."""
     spec = ctx.workload.spec
     options = {"sharding": "fsdp", "comm_overlap": True}
-    chosen = ctx.workload.grad_accum
+    # Throughput (tokens/s) per gradient-accumulation choice; the smallest within 5% of the
+    # best wins: more accumulation only grows the global batch (an optimisation choice).
+    tried: list[tuple[int, float, float]] = []
     for accum in _GRAD_ACCUM_CHOICES:
         if accum < ctx.workload.grad_accum:
             continue
         est = ctx.estimate_with({"grad_accum": accum}, options)
-        chosen = accum
-        step, exposed = est.times.train_step_s, est.times.communication_exposed_s
-        if step is None or exposed is None or exposed <= _EXPOSED_COMM_TARGET * step:
-            break
-    notes = [f"gradient accumulation {chosen} (micro-batch {ctx.workload.batch}) so gradient "
-             "reduce-scatter is amortised and overlapped behind the backward pass"]
+        if est.tokens_per_s is None or est.times.train_step_s is None:
+            continue
+        tried.append((accum, est.tokens_per_s, est.times.train_step_s))
+    chosen, step_s = ctx.workload.grad_accum, None
+    if tried:
+        best = max(t[1] for t in tried)
+        chosen, _, step_s = next(t for t in tried if t[1] >= _ACCUM_WITHIN * best)
+    micro = ctx.workload.batch
+    tokens = micro * ctx.workload.prompt_len * chosen * ctx.workload.gpus
+    step_text = f", optimizer step {step_s:.2f} s" if step_s is not None else ""
+    notes = [f"gradient accumulation {chosen} (micro-batch {micro} x {ctx.workload.gpus} GPUs = "
+             f"{tokens:,} tokens per optimizer step{step_text}): gradient reduce-scatter is "
+             "amortised and overlapped behind the backward pass"]
     if spec is not None:
         hidden = spec.hidden_size
         per_layer = (ctx.workload.params_total or 0) / spec.num_layers
