@@ -168,7 +168,7 @@ def load_spec(model: str) -> ModelSpec:
 
 
 def _user_path(model: str) -> Path | None:
-    """The existing path `model` names, or None (also for names the OS cannot even look up)."""
+    """Return the existing path `model` names, or None (also for names the OS cannot look up)."""
     try:
         path = Path(model).expanduser()
         return path if path.exists() else None

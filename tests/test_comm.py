@@ -136,7 +136,9 @@ def test_tp_and_ddp_training_compare_at_equal_global_batch():
     tp = estimate(w, d, ModelOptions(sharding="tp", attention_kernel="flash"))
     # same FLOPs per GPU, so step times differ only by communication and traffic
     assert tp.flops_per_step == pytest.approx(ddp.flops_per_step)
-    assert tp.tokens_per_s == pytest.approx(ddp.tokens_per_s, rel=0.5)
+    assert tp.times.train_compute_s == pytest.approx(ddp.times.train_compute_s)
+    # TP shards the optimizer step too; DDP runs it in full on every GPU
+    assert tp.times.optimizer_s == pytest.approx(ddp.times.optimizer_s / 8)
     assert tp.memory.optimizer_bytes == pytest.approx(ddp.memory.optimizer_bytes / 8)
 
 

@@ -3,7 +3,7 @@ and every rule both firing and being rejected with a reason."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
@@ -11,6 +11,7 @@ from hwadvisor.hardware import primary_device, resolve_target
 from hwadvisor.models import Recommendation, Rejected
 from hwadvisor.rules.conditions import CONDITIONS, When, failed_conditions
 from hwadvisor.rules.engine import Outcome, recommend
+from hwadvisor.rules.facts import FACT_NAMES
 from hwadvisor.rules.metrics import METRICS
 from hwadvisor.rules.schema import (
     GOALS,
@@ -20,7 +21,6 @@ from hwadvisor.rules.schema import (
     rules_for_goal,
     template_fields,
 )
-from hwadvisor.rules.facts import FACT_NAMES
 from hwadvisor.workload import build_workload
 
 A, B, C = "training-throughput", "inference-latency", "memory-footprint"
@@ -35,7 +35,7 @@ PLAYBOOKS = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def _run(profile: str, goal: str, items: tuple) -> Outcome:
     options = dict(items)
     report = resolve_target(profile, options.get("gpus", 1))
@@ -85,13 +85,12 @@ def test_every_reference_in_the_rules_exists():
         assert rule.references, f"{rule.id} cites no source"
 
 
-def test_trial_ids_match_the_validator_registry_when_present():
-    registry = pytest.importorskip("hwadvisor.trials")
-    ids = getattr(registry, "TRIAL_IDS", None) or getattr(registry, "TRIALS", None)
-    if not ids:
-        pytest.skip("the trials registry is not exposed yet")
+def test_trial_ids_match_the_validator_registry():
+    from hwadvisor.trials import registry
+
+    assert set(TRIAL_IDS) == set(registry.TRIALS)
     referenced = {r.trial for r in load_rules() if r.trial}
-    assert referenced <= set(ids)
+    assert referenced <= set(registry.TRIALS)
 
 
 _MINIMAL = """

@@ -31,6 +31,16 @@ def _workload(heads: int = 64, kv: int = 8, head_dim: int = 128) -> Workload:
     return Workload(model="test", spec=spec)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny shapes gain nothing from intra-op threads, and on a busy 2-core CI machine the
+    threads' spinning slows every op ten-fold; one thread keeps the trials at ~1 s."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 # -- shapes and the block itself ---------------------------------------------------------------
 
 def test_scaled_shape_keeps_gqa_ratio_and_head_dim():

@@ -237,3 +237,27 @@ def test_cli_bad_values_exit_2_without_traceback(args: list[str]) -> None:
 def test_cli_non_integer_is_a_usage_error() -> None:
     result = CliRunner().invoke(_app(), ["wl", "--batch", "two"])
     assert result.exit_code == int(ExitCode.USAGE)
+
+
+def _has_command(name: str) -> bool:
+    from hwadvisor.cli import app
+
+    return CliRunner().invoke(app, [name, "--help"]).exit_code == 0
+
+
+def test_real_cli_estimate_uses_the_shared_options() -> None:
+    """End to end through hwadvisor.cli.app (the estimate command reuses these options)."""
+    from hwadvisor.cli import app
+
+    if not _has_command("estimate"):
+        pytest.skip("the estimate command is not registered yet")
+    runner = CliRunner()
+    result = runner.invoke(app, ["estimate", "--model", "mixtral-8x7b", "--batch", "2",
+                                 "--kv-dtype", "fp8", "--json"])
+    assert result.exit_code == 0, result.output
+    workload = json.loads(result.stdout)["workload"]
+    assert workload["model"] == "mixtral-8x7b" and workload["batch"] == 2
+    assert workload["kv_dtype"] == "fp8" and workload["params_active"] < workload["params_total"]
+    bad = runner.invoke(app, ["estimate", "--model", "mixtral-8x7", "--json"])
+    assert bad.exit_code == int(ExitCode.USAGE)
+    assert bad.stdout.strip() == ""  # nothing half-written to stdout

@@ -1,7 +1,8 @@
-"""`hwadvisor recommend`: ranked, predicted optimizations for a goal on this (or a planned) machine."""
+"""`hwadvisor recommend`: ranked, predicted optimizations for a goal, here or on a plan."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Optional
 
 import typer
@@ -59,7 +60,7 @@ GOAL_PHASE: dict[Goal, str] = {
 }
 
 GoalOpt = Annotated[
-    Optional[str],  # noqa: UP007
+    Optional[str],  # noqa: UP007, UP045
     typer.Option(
         "--goal", "-g",
         help="training-throughput (a), inference-latency (b) or memory-footprint (c) "
@@ -68,7 +69,7 @@ GoalOpt = Annotated[
     ),
 ]
 DeviceOpt = Annotated[
-    Optional[str],  # noqa: UP007
+    Optional[str],  # noqa: UP007, UP045
     typer.Option(
         "--device",
         help="Plan for a datasheet profile instead of this machine, e.g. h200-sxm, rtx-4090, "
@@ -84,7 +85,7 @@ ValidateOpt = Annotated[
 
 
 def parse_goal(value: str | None) -> Goal:
-    """The goal from its name or alias (a, b, c); UserError listing the choices otherwise."""
+    """Return the goal for a name or alias (a, b, c); raise UserError listing the choices."""
     if value is None:
         return DEFAULT_GOAL
     goal = GOAL_ALIASES.get(value.strip().lower())
@@ -97,10 +98,20 @@ def parse_goal(value: str | None) -> Goal:
     return goal
 
 
+def _planned_count(options: Mapping[str, object]) -> int:
+    """How many devices to plan: --gpus, else nodes x gpus-per-node, else one."""
+    gpus, nodes, per_node = options.get("gpus"), options.get("nodes"), options.get("gpus_per_node")
+    if isinstance(gpus, int):
+        return gpus
+    if isinstance(per_node, int):
+        return (nodes if isinstance(nodes, int) else 1) * per_node
+    return 1
+
+
 def build_recommend_report(
     goal: Goal,
     device_id: str | None,
-    workload_options: dict[str, object],
+    workload_options: Mapping[str, object],
 ) -> Report:
     """Resolve the hardware and workload, run the rules engine, and return the report."""
     from hwadvisor.hardware import primary_device, resolve_target
@@ -109,10 +120,8 @@ def build_recommend_report(
     options = dict(workload_options)
     if options.get("phase") is None:
         options["phase"] = GOAL_PHASE[goal]
-    count = options.get("gpus") or 1
-    if options.get("gpus") is None and options.get("gpus_per_node"):
-        count = int(options.get("nodes") or 1) * int(options["gpus_per_node"])  # type: ignore[arg-type]
-    target = resolve_target(device_id, int(count))  # type: ignore[arg-type]
+    count = _planned_count(options)
+    target = resolve_target(device_id, count)
     device = primary_device(target)
     workload = workload_from_options(options, device.memory_total_bytes, device.device_class)
     outcome = recommend(workload, device, goal, host=target.host)
@@ -141,7 +150,7 @@ def build_recommend_report(
 
 
 def recommend_table(report: Report) -> Table:
-    """The ranked recommendations: rank, id, title, predicted before → after, why."""
+    """Build the table of ranked recommendations: rank, id, title, predicted, why."""
     wl = report.workload
     title = f"hwadvisor recommend · goal {report.goal}"
     if wl is not None:
@@ -162,7 +171,7 @@ def recommend_table(report: Report) -> Table:
 
 
 def rejected_table(report: Report) -> Table:
-    """The rules of the goal that did not fire, and why not."""
+    """Build the table of the goal's rules that did not fire, and why not."""
     table = Table(title="not recommended", show_lines=False)
     table.add_column("id")
     table.add_column("why not")
@@ -201,7 +210,7 @@ def register(app: typer.Typer) -> None:
         fail_on: FailOnOpt = None,
         min_bw_fraction: MinBandwidthFractionOpt = None,
     ) -> None:
-        """Recommend optimizations for a goal, ranked by predicted gain, with the rules that did not fire.
+        """Recommend optimizations for a goal, ranked by predicted gain, and say why not the rest.
 
         Without options: inference-latency advice for this machine and a default model.
         """

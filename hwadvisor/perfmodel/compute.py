@@ -157,7 +157,8 @@ def decode_cost(setup: Setup) -> PhaseCost:
     flops = decode_forward_flops(setup, setup.batch, context, t) / tp
     device_w, host_w = weight_read_bytes(setup, setup.batch * t)
     kv_read = kv_cache_bytes(spec, wl.kv_dtype, setup.batch, context, tp)
-    kv_write = setup.batch * t * spec.num_layers * kv_bytes_per_token_per_layer(spec, wl.kv_dtype, tp)
+    per_token_kv = spec.num_layers * kv_bytes_per_token_per_layer(spec, wl.kv_dtype, tp)
+    kv_write = setup.batch * t * per_token_kv
     act = _act_traffic(setup, setup.batch * t, C.INFER_ACT_TRAFFIC_FACTOR)
     logits = setup.batch * t * spec.vocab_size * C.INFER_LOGIT_BYTES_PER_ELEMENT / tp
     return PhaseCost(flops, device_w + kv_read + kv_write + act + logits, host_w)

@@ -135,7 +135,8 @@ def _training(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | N
     comm = communication(setup, {"train": roofline}, busbw)
     launch = train_launch_s(setup)
     step = roofline + optimizer_s + launch + comm.train.exposed_s
-    phase = PhaseTimes("training step", compute_s, memory_s + optimizer_s, launch,
+    phase = PhaseTimes("training step incl. optimizer", compute_s, memory_s + optimizer_s,
+                       launch,
                        comm.train.exposed_s, cost.flops, cost.device_bytes + opt.device_bytes,
                        cost.host_bytes)
     bottleneck, why = decide(phase, memory, fits, setup.res.peak_tflops, setup.res.bandwidth_gbps)

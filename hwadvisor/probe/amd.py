@@ -67,6 +67,7 @@ class KnownChip:
 # the ROCm GPU architecture table above. 0x744c is shared by RX 7900 XTX / XT / GRE, which
 # differ in memory (24 / 20 / 16 GB), so the memory read decides between them.
 KNOWN_DEVICE_IDS: dict[str, KnownChip] = {
+    "0x738c": KnownChip((("AMD Instinct MI100", None),), "gfx908"),
     "0x7408": KnownChip((("AMD Instinct MI250X", None),), "gfx90a"),
     "0x740c": KnownChip((("AMD Instinct MI250X/MI250", None),), "gfx90a"),
     "0x74a1": KnownChip((("AMD Instinct MI300X", None),), "gfx942"),
@@ -391,10 +392,12 @@ def parse_rocm_smi(text: str | None) -> list[AmdReading]:
     for key in cards:
         card = data[key]
         series = _str_or_none(_ci_get(card, "Card Series", "Card series", "Device Name"))
-        # "Card Model" holds the PCI device id on ROCm 6 ("0x744c"); older releases put the id
-        # in "Card series" itself ("0x738c"), which normalize_device_id also accepts.
+        # ROCm 6's "Card Model" (capital M) is the PCI device id ("0x744c"); ROCm <= 5's
+        # "Card model" (lower-case m) is the SUBSYSTEM id ("0x0c34" on an MI100, see
+        # https://github.com/easybuilders/easybuild-framework/pull/3978), so it is not used.
+        # Older releases may put the raw device id in the series itself ("0x738c").
         device_id = (normalize_device_id(_ci_get(card, "Device ID"))
-                     or normalize_device_id(_ci_get(card, "Card Model", "Card model"))
+                     or normalize_device_id(card.get("Card Model"))
                      or normalize_device_id(series))
         readings.append(AmdReading(
             series=series,

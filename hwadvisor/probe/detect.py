@@ -15,17 +15,52 @@ def _nvidia() -> Backend:
     return NvidiaBackend()
 
 
+def _amd() -> Backend:
+    from hwadvisor.probe.amd import AmdBackend
+
+    return AmdBackend()
+
+
+def _apple() -> Backend:
+    from hwadvisor.probe.apple import AppleBackend
+
+    return AppleBackend()
+
+
+def _android() -> Backend:
+    from hwadvisor.probe.android import AndroidBackend
+
+    return AndroidBackend()
+
+
+def _ios() -> Backend:
+    from hwadvisor.probe.ios import IosBackend
+
+    return IosBackend()
+
+
 # Detection order: discrete accelerators first (NVIDIA, then AMD), then SoCs with unified
 # memory (Apple, then phones). The first backend that finds devices wins; none means cpu.
-BACKEND_FACTORIES: dict[str, Callable[[], Backend]] = {"nvidia": _nvidia}
-DETECTION_ORDER: tuple[str, ...] = ("nvidia",)
+BACKEND_FACTORIES: dict[str, Callable[[], Backend]] = {
+    "nvidia": _nvidia,
+    "amd": _amd,
+    "apple": _apple,
+    "android": _android,
+    "ios": _ios,
+}
+DETECTION_ORDER: tuple[str, ...] = ("nvidia", "amd", "apple", "android", "ios")
 
 
 def run_backends(backends: Sequence[Backend]) -> BackendResult:
     """Try each backend in order; return the first that finds devices, with every note seen."""
     notes: list[str] = []
     for backend in backends:
-        result = backend.probe()
+        try:
+            result = backend.probe()
+        except Exception as exc:  # noqa: BLE001 - one broken backend must not stop the probe
+            name = getattr(backend, "name", type(backend).__name__)
+            notes.append(f"{name}: backend failed ({type(exc).__name__}: {exc})")
+            continue
         notes.extend(result.notes)
         if result.devices:
             return BackendResult(devices=result.devices, notes=notes)
@@ -42,9 +77,17 @@ def collect(backends: Sequence[Backend] | None = None) -> Report:
     devices, hints = enrich_devices(found.devices)
     found = BackendResult(devices=devices, notes=found.notes + hints)
     device_class = DeviceClass(found.devices[0].device_class) if found.devices else DeviceClass.CPU
+    host = probe_host()
+    if device_class == DeviceClass.MOBILE_SOC:
+        from hwadvisor.probe.mobile import app_memory_limit_bytes
+
+        limit = app_memory_limit_bytes(found.devices[0])
+        host = host.model_copy(update={"mobile_app_memory_limit_bytes": limit})
+    if not found.devices:
+        found.notes.append("no accelerator found; device class is cpu")
     return Report(
         kind="probe",
-        host=probe_host(),
+        host=host,
         devices=found.devices,
         device_class=device_class,
         notes=found.notes,

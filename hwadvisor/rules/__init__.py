@@ -1,2 +1,1 @@
-"""The rules engine and the goal playbooks (training-throughput, inference-latency,
-memory-footprint) as TOML data files next to it."""
+"""The rules engine, and the goal playbooks A/B/C as TOML data files next to it."""

@@ -117,7 +117,8 @@ CONDITIONS: dict[str, tuple[Callable[[Facts, Any], bool], str]] = {
     "compute_capability_in": (
         _in("cc"), "needs compute capability {expected}; {device} is {cc}"),
     "fast_interconnect": (
-        _equals("fast_interconnect"), "needs a GPU-to-GPU link like NVLink; {device} has {link_text}"),
+        _equals("fast_interconnect"),
+        "needs a GPU-to-GPU link like NVLink; {device} has {link_text}"),
     "min_gpus": (_at_least("gpus"), "needs at least {expected} GPUs; the plan has {gpus} "
                  "(plan more with --gpus N)"),
     "min_gpus_per_node": (

@@ -25,7 +25,7 @@ from hwadvisor.models import (
 )
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.conditions import CONDITIONS, ENGINE_REASONS, expected_text, failed_conditions
-from hwadvisor.rules.facts import build_facts, fit_text
+from hwadvisor.rules.facts import build_facts, fit_text, gb
 from hwadvisor.rules.metrics import METRICS, gain, prediction, read_metric, tradeoff_text
 from hwadvisor.rules.planners import PLANNERS, PREDICTORS, Plan
 from hwadvisor.rules.schema import Rule, rules_for_goal
@@ -51,21 +51,21 @@ def render(template: str, facts: dict[str, Any], **extra: Any) -> str:
 
 
 def default_estimator() -> Estimator:
-    """The performance model's estimate function (imported on first use)."""
+    """Return the performance model's estimate function (imported on first use)."""
     from hwadvisor.perfmodel import estimate
 
     return estimate  # type: ignore[no-any-return]
 
 
 def baseline_options(workload: Workload) -> ModelOptions:
-    """The knobs as an unoptimised run has them: eager kernels, no graphs, math attention.
+    """Return the knobs as an unoptimised run has them: eager, no graphs, math attention.
 
     Training on several GPUs starts from plain data parallelism (DDP), the default people reach
     for first; fp32 compute means no mixed precision.
     """
     sharding = "ddp" if workload.phase == "training" and workload.gpus > 1 else "none"
     mixed = workload.activation_dtype not in ("fp32", "tf32")
-    return ModelOptions(sharding=sharding, mixed_precision=mixed)
+    return ModelOptions.model_validate({"sharding": sharding, "mixed_precision": mixed})
 
 
 @dataclass
@@ -85,7 +85,7 @@ class RuleContext:
         self, workload_changes: dict[str, Any], option_changes: dict[str, Any],
         spec_changes: dict[str, Any] | None = None,
     ) -> tuple[Workload, ModelOptions]:
-        """The workload and options with the changes applied (validated)."""
+        """Return the workload and options with the changes applied (validated)."""
         data = self.workload.model_dump()
         data.update(workload_changes)
         if spec_changes and self.workload.spec is not None:
@@ -124,7 +124,7 @@ class _Fired:
 
 
 class _Rejection(Exception):
-    def __init__(self, reason: str, conditions: list[str]):
+    def __init__(self, reason: str, conditions: list[str]) -> None:
         super().__init__(reason)
         self.reason = reason
         self.conditions = conditions
@@ -148,13 +148,14 @@ def _after_fit(ctx: RuleContext, after: Estimate) -> str:
     limit = ctx.facts["limit_bytes"]
     text = fit_text(after.memory.total_bytes, limit, ctx.facts["limit_source"])
     if limit is not None and after.memory.total_bytes > limit:
-        return f"after this: {text} — still {after.memory.total_bytes / 1e9 - limit / 1e9:.1f} GB over"
+        over = gb(after.memory.total_bytes - limit)
+        return f"after this: {text} — still {over} over"
     return f"after this: {text}"
 
 
 def _predict(rule: Rule, ctx: RuleContext) -> tuple[Prediction, Estimate | None, list[str],
                                                    dict[str, Any]]:
-    """The prediction, the after-estimate (None for predictors), notes and the changes made."""
+    """Predict: the prediction, the after-estimate (None for predictors), notes, changes."""
     metric = rule.metric
     if not ctx.facts["fits"] and rule.metric_if_unfit:
         metric = rule.metric_if_unfit

@@ -126,8 +126,10 @@ def _fast_interconnect(device: Device) -> tuple[bool, str]:
     return False, "no NVLink (GPUs talk over PCIe)"
 
 
-def memory_limit(estimate: Estimate, device: Device, host: HostInfo | None) -> tuple[int | None, str]:
-    """The memory the workload must fit in, and where that number comes from.
+def memory_limit(
+    estimate: Estimate, device: Device, host: HostInfo | None
+) -> tuple[int | None, str]:
+    """Return the memory the workload must fit in, and where that number comes from.
 
     Phones cap what one app may allocate well below the SoC's RAM (3-6 GB), so the app limit
     is the one that matters there.
@@ -156,7 +158,8 @@ def build_facts(
     fits = estimate.fits if limit == mem.device_memory_bytes else total <= (limit or 0)
     headroom = None if limit is None else limit - total
     headroom_fraction = None if not limit else headroom / limit  # type: ignore[operator]
-    tight = (not fits) or (headroom_fraction is not None and headroom_fraction < TIGHT_HEADROOM_FRACTION)
+    tight = (not fits) or (
+        headroom_fraction is not None and headroom_fraction < TIGHT_HEADROOM_FRACTION)
     state = mem.weights_bytes + mem.kv_cache_bytes + mem.gradients_bytes + mem.optimizer_bytes
     features = _features(workload)
     fast, link_text = _fast_interconnect(device)

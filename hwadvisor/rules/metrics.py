@@ -39,7 +39,7 @@ METRICS: dict[str, Metric] = {m.path: m for m in _METRICS}
 
 
 def read_metric(estimate: Estimate, path: str) -> float | None:
-    """The value of an `estimate.…` metric path, or None when the estimate has none."""
+    """Read an `estimate.…` metric path; None when the estimate has no value there."""
     parts = path.split(".")
     if parts[0] != "estimate":
         raise KeyError(f"{path} is not read from an estimate")
@@ -59,7 +59,7 @@ def gain(metric: Metric, before: float, after: float) -> float:
 
 
 def format_value(unit: str, value: float) -> str:
-    """A value in the unit people read it in: ms/µs/s, GB/MB, tokens/s."""
+    """Format a value in the unit people read it in: ms/µs/s, GB/MB, tokens/s."""
     if unit == "s":
         if value >= 1.0:
             return f"{value:.2f} s"
@@ -89,7 +89,7 @@ def change_text(metric: Metric, before: float, after: float) -> str:
 
 
 def prediction(path: str, before: float, after: float, extra: str | None = None) -> Prediction:
-    """A Prediction with its factor (after/before) and the change in words."""
+    """Build a Prediction with its factor (after/before) and the change in words."""
     metric = METRICS[path]
     text = (f"{metric.label} {format_value(metric.unit, before)} → "
             f"{format_value(metric.unit, after)} {change_text(metric, before, after)}").strip()

@@ -47,7 +47,7 @@ _MAX_SEQS = 256
 
 
 def _offload_fraction(total: int, weights: int, limit: int) -> float:
-    """The smallest share of the weights (5% steps) whose offload brings total under limit."""
+    """Return the smallest share of the weights (5% steps) whose offload fits the limit."""
     excess = (total - limit) * _SAFETY
     return min(1.0, math.ceil(max(excess, 0) / weights * 20) / 20)
 
@@ -143,7 +143,7 @@ def tp_plan(ctx: RuleContext) -> Plan:
 
 
 def max_batch_fit(ctx: RuleContext) -> Plan:
-    """The batch continuous batching can keep in flight in the free memory, paged KV blocks."""
+    """Grow the batch to what continuous batching keeps in flight in free memory (paged KV)."""
     mem = ctx.estimate.memory
     limit = ctx.facts["limit_bytes"]
     batch = ctx.workload.batch

@@ -19,18 +19,16 @@ from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.conditions import CONDITIONS, ENGINE_REASONS, When
 from hwadvisor.rules.facts import FACT_NAMES
 from hwadvisor.rules.metrics import METRICS
+from hwadvisor.trials.registry import TRIALS
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-# The validator's trial ids (hwadvisor/validate.py); a rule names the one that can confirm it.
-TRIAL_IDS = frozenset({
-    "memory-bandwidth", "matmul-peak", "fp8-gemm", "int4-weight-only", "activation-checkpointing",
-    "cuda-graphs", "attention-backends", "torch-compile", "kv-cache-quantization",
-    "host-transfer", "collectives",
-})
+# The validator's trial ids: a rule names the one that can confirm it. The registry maps ids to
+# "module:Class" strings only, so reading it imports no torch.
+TRIAL_IDS = frozenset(TRIALS)
 GOALS: tuple[Goal, ...] = ("training-throughput", "inference-latency", "memory-footprint")
 
 
@@ -39,7 +37,7 @@ class _Strict(BaseModel):
 
 
 def template_fields(text: str) -> set[str]:
-    """The field names a str.format template uses."""
+    """Return the field names a str.format template uses."""
     return {name.split(".")[0].split("[")[0]
             for _, name, _, _ in string.Formatter().parse(text) if name}
 
@@ -126,7 +124,7 @@ class Rule(_Strict):
     goals: list[Goal] = Field(min_length=1)
     title: str
     why: str = Field(description="Template of the evidence; facts in braces")
-    when: When = Field(default_factory=When)
+    when: When = Field(default_factory=lambda: When())
     why_not: dict[str, str] = Field(default_factory=dict)
     what_if: WhatIf | None = None
     predictor: str | None = Field(None, description="A predictor in planners.PREDICTORS")
@@ -135,7 +133,8 @@ class Rule(_Strict):
     metric_if_unfit: str | None = Field(
         None, description="Reported instead when the workload does not fit (no time to speed up)")
     tradeoff_metric: str | None = None
-    min_gain: float | None = Field(None, ge=0, description="Relative gain below which it is rejected")
+    min_gain: float | None = Field(
+        None, ge=0, description="Relative gain below which it is rejected")
     trial: str | None = None
     caveats: list[str] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
@@ -178,7 +177,7 @@ class Rule(_Strict):
         return self
 
     def for_goal(self, goal: Goal) -> Rule:
-        """This rule with the goal's overrides applied (conditions merged, the rest replaced)."""
+        """Return the rule with the goal's overrides applied (conditions merged, rest replaced)."""
         over = self.per_goal.get(goal)
         if over is None:
             return self
@@ -226,5 +225,5 @@ def load_rules() -> tuple[Rule, ...]:
 
 
 def rules_for_goal(goal: Goal) -> list[Rule]:
-    """The rules of one goal, each with that goal's overrides applied, in file order."""
+    """Return the rules of one goal, each with that goal's overrides applied, in file order."""
     return [r.for_goal(goal) for r in load_rules() if goal in r.goals]
