@@ -28,7 +28,15 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hwadvisor.models import Device, Recommendation, Report, TrialEnvironment, TrialResult, Validation
+from hwadvisor.models import (
+    Device,
+    Measured,
+    Recommendation,
+    Report,
+    TrialEnvironment,
+    TrialResult,
+    Validation,
+)
 from hwadvisor.trials.base import Trial, TrialContext, torch_missing
 from hwadvisor.trials.registry import get_trial
 
@@ -139,11 +147,11 @@ def _first_line(exc: BaseException) -> str:
 
 
 def run_one(trial_id: str, ctx: TrialContext,
-            loader: Callable[[str], Trial] = get_trial) -> TrialResult:
+            loader: Callable[[str], Trial] | None = None) -> TrialResult:
     """Run one trial with every guard but Ctrl-C: unsupported first, errors become results."""
     started = time.perf_counter()
     try:
-        trial = loader(trial_id)
+        trial = (loader or get_trial)(trial_id)
         reason = trial.unsupported_reason(ctx)
         if reason:
             result = TrialResult(id=trial_id, status="unsupported", reason=reason)
@@ -168,7 +176,7 @@ def run_one(trial_id: str, ctx: TrialContext,
 
 
 def run_trials(ids: Iterable[str], ctx: TrialContext, progress: bool,
-               loader: Callable[[str], Trial] = get_trial) -> tuple[list[TrialResult], bool]:
+               loader: Callable[[str], Trial] | None = None) -> tuple[list[TrialResult], bool]:
     """Run the trials in order; return (results, interrupted).
 
     On Ctrl-C the results so far come back with the interrupted trial marked "interrupted";
@@ -398,6 +406,58 @@ def validate_report(report: Report, progress: bool, quick: bool = False) -> Repo
     report.trials = list(report.trials) + results
     report.interrupted = report.interrupted or interrupted
     note = busy_note(results)
+    if note and note not in report.notes:
+        report.notes.append(note)
+    return report
+
+
+# ---------------------------------------------------------------------------------------
+# probe --measure
+
+
+def measured_from(results: list[TrialResult]) -> Measured | None:
+    """Device.measured from memory-bandwidth (copy GB/s) and matmul-peak (TFLOP/s per format)."""
+    measured = Measured()
+    for result in results:
+        if result.status != "ok":
+            continue
+        if result.id == "memory-bandwidth" and "copy_gbps" in result.effect:
+            measured.memory_bandwidth_gbps = result.effect["copy_gbps"]
+            measured.trial_ids.append(result.id)
+        elif result.id == "matmul-peak":
+            for key, value in result.effect.items():
+                if key.endswith("_tflops"):
+                    measured.matmul_tflops[key.removesuffix("_tflops")] = value
+            if measured.matmul_tflops:
+                measured.trial_ids.append(result.id)
+    return measured if measured.trial_ids else None
+
+
+def measure_devices(report: Report, quick: bool = False, progress: bool = False) -> Report:
+    """Run the MEASURE_TRIALS on each GPU torch can reach (else the CPU) and record the figures.
+
+    GPU figures go into device.measured beside the datasheet ones; every trial result goes into
+    report.trials. On a host without a usable GPU the figures stay in report.trials only.
+    """
+    from hwadvisor.trials.base import cuda_available
+    from hwadvisor.trials.registry import MEASURE_TRIALS
+
+    gpus = [d for d in report.devices if d.vendor in ("nvidia", "amd")] if cuda_available() else []
+    if torch_missing() is None and gpus:
+        import torch
+
+        gpus = [d for d in gpus if d.index < torch.cuda.device_count()]
+    targets: list[Device | None] = list(gpus) if gpus else [None]
+    for device in targets:
+        ctx = TrialContext(device=device, budget_s=3.0 if quick else 5.0, quick=quick)
+        results, interrupted = run_trials(MEASURE_TRIALS, ctx, progress)
+        report.trials = list(report.trials) + results
+        if device is not None:
+            device.measured = measured_from(results)
+        if interrupted:
+            report.interrupted = True
+            break
+    note = busy_note(report.trials)
     if note and note not in report.notes:
         report.notes.append(note)
     return report

@@ -107,3 +107,41 @@ def test_output_into_missing_folder_exits_2(tmp_path):
     result = invoke("--device", "h200-sxm", "--model", "llama-3-8b",
                     "--output", str(tmp_path / "nope" / "rec.json"))
     assert result.exit_code == 2
+
+
+def test_validate_hands_the_report_to_the_validator(monkeypatch):
+    """--validate calls validate_report(report, progress=...) and emits what it returns."""
+    import types
+
+    seen = {}
+
+    def fake_validate_report(report, progress):
+        seen["ids"] = [r.id for r in report.recommendations]
+        for rec in report.recommendations:
+            rec.validation.status = "unsupported"
+            rec.validation.detail = "fake validator"
+        return report
+
+    fake = types.ModuleType("hwadvisor.validate")
+    fake.validate_report = fake_validate_report
+    monkeypatch.setitem(__import__("sys").modules, "hwadvisor.validate", fake)
+    data = recommend_json("--device", "h200-sxm", "--model", "llama-3-8b", "--validate")
+    assert seen["ids"] == [r["id"] for r in data["recommendations"]]
+    assert {r["validation"]["status"] for r in data["recommendations"]} == {"unsupported"}
+
+
+def test_fail_on_gate_trips_exit_1(monkeypatch):
+    import types
+
+    def refute_all(report, progress):
+        for rec in report.recommendations:
+            rec.validation.status = "refuted"
+        return report
+
+    fake = types.ModuleType("hwadvisor.validate")
+    fake.validate_report = refute_all
+    monkeypatch.setitem(__import__("sys").modules, "hwadvisor.validate", fake)
+    result = invoke("--device", "h200-sxm", "--model", "llama-3-8b", "--validate",
+                    "--fail-on", "refuted", "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["gates_tripped"]

@@ -337,3 +337,24 @@ def test_rule_is_rejected_with_a_reason(rule_id):
     assert rej.why_not.startswith(f"{rule_id}: ")
     reason = rej.why_not.split(": ", 1)[1]
     assert len(reason) > 20 and "{" not in reason and "unknown" not in reason
+
+
+def test_kv_dominated_workload_names_the_architecture_alternatives_with_their_kv():
+    out = run("h200-sxm", C, model="llama-3-8b", batch=8, prompt_len=32768)
+    rec = fired(out, "sliding-window-or-mla")
+    # llama-3-8b already has 8 KV heads: GQA-8 would not shrink it and is not offered
+    assert "mla" in rec.why and "sliding-window" in rec.why and "gqa-8" not in rec.why
+    assert rec.changes["spec.attention"] == "mla"
+    assert rec.predicted.after < 0.5 * rec.predicted.before
+    assert "vLLM" in fired(out, "kv-cache-quantization").why  # names keep their spelling
+
+
+def test_mha_model_is_offered_gqa(monkeypatch):
+    from hwadvisor.workload import load_spec
+
+    spec = load_spec("llama-3-8b").model_copy(update={"num_kv_heads": 32, "attention": "mha"})
+    workload = build_workload(model="llama-3-8b", batch=8, prompt_len=32768)
+    workload = workload.model_copy(update={"spec": spec})
+    report = resolve_target("h200-sxm")
+    out = recommend(workload, primary_device(report), C, host=report.host)
+    assert "gqa-8" in fired(out, "sliding-window-or-mla").why

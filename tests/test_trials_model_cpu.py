@@ -261,3 +261,15 @@ def test_without_torch_every_trial_is_unsupported(trial_id, monkeypatch):
 def test_registered(trial_id):
     trial = get_trial(trial_id)
     assert trial.id == trial_id and trial.title and trial.needs
+
+
+def test_gradient_comparison_catches_a_difference_and_nan():
+    a = [torch.randn(10, 10), torch.randn(5)]
+    assert checkpointing.grads_rel_error(a, a) == 0.0
+    b = [a[0].clone(), a[1] * 1.1]
+    err = checkpointing.grads_rel_error(b, a)
+    assert err == pytest.approx(0.1 * a[1].norm().item() / math.sqrt(
+        a[0].norm().item() ** 2 + a[1].norm().item() ** 2), rel=1e-6)
+    c = [a[0].clone(), a[1].clone()]
+    c[0][3, 3] = float("nan")
+    assert checkpointing.grads_rel_error(c, a) == math.inf

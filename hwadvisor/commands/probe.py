@@ -118,6 +118,9 @@ def probe(
     as_json: JsonOpt = False,
     output: OutputOpt = None,
     markdown: MarkdownOpt = None,
+    measure: bool = typer.Option(
+        False, "--measure", help="Also measure memory bandwidth and matmul TFLOP/s here (needs "
+        "torch; a few seconds per GPU); figures go to each device's 'measured'."),
 ) -> None:
     """Detect the host and its accelerators: GPU model, memory, bandwidth, formats, links.
 
@@ -128,11 +131,24 @@ def probe(
     from hwadvisor.probe import collect
 
     report = collect()
+    if measure:  # the validator's trials; torch is imported only on this path
+        import sys
+
+        from hwadvisor.validate import measure_devices
+
+        report = measure_devices(report, progress=not as_json and sys.stderr.isatty())
+        for trial in report.trials:
+            if trial.status != "ok":
+                report.notes.append(f"--measure: trial {trial.id} {trial.status}: {trial.reason}")
     for line in report.notes:
         note(line)
     emit_report(report, as_json, output, markdown)
     if not as_json:
         console.print(device_table(report))
+    if measure and any(t.status in ("error", "interrupted") for t in report.trials):
+        from hwadvisor.exitcodes import ExitCode
+
+        raise typer.Exit(130 if report.interrupted else int(ExitCode.TRIALS_FAILED))
 
 
 def register(app: typer.Typer) -> None:

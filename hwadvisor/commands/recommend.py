@@ -159,10 +159,10 @@ def recommend_table(report: Report) -> Table:
         title += f" · {len(report.devices)} x {report.devices[0].name}"
     table = Table(title=title, show_lines=True)
     table.add_column("#", justify="right")
-    table.add_column("id")
-    table.add_column("title")
-    table.add_column("predicted")
-    table.add_column("why")
+    table.add_column("id", no_wrap=True)
+    table.add_column("title", ratio=2)
+    table.add_column("predicted", ratio=2)
+    table.add_column("why", ratio=4)
     for rec in report.recommendations:
         status = "" if rec.validation.status == "pending" else f"\n[{rec.validation.status}]"
         table.add_row(str(rec.rank), rec.id, escape(rec.title),
@@ -173,7 +173,7 @@ def recommend_table(report: Report) -> Table:
 def rejected_table(report: Report) -> Table:
     """Build the table of the goal's rules that did not fire, and why not."""
     table = Table(title="not recommended", show_lines=False)
-    table.add_column("id")
+    table.add_column("id", no_wrap=True)
     table.add_column("why not")
     for rej in report.rejected:
         reason = rej.why_not.split(": ", 1)[1] if rej.why_not.startswith(rej.id) else rej.why_not

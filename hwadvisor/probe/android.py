@@ -43,8 +43,9 @@ class Soc:
 
 # Qualcomm part numbers -> product. Sources: Qualcomm product pages (each names its SM part)
 # and the board-platform codenames in the kernel device trees (arch/arm64/boot/dts/qcom:
-# sm8450 "taro", sm8550 "kalama", sm8650 "pineapple", sm8750 "sun").
+# sm8250 "kona", sm8450 "taro", sm8550 "kalama", sm8650 "pineapple", sm8750 "sun").
 SOC_MODELS: dict[str, Soc] = {
+    "SM8250": Soc("Qualcomm Snapdragon 865", "qualcomm", "kona"),
     "SM8450": Soc("Qualcomm Snapdragon 8 Gen 1", "qualcomm", "taro"),
     "SM8475": Soc("Qualcomm Snapdragon 8+ Gen 1", "qualcomm", "cape"),
     "SM8550": Soc("Qualcomm Snapdragon 8 Gen 2", "qualcomm", "kalama"),

@@ -237,8 +237,13 @@ def _sentences(parts: list[str]) -> str:
     out = []
     for part in parts:
         part = part.strip().rstrip(".")
-        if part:
-            out.append(part[0].upper() + part[1:])
+        if not part:
+            continue
+        first = part.split(" ", 1)[0]
+        # "vLLM", "llama.cpp", "mlx-lm", "fused=True" keep their spelling
+        if first.isalpha() and first.islower():
+            part = part[0].upper() + part[1:]
+        out.append(part)
     return ". ".join(out) + "."
 
 

@@ -76,7 +76,7 @@ class _Op:
             self.inp.fill_(self.rank + 1)
 
     def call(self) -> None:
-        """The collective itself."""
+        """Run the collective."""
         import torch.distributed as dist
 
         if self.name == "all_reduce":
@@ -87,7 +87,7 @@ class _Op:
             dist.reduce_scatter_tensor(self.out, self.inp)
 
     def expected(self) -> Any:
-        """What every element of out must be, as a tensor shaped like out."""
+        """Return what out must hold, as a tensor shaped like out."""
         import torch
 
         n = self.world

@@ -1,5 +1,7 @@
-"""Small helpers the model-level trials share: results for the unsupported/error cases, the
-environment record, and the workload's block shape scaled to a few-second trial.
+"""Small helpers the model-level trials share.
+
+Results for the unsupported/error cases, the environment record, and the workload's block
+shape scaled to a few-second trial.
 
 torch is imported only inside functions.
 """
@@ -10,7 +12,6 @@ import time
 from dataclasses import asdict, dataclass
 
 from hwadvisor.models import ModelSpec, TrialEnvironment, TrialResult, Workload
-from hwadvisor.trials.base import TrialContext
 
 # When the workload has no architecture spec, the trials use Llama-3-8B's block widths
 # (config.json of meta-llama/Meta-Llama-3-8B: hidden 4096, 32 heads, 8 KV heads, head_dim 128,
@@ -40,12 +41,12 @@ class BlockShape:
     source: str  # the spec's name, or "default (llama-3-8b widths)"
 
     def params(self) -> dict[str, float | int | str]:
-        """The shape as Measurement.params."""
+        """Return the shape as Measurement.params."""
         return dict(asdict(self))
 
 
 def spec_of(workload: Workload | None) -> tuple[dict[str, int], str]:
-    """The block widths of the workload's spec (or the default), and where they came from."""
+    """Return the block widths of the workload's spec (or the default) and their source."""
     spec: ModelSpec | None = workload.spec if workload is not None else None
     if spec is None:
         return dict(DEFAULT_SPEC), "default (llama-3-8b widths)"
@@ -73,8 +74,10 @@ def scaled_shape(
     seq_len: int,
     quick_head_dim: int | None = None,
 ) -> BlockShape:
-    """The workload's block with at most `max_heads` query heads (the GQA ratio, head_dim and the
-    MLP-to-hidden ratio kept), `layers` layers, `batch` x `seq_len` tokens.
+    """Scale the workload's block to at most `max_heads` query heads.
+
+    The GQA ratio, head_dim and the MLP-to-hidden ratio are kept; `layers` layers,
+    `batch` x `seq_len` tokens.
 
     Fewer heads keep a trial to a few seconds while the per-head kernel shapes stay the
     workload's; `quick_head_dim` shrinks head_dim too (CPU tests only).
@@ -116,12 +119,12 @@ def environment(device: str) -> TrialEnvironment:
 
 
 def unsupported(trial_id: str, reason: str) -> TrialResult:
-    """A result with status "unsupported" and its reason."""
+    """Build a result with status "unsupported" and its reason."""
     return TrialResult(id=trial_id, status="unsupported", reason=reason)
 
 
 def failed(trial_id: str, exc: BaseException, started: float) -> TrialResult:
-    """A result with status "error" naming the exception."""
+    """Build a result with status "error" naming the exception."""
     return TrialResult(
         id=trial_id,
         status="error",
@@ -131,7 +134,7 @@ def failed(trial_id: str, exc: BaseException, started: float) -> TrialResult:
 
 
 def torch_dtype(name: str) -> object:
-    """torch dtype by short name ("bf16", "fp16", "fp32")."""
+    """Return the torch dtype by short name ("bf16", "fp16", "fp32")."""
     import torch
 
     return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]

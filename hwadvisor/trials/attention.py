@@ -43,7 +43,7 @@ class AttentionBackendsTrial:
     needs = "torch >= 2.3 (torch.nn.attention.sdpa_kernel); a CUDA GPU for the fused kernels"
 
     def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """torch with torch.nn.attention is needed."""
+        """Need torch with torch.nn.attention."""
         missing = torch_missing()
         if missing:
             return missing
@@ -52,7 +52,8 @@ class AttentionBackendsTrial:
         except ImportError:
             import torch
 
-            return f"torch {torch.__version__} has no torch.nn.attention.sdpa_kernel (needs >= 2.3)"
+            return (f"torch {torch.__version__} has no torch.nn.attention.sdpa_kernel "
+                    "(needs >= 2.3)")
         return None
 
     def run(self, ctx: TrialContext) -> TrialResult:
@@ -127,8 +128,8 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
     for name in BACKENDS:
         backend = getattr(SDPBackend, name, None)
         if backend is None:
-            results[name] = _unsupported(name, f"torch {torch.__version__} has no SDPBackend.{name}",
-                                         base_params)
+            why = f"torch {torch.__version__} has no SDPBackend.{name}"
+            results[name] = _unsupported(name, why, base_params)
             continue
         out, why = _call(backend, q, k, v)
         if out is None:

@@ -75,8 +75,10 @@ class Attention(nn.Module):
     def decode(
         self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor
     ) -> torch.Tensor:
-        """One new token x (B, 1, hidden): write its K/V at `pos` (a 1-element long tensor, so a
-        CUDA graph can replay it) into the static caches (B, Hkv, L, D), attend over all L slots.
+        """Decode one new token x (B, 1, hidden) against static caches (B, Hkv, L, D).
+
+        Its K/V are written at `pos` (a 1-element long tensor, so a CUDA graph can replay the
+        step), then the query attends over all L slots.
         """
         b = x.shape[0]
         q = self._heads(self.q(x), self.h)
@@ -135,7 +137,7 @@ class Stack(nn.Module):
         self.checkpointing = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Run every block; with checkpointing, each block's activations are recomputed in backward."""
+        """Run every block; with checkpointing, backward recomputes each block's activations."""
         from torch.utils.checkpoint import checkpoint
 
         for block in self.blocks:
@@ -150,7 +152,7 @@ class Stack(nn.Module):
         pos: torch.Tensor,
     ) -> torch.Tensor:
         """One decode step through every layer."""
-        for block, kc, vc in zip(self.blocks, k_caches, v_caches):
+        for block, kc, vc in zip(self.blocks, k_caches, v_caches, strict=True):
             x = block.decode(x, kc, vc, pos)
         return x
 
@@ -172,7 +174,7 @@ def init_weights(module: nn.Module, seed: int) -> None:
 
 
 def build_stack(shape: BlockShape, device: str, dtype: torch.dtype, seed: int = 0) -> Stack:
-    """A Stack with random weights, built directly on device, in dtype."""
+    """Build a Stack with random weights directly on device, in dtype."""
     with torch.device(device):
         stack = Stack(shape).to(dtype=dtype)
     init_weights(stack, seed)
@@ -180,7 +182,7 @@ def build_stack(shape: BlockShape, device: str, dtype: torch.dtype, seed: int = 
 
 
 def build_block(shape: BlockShape, device: str, dtype: torch.dtype, seed: int = 0) -> Block:
-    """One Block with random weights, built directly on device, in dtype."""
+    """Build one Block with random weights directly on device, in dtype."""
     with torch.device(device):
         block = Block(shape).to(dtype=dtype)
     init_weights(block, seed)

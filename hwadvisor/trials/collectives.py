@@ -159,14 +159,14 @@ def _config(ctx: TrialContext, backend: str, world: int) -> dict[str, Any]:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    """Return a TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 def child_env(rank: int, world: int, port: int) -> dict[str, str]:
-    """The environment of one rank: ours, the rendezvous variables, and the safety switches."""
+    """Build one rank's environment: ours, the rendezvous variables, the safety switches."""
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -242,7 +242,7 @@ def _wait(procs: list[subprocess.Popen[bytes]], timeout_s: float, tmp: str) -> N
 
 
 def to_result(data: dict[str, Any], started: float) -> TrialResult:
-    """The TrialResult for rank 0's JSON."""
+    """Turn rank 0's JSON into the TrialResult."""
     world = int(data["world_size"])
     measurements = []
     effect: dict[str, float] = {}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import shutil
 import time
+
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import TrialContext, release_memory, torch_device, torch_missing
@@ -38,7 +39,7 @@ class TorchCompileTrial:
     needs = "torch >= 2.0 and a C/C++ compiler (inductor's CPU code and Triton's launcher)"
 
     def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """torch and a C compiler are needed."""
+        """Need torch and a C compiler."""
         missing = torch_missing()
         if missing:
             return missing
@@ -77,7 +78,7 @@ def _reset_dynamo() -> None:
 
 
 def compile_mode(ctx: TrialContext, device: str) -> str:
-    """The torch.compile mode for this budget and device."""
+    """Pick the torch.compile mode for this budget and device."""
     override = ctx.extra.get("compile_mode")
     if isinstance(override, str):
         return override
@@ -155,7 +156,8 @@ def _result(device: str, shape: common.BlockShape, dtype_name: str, mode: str, e
     ok = err <= tol
     summary = (
         f"block ({shape.source}, {shape.num_heads} heads, {shape.batch}x{shape.seq_len} tokens, "
-        f"{dtype_name}), {comp.params.get('backend')} mode {mode}: speedup x{effect.get('speedup', float('nan')):.2f}, "
+        f"{dtype_name}), {comp.params.get('backend')} mode {mode}: "
+        f"speedup x{effect.get('speedup', float('nan')):.2f}, "
         f"compile {effect['compile_s']:.1f} s; output error {err:.1e}"
     )
     return TrialResult(

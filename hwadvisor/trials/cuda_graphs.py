@@ -122,7 +122,6 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
                        repeats=repeats, warmup=3, budget_s=max(0.3, ctx.budget_s / 3),
                        params=params)
         replay.error = err
-        del graph
 
     effect: dict[str, float] = {}
     if eager.median and replay.median:

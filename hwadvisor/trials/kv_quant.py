@@ -47,7 +47,7 @@ class KvCacheQuantizationTrial:
     needs = "torch >= 2.1 (torch.float8_e4m3fn); any device"
 
     def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """torch with float8 dtypes is needed."""
+        """Need torch with float8 dtypes."""
         missing = torch_missing()
         if missing:
             return missing
@@ -72,7 +72,7 @@ class KvCacheQuantizationTrial:
 
 
 def quantize_fp8(t: Any, per_head: bool) -> tuple[Any, Any]:
-    """t (B, H, S, D) -> (float8_e4m3fn tensor, fp32 scales (B, H, 1, 1) or a scalar)."""
+    """Quantise t (B, H, S, D) to (float8_e4m3fn, fp32 scales (B, H, 1, 1) or a scalar)."""
     import torch
 
     fmax = torch.finfo(torch.float8_e4m3fn).max  # 448
@@ -84,7 +84,7 @@ def quantize_fp8(t: Any, per_head: bool) -> tuple[Any, Any]:
 
 
 def dequantize_fp8(q: Any, scale: Any) -> Any:
-    """The fp32 values a quantised cache stands for."""
+    """Return the fp32 values a quantised cache stands for."""
     return q.float() * scale
 
 

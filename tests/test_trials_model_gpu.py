@@ -1,0 +1,66 @@
+"""Model-level trials on a CUDA GPU (skipped cleanly without one)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from hwadvisor.trials.base import TrialContext  # noqa: E402
+from hwadvisor.trials.registry import get_trial  # noqa: E402
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = [pytest.mark.gpu, requires_cuda]
+
+FULL = TrialContext(budget_s=5.0)  # the workload-sized shapes (Llama-3-8B widths by default)
+IDS = ["activation-checkpointing", "cuda-graphs", "attention-backends", "torch-compile",
+       "kv-cache-quantization"]
+
+
+@pytest.mark.parametrize("trial_id", IDS)
+def test_quick_mode_runs_on_gpu(trial_id):
+    r = get_trial(trial_id).run(TrialContext(quick=True, budget_s=1.0))
+    assert r.status == "ok", r.reason
+    assert r.environment.device and "cpu" not in r.environment.device
+
+
+def test_activation_checkpointing_gpu():
+    r = get_trial("activation-checkpointing").run(FULL)
+    assert r.status == "ok", r.reason
+    assert r.effect["memory_factor"] < 0.8  # 4 blocks: kept inputs + one block's recompute
+    assert r.effect["time_factor"] > 1.05  # the recompute is another forward
+    assert r.measurements[0].params["memory_method"] == "cuda allocator peak"
+
+
+def test_cuda_graphs_gpu():
+    r = get_trial("cuda-graphs").run(FULL)
+    assert r.status == "ok", r.reason
+    assert r.max_error is not None and r.max_error <= 1e-2
+    assert r.effect["speedup"] > 0.8  # a replay is never much slower than eager
+
+
+def test_attention_backends_gpu():
+    r = get_trial("attention-backends").run(FULL)
+    assert r.status == "ok", r.reason
+    by = {m.label: m for m in r.measurements}
+    assert by["math"].params["status"] == "ok"
+    if torch.cuda.get_device_capability() >= (8, 0):
+        assert by["flash_attention"].params["status"] == "ok"
+        assert by["math"].params["best_backend"] != "math"
+        assert r.effect["speedup"] > 1.0
+    for m in r.measurements:
+        if m.params["status"] == "ok":
+            assert m.error is not None and m.error < 3e-2
+
+
+def test_torch_compile_gpu():
+    r = get_trial("torch-compile").run(FULL)
+    assert r.status == "ok", r.reason
+    assert r.effect["compile_s"] > 0 and r.effect["speedup"] > 0
+
+
+def test_kv_cache_quantization_gpu():
+    r = get_trial("kv-cache-quantization").run(FULL)
+    assert r.status == "ok", r.reason
+    assert 0.5 <= r.effect["memory_factor"] < 0.51
+    assert r.effect["output_rel_error"] < 0.3
