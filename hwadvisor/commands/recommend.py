@@ -123,9 +123,16 @@ def build_recommend_report(
     count = _planned_count(options)
     target = resolve_target(device_id, count)
     device = primary_device(target)
+    notes = list(target.notes)
+    layout_given = any(options.get(k) is not None for k in ("gpus", "nodes", "gpus_per_node"))
+    if device_id is None and not layout_given and len(target.devices) > 1 \
+            and options["phase"] == "training":
+        # Training on a multi-GPU host: plan the GPUs that are there (sharding advice needs it).
+        options["gpus"] = len(target.devices)
+        notes.append(f"planning training on all {len(target.devices)} probed GPUs; pass --gpus to "
+                     "plan fewer")
     workload = workload_from_options(options, device.memory_total_bytes, device.device_class)
     outcome = recommend(workload, device, goal, host=target.host)
-    notes = list(target.notes)
     if workload.is_default:
         notes.append(
             f"no --model given: recommending for the default workload {workload.model} "

@@ -122,9 +122,11 @@ class AppleBackend:
         # The brand string names the chip on current macOS; early releases said only
         # "Apple processor", so the GPU's sppci_model is the second source.
         chip = parse_chip(brand) or parse_chip(model)
+        is_apple = "apple" in (brand or "").lower() or model is not None
         if chip is None:
-            if brand is None and model is None:
-                return BackendResult(notes=["apple: sysctl and system_profiler gave no chip name"])
+            if not is_apple:
+                return BackendResult(notes=[
+                    f"apple: no Apple Silicon chip named by sysctl ({brand!r}) or system_profiler"])
             notes.append(f"chip not recognised from {brand or model!r}; profile figures unavailable")
         generation, name = chip if chip is not None else (None, UNKNOWN_CHIP_NAME)
         if memsize is None:

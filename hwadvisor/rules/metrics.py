@@ -83,6 +83,8 @@ def change_text(metric: Metric, before: float, after: float) -> str:
         return f"({before / after:.1f}× faster)" if after > 0 else "(removed)"
     if metric.unit == "tokens/s" and ratio > 1.1:
         return f"({ratio:.1f}× more)"
+    if metric.unit == "s" and ratio >= 2:
+        return f"({ratio:.1f}× slower)"
     pct = (ratio - 1) * 100
     sign = "+" if pct >= 0 else "−"
     return f"({sign}{abs(pct):.0f}%)"
@@ -112,6 +114,8 @@ def tradeoff_text(main: Prediction, side: Prediction) -> str:
     assert side.before is not None and side.after is not None
 
     def pct(before: float, after: float) -> str:
+        if before and after / before >= 2:
+            return f"×{after / before:.1f}"
         value = (after / before - 1) * 100 if before else 0.0
         return f"{'+' if value >= 0 else '−'}{abs(value):.0f}%"
 

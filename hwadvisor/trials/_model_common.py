@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from hwadvisor.models import ModelSpec, TrialEnvironment, TrialResult, Workload
 
@@ -133,7 +134,7 @@ def failed(trial_id: str, exc: BaseException, started: float) -> TrialResult:
     )
 
 
-def torch_dtype(name: str) -> object:
+def torch_dtype(name: str) -> Any:
     """Return the torch dtype by short name ("bf16", "fp16", "fp32")."""
     import torch
 

@@ -26,6 +26,7 @@ import warnings
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
+from hwadvisor.models.trial import TrialStatus
 from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import TrialContext, release_memory, torch_device, torch_missing
 
@@ -179,7 +180,7 @@ def _result(ctx: TrialContext, device: str, shape: common.BlockShape, dtype_name
         + (f"; unsupported here: {', '.join(unsupported)}" if unsupported else "")
         + (f"; WRONG output: {', '.join(w.lower() for w in wrong)}" if wrong else "")
     )
-    status = "ok" if good and not wrong else "error"
+    status: TrialStatus = "ok" if good and not wrong else "error"
     reason = None
     if wrong:
         reason = f"backend output beyond tolerance {tol:.0e}: {', '.join(w.lower() for w in wrong)}"

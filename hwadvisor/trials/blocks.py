@@ -153,7 +153,7 @@ class Stack(nn.Module):
     ) -> torch.Tensor:
         """One decode step through every layer."""
         for block, kc, vc in zip(self.blocks, k_caches, v_caches, strict=True):
-            x = block.decode(x, kc, vc, pos)
+            x = block.decode(x, kc, vc, pos)  # type: ignore[operator]  # ModuleList loses Block
         return x
 
 

@@ -1,0 +1,165 @@
+"""Detection order, defensive backend runs, the cpu fallback, and the subprocess helper."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from hwadvisor.models import Device, DeviceClass
+from hwadvisor.probe import detect, runcmd
+from hwadvisor.probe.amd import AmdBackend
+from hwadvisor.probe.android import AndroidBackend
+from hwadvisor.probe.apple import AppleBackend
+from hwadvisor.probe.base import BackendResult
+from hwadvisor.probe.detect import BACKEND_FACTORIES, DETECTION_ORDER, collect, run_backends
+from hwadvisor.probe.ios import IosBackend
+
+GIB = 2**30
+
+
+class FakeBackend:
+    """A backend that returns fixed devices and notes, and counts its calls."""
+
+    def __init__(self, name: str, devices: list[Device] | None = None,
+                 notes: list[str] | None = None) -> None:
+        self.name = name
+        self.devices = devices or []
+        self.notes = notes if notes is not None else [f"{name}: nothing"]
+        self.calls = 0
+
+    def probe(self) -> BackendResult:
+        self.calls += 1
+        return BackendResult(devices=list(self.devices), notes=list(self.notes))
+
+
+class RaisingBackend:
+    name = "broken"
+
+    def probe(self) -> BackendResult:
+        raise RuntimeError("driver exploded")
+
+
+def gpu(vendor: str, name: str, device_class: DeviceClass, memory: int | None = None) -> Device:
+    return Device(index=0, vendor=vendor, device_class=device_class, name=name,
+                  memory_total_bytes=memory, source="probe")
+
+
+MI300X = gpu("amd", "AMD Instinct MI300X", DeviceClass.DATACENTER_GPU, 192 * GIB)
+H200 = gpu("nvidia", "NVIDIA H200", DeviceClass.DATACENTER_GPU, 141 * GIB)
+
+
+def test_order_is_explicit():
+    assert DETECTION_ORDER == ("nvidia", "amd", "apple", "android", "ios")
+    assert set(BACKEND_FACTORIES) == set(DETECTION_ORDER)
+
+
+@pytest.mark.parametrize(("name", "cls"), [("amd", AmdBackend), ("apple", AppleBackend),
+                                           ("android", AndroidBackend), ("ios", IosBackend)])
+def test_factories_build_backends_named_like_their_key(name, cls):
+    backend = BACKEND_FACTORIES[name]()
+    assert isinstance(backend, cls) and backend.name == name
+
+
+def test_empty_nvidia_then_amd_gives_amd():
+    nvidia = FakeBackend("nvidia", notes=["no NVIDIA GPU"])
+    amd = FakeBackend("amd", [MI300X])
+    apple = FakeBackend("apple", [gpu("apple", "Apple M3 Max", DeviceClass.APPLE_SILICON)])
+    report = collect([nvidia, amd, apple])
+    assert report.device_class == DeviceClass.DATACENTER_GPU.value
+    assert [d.vendor for d in report.devices] == ["amd"]
+    assert report.devices[0].profile_id == "mi300x"  # enriched from the profile
+    assert apple.calls == 0  # the first backend that finds devices wins
+    assert "no NVIDIA GPU" in report.notes
+
+
+def test_first_finder_wins_even_when_later_ones_would_find():
+    result = run_backends([FakeBackend("nvidia", [H200]), FakeBackend("amd", [MI300X])])
+    assert [d.vendor for d in result.devices] == ["nvidia"]
+
+
+def test_all_empty_is_cpu_with_notes():
+    backends = [FakeBackend(name) for name in DETECTION_ORDER]
+    report = collect(backends)
+    assert report.device_class == DeviceClass.CPU.value
+    assert report.devices == []
+    assert [f"{name}: nothing" for name in DETECTION_ORDER] == report.notes[:5]
+    assert any("device class is cpu" in note for note in report.notes)
+    assert report.host.mobile_app_memory_limit_bytes is None
+
+
+def test_raising_backend_never_crashes_collect():
+    report = collect([RaisingBackend(), FakeBackend("amd", [MI300X])])
+    assert report.devices[0].vendor == "amd"
+    failure = [note for note in report.notes if note.startswith("broken:")]
+    assert failure and "RuntimeError" in failure[0] and "driver exploded" in failure[0]
+
+
+def test_only_raising_backends_is_cpu():
+    report = collect([RaisingBackend()])
+    assert report.device_class == DeviceClass.CPU.value and report.devices == []
+
+
+def test_mobile_device_sets_the_host_app_memory_limit():
+    soc = gpu("qualcomm", "Qualcomm Snapdragon 8 Gen 3 (SM8650)", DeviceClass.MOBILE_SOC, 12 * GIB)
+    report = collect([FakeBackend("nvidia"), FakeBackend("android", [soc])])
+    assert report.device_class == DeviceClass.MOBILE_SOC.value
+    assert report.devices[0].profile_id == "snapdragon-8-gen-3"
+    assert report.host.mobile_app_memory_limit_bytes == 6 * GIB
+
+
+def test_real_backends_on_this_machine_do_not_raise():
+    # The CI machine has no GPU: every real backend answers with notes, nothing raises.
+    report = collect()
+    assert report.kind == "probe"
+    if not report.devices:
+        assert report.device_class == DeviceClass.CPU.value
+
+
+# --- runcmd ----------------------------------------------------------------------------------
+
+
+def test_run_command_returns_stdout():
+    assert runcmd.run_command([sys.executable, "-c", "print('hi')"], 10.0) == "hi\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["/nonexistent/amd-smi", "static", "--json"],  # FileNotFoundError
+    [sys.executable, "-c", "raise SystemExit(2)"],  # non-zero exit
+    [],  # nothing to run
+    ["bad\0name"],  # ValueError from the OS layer
+])
+def test_run_command_failures_return_none(argv):
+    assert runcmd.run_command(argv, 5.0) is None
+
+
+def test_run_command_timeout_returns_none():
+    assert runcmd.run_command([sys.executable, "-c", "import time; time.sleep(5)"], 0.2) is None
+
+
+def test_run_command_garbage_bytes_do_not_raise():
+    out = runcmd.run_command([sys.executable, "-c",
+                              "import sys; sys.stdout.buffer.write(b'\\xff\\xfeok')"], 10.0)
+    assert out is not None and out.endswith("ok")
+
+
+def test_run_command_never_uses_a_shell(monkeypatch):
+    seen: dict = {}
+
+    def fake_run(argv, **kwargs):
+        seen.update(kwargs, argv=argv)
+        return subprocess.CompletedProcess(argv, 0, stdout="x", stderr="")
+
+    monkeypatch.setattr(runcmd.subprocess, "run", fake_run)
+    runcmd.run_command(("rocm-smi", "--json"), 3.0)
+    assert seen["argv"] == ["rocm-smi", "--json"]
+    assert not seen.get("shell") and seen["timeout"] == 3.0
+
+
+def test_topology_keeps_its_runner_names():
+    from hwadvisor.probe import topology
+
+    assert topology._run is runcmd.run_command
+    assert topology.Runner is runcmd.Runner
+    assert detect.run_backends is run_backends
