@@ -66,7 +66,8 @@ def main() -> int:
         short = {k: round(v, 4) for k, v in (effect or {}).items()
                  if k in ("speedup", "memory_factor", "time_factor", "compile_s", "busbw_gbps",
                           "output_rel_error")}
-        print(f"{trial_id:26s} {status:12s} {short} {'' if status == 'ok' else (reason or '')[:300]}")
+        why = "" if status == "ok" else (reason or "")[:300]
+        print(f"{trial_id:26s} {status:12s} {short} {why}")
     return 0
 
 

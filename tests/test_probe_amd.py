@@ -343,3 +343,10 @@ def test_json_after_noise():
     assert amd.load_json_after_noise("WARNING: x\n[1]\n") == [1]
     assert amd.load_json_after_noise("{bad\n{\"a\": 1}") == {"a": 1}
     assert amd.load_json_after_noise("nothing") is None
+
+
+def test_integrated_gpu_with_small_carve_out_is_skipped(tmp_path):
+    make_card(tmp_path, "card0", "0x1002", "0x1900", vram=str(512 * 2**20))
+    result = backend(tmp_path, {}).probe()
+    assert result.devices == []
+    assert any("integrated GPU" in note for note in result.notes)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import statistics
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, computed_field
+from pydantic import Field, computed_field, model_validator
 
 from hwadvisor.models.hardware import Strict
 
@@ -13,6 +13,7 @@ TrialStatus = Literal["ok", "unsupported", "error", "interrupted"]
 Verdict = Literal["pending", "confirmed", "refuted", "unsupported", "error"]
 
 NOISY_SPREAD = 0.10  # spread over 10% of the median marks a measurement noisy
+DERIVED_FIELDS = ("median", "spread", "noisy")
 
 
 class Measurement(Strict):
@@ -28,6 +29,14 @@ class Measurement(Strict):
     skipped: str | None = Field(
         None, description="Why this variant did not run (unsupported here, or its error)"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_derived(cls, data: Any) -> Any:
+        """median, spread and noisy are written to JSON but derived: recompute, never read them."""
+        if isinstance(data, dict) and any(k in data for k in DERIVED_FIELDS):
+            data = {k: val for k, val in data.items() if k not in DERIVED_FIELDS}
+        return data
 
     @computed_field  # type: ignore[prop-decorator]
     @property

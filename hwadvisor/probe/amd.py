@@ -25,11 +25,15 @@ from hwadvisor.probe.runcmd import Runner, run_command
 AMD_PCI_VENDOR_ID = "0x1002"
 MIB = 2**20
 CLI_TIMEOUT_S = 15.0
+# An integrated Radeon (a Ryzen laptop's APU) shows up in every source with a small VRAM
+# carve-out (512 MiB is the common BIOS default); advice for a GPU class would mislead there,
+# so a GPU with less VRAM than this is skipped with a note and the host stays "cpu".
+MIN_ACCELERATOR_VRAM_BYTES = 2 * 2**30
 
 
 @dataclass(frozen=True)
 class GfxTarget:
-    """What a gfx target implies: architecture and the low-precision formats its matrix cores run."""
+    """What a gfx target implies: architecture and the formats its matrix cores run."""
 
     architecture: str
     formats: tuple[str, ...]
@@ -139,7 +143,9 @@ def gfx_from_kfd_version(version: int | None) -> str | None:
 
 
 def _is_generic(name: str | None) -> bool:
-    return name is None or name.strip().lower() in GENERIC_NAMES or bool(_HEX_ID.match(name.strip()))
+    if name is None:
+        return True
+    return name.strip().lower() in GENERIC_NAMES or bool(_HEX_ID.match(name.strip()))
 
 
 def clean_product_name(raw: str | None) -> str | None:
@@ -161,7 +167,7 @@ def clean_product_name(raw: str | None) -> str | None:
 
 
 def _pick_known_name(chip: KnownChip, memory_total_bytes: int | None) -> str:
-    """The variant of a shared device id whose memory is closest to the memory read."""
+    """Pick the variant of a shared device id whose memory is closest to the memory read."""
     sized = [(name, gib) for name, gib in chip.names if gib is not None]
     if memory_total_bytes and sized:
         gib_read = memory_total_bytes / 2**30
@@ -352,8 +358,8 @@ def parse_amd_smi_static(text: str | None) -> list[AmdReading]:
     for entry in data:
         if not isinstance(entry, dict):
             continue
-        asic = entry.get("asic") if isinstance(entry.get("asic"), dict) else {}
-        board = entry.get("board") if isinstance(entry.get("board"), dict) else {}
+        asic: dict[str, Any] = entry["asic"] if isinstance(entry.get("asic"), dict) else {}
+        board: dict[str, Any] = entry["board"] if isinstance(entry.get("board"), dict) else {}
         series = _str_or_none(asic.get("market_name"))
         if _is_generic(series):
             # Newer amd-smi may put a generic string in market_name; the board's product
@@ -371,7 +377,7 @@ def parse_amd_smi_static(text: str | None) -> list[AmdReading]:
 
 
 def _ci_get(card: Mapping[str, Any], *keys: str) -> Any:
-    """Case-insensitive lookup: rocm-smi wrote 'Card series' before ROCm 6 and 'Card Series' after."""
+    """Look keys up ignoring case: rocm-smi wrote "Card series" up to ROCm 5, then "Card Series"."""
     lowered = {str(k).lower(): v for k, v in card.items()}
     for key in keys:
         if key.lower() in lowered:
@@ -499,7 +505,7 @@ def read_torch(modules: Mapping[str, ModuleType]) -> list[AmdReading]:
 
 
 class AmdBackend:
-    """AMD ROCm GPUs: amdsmi library, amd-smi, rocm-smi, sysfs, torch (already imported) in order."""
+    """AMD ROCm GPUs: amdsmi library, amd-smi, rocm-smi, sysfs, then torch if already imported."""
 
     name = "amd"
 
@@ -544,5 +550,14 @@ class AmdBackend:
                 tried.append(f"{label}: nothing found")
         if not readings:
             return BackendResult(notes=["amd: no AMD GPU found (" + "; ".join(tried) + ")"])
-        devices = [build_device(index, reading) for index, reading in enumerate(readings)]
-        return BackendResult(devices=devices)
+        notes: list[str] = []
+        kept = []
+        for reading in readings:
+            memory = reading.memory_total_bytes
+            if memory is not None and memory < MIN_ACCELERATOR_VRAM_BYTES:
+                notes.append(f"amd: skipped {reading.series or reading.device_id or 'a GPU'} "
+                             f"with {memory / 2**20:.0f} MiB VRAM (integrated GPU)")
+                continue
+            kept.append(reading)
+        devices = [build_device(index, reading) for index, reading in enumerate(kept)]
+        return BackendResult(devices=devices, notes=notes)

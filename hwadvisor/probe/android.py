@@ -86,7 +86,8 @@ class CoreSignature:
 CPU_SIGNATURES: tuple[CoreSignature, ...] = (
     CoreSignature(
         "SM8650",
-        (((IMPLEMENTER_ARM, 0xD82), 1), ((IMPLEMENTER_ARM, 0xD81), 5), ((IMPLEMENTER_ARM, 0xD80), 2)),
+        (((IMPLEMENTER_ARM, 0xD82), 1), ((IMPLEMENTER_ARM, 0xD81), 5),
+         ((IMPLEMENTER_ARM, 0xD80), 2)),
         certain=True,
         source="1x Cortex-X4 + 5x Cortex-A720 + 2x Cortex-A520 (Qualcomm; Xiaomi 14 cpuinfo in "
                "https://github.com/hrw/arm-socs-table/issues/98)",
@@ -151,7 +152,7 @@ def parse_cpuinfo_cores(text: str | None) -> Counter[tuple[int, int]]:
 
 
 def cpuinfo_hardware(text: str | None) -> str | None:
-    """The `Hardware` line older kernels print ('Qualcomm Technologies, Inc SM8550')."""
+    """Return the `Hardware` line older kernels print ('Qualcomm Technologies, Inc SM8250')."""
     for line in (text or "").splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "Hardware" and value.strip():
@@ -160,7 +161,7 @@ def cpuinfo_hardware(text: str | None) -> str | None:
 
 
 def soc_from_cores(cores: Counter[tuple[int, int]]) -> CoreSignature | None:
-    """The SoC whose core mix is exactly this one; None when no signature matches."""
+    """Find the SoC whose core mix is exactly this one; None when no signature matches."""
     for signature in CPU_SIGNATURES:
         if Counter(dict(signature.cores)) == cores:
             return signature
@@ -174,7 +175,7 @@ def _android_ver_default() -> Any:
 
 
 def _running_on_android() -> bool:
-    """Android's init sets ANDROID_ROOT and ANDROID_DATA in every process; Python >= 3.13 says so too."""
+    """Tell Android: init sets ANDROID_ROOT and ANDROID_DATA; Python >= 3.13 names the system."""
     if platform.system() == "Android":
         return True
     return bool(os.environ.get("ANDROID_ROOT") and os.environ.get("ANDROID_DATA"))

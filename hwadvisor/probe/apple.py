@@ -127,7 +127,8 @@ class AppleBackend:
             if not is_apple:
                 return BackendResult(notes=[
                     f"apple: no Apple Silicon chip named by sysctl ({brand!r}) or system_profiler"])
-            notes.append(f"chip not recognised from {brand or model!r}; profile figures unavailable")
+            notes.append(f"chip not recognised from {brand or model!r}; "
+                         "profile figures unavailable")
         generation, name = chip if chip is not None else (None, UNKNOWN_CHIP_NAME)
         if memsize is None:
             notes.append("sysctl hw.memsize unreadable; memory unknown")

@@ -62,7 +62,7 @@ def mobile_os_of(device: Device) -> str | None:
 
 
 def _profile_fraction(profile_id: str | None) -> float | None:
-    """The matched profile's [mobile] fraction, when there is one."""
+    """Return the matched profile's [mobile] fraction, when there is one."""
     if profile_id is None:
         return None
     from hwadvisor import profiles  # local: profiles loads TOML files, not needed by probes
@@ -92,7 +92,7 @@ FileReader = Callable[[Path], str | None]
 
 
 def read_file(path: Path) -> str | None:
-    """A file's text, or None when it cannot be read (missing, no permission)."""
+    """Read a file's text; None when it cannot be read (missing, no permission)."""
     try:
         return path.read_text(errors="replace")
     except OSError:

@@ -17,7 +17,7 @@ DEFAULT_TIMEOUT_S = 10.0
 
 
 def run_command(argv: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S) -> str | None:
-    """Run argv without a shell; its stdout, or None on a missing binary, timeout or non-zero exit."""
+    """Run argv without a shell; stdout, or None on a missing binary, timeout or failed exit."""
     if not argv:
         return None
     try:

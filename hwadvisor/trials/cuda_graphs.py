@@ -85,43 +85,45 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
     def eager_step() -> Any:
         return stack.decode(static_x, k_caches, v_caches, static_pos)
 
-    with torch.no_grad():
-        # Warm up on a side stream before capture (torch.cuda.graphs docs: "Warmup ... on a
-        # side stream"), so lazy initialisation (cuBLAS handles, autotuning) stays out of it.
-        side = torch.cuda.Stream(device=device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                eager_step()
-        torch.cuda.current_stream(device).wait_stream(side)
-        torch.cuda.synchronize(device)
-
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_out = eager_step()
-        torch.cuda.synchronize(device)
-
-        # Correctness on fresh random input: replay vs eager on the same static buffers.
-        errors = []
-        for seed in (13, 14):
-            g2 = torch.Generator(device="cpu").manual_seed(seed)
-            static_x.copy_(torch.randn(static_x.shape, generator=g2).to(device, dtype))
-            ref = eager_step().clone()
-            static_out.fill_(float("nan"))  # poison: replay must write every element
-            graph.replay()
+    # Capture and replay on the trial's GPU even when another one is the current device.
+    with torch.cuda.device(torch.device(device)):
+        with torch.no_grad():
+            # Warm up on a side stream before capture (torch.cuda.graphs docs: "Warmup ... on a
+            # side stream"), so lazy initialisation (cuBLAS handles, autotuning) stays out of it.
+            side = torch.cuda.Stream(device=device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    eager_step()
+            torch.cuda.current_stream(device).wait_stream(side)
             torch.cuda.synchronize(device)
-            errors.append(rel_error(static_out, ref))
-        err = max(errors)
 
-        repeats = 5 if ctx.quick else 20
-        params = {**shape.params(), "dtype": "bf16", "context_len": ctx_len}
-        eager = bench(lambda _i: eager_step(), device=device, label="eager decode step",
-                      repeats=repeats, warmup=3, budget_s=max(0.3, ctx.budget_s / 3),
-                      params=params)
-        replay = bench(lambda _i: graph.replay(), device=device, label="cuda graph replay",
-                       repeats=repeats, warmup=3, budget_s=max(0.3, ctx.budget_s / 3),
-                       params=params)
-        replay.error = err
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_out = eager_step()
+            torch.cuda.synchronize(device)
+
+            # Correctness on fresh random input: replay vs eager on the same static buffers.
+            errors = []
+            for seed in (13, 14):
+                g2 = torch.Generator(device="cpu").manual_seed(seed)
+                static_x.copy_(torch.randn(static_x.shape, generator=g2).to(device, dtype))
+                ref = eager_step().clone()
+                static_out.fill_(float("nan"))  # poison: replay must write every element
+                graph.replay()
+                torch.cuda.synchronize(device)
+                errors.append(rel_error(static_out, ref))
+            err = max(errors)
+
+            repeats = 5 if ctx.quick else 20
+            params = {**shape.params(), "dtype": "bf16", "context_len": ctx_len}
+            eager = bench(lambda _i: eager_step(), device=device, label="eager decode step",
+                          repeats=repeats, warmup=3, budget_s=max(0.3, ctx.budget_s / 3),
+                          params=params)
+            replay = bench(lambda _i: graph.replay(), device=device, label="cuda graph replay",
+                           repeats=repeats, warmup=3, budget_s=max(0.3, ctx.budget_s / 3),
+                           params=params)
+            replay.error = err
 
     effect: dict[str, float] = {}
     if eager.median and replay.median:
