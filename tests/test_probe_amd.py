@@ -114,6 +114,7 @@ def test_rocm_smi_warning_line_before_json(tmp_path):
     assert gpu.architecture == "CDNA2"
     assert "fp8" not in gpu.formats and "bf16" in gpu.formats
     assert gpu.device_class == DeviceClass.DATACENTER_GPU.value
+    assert any("two GCDs" in note for note in gpu.notes)
     assert match(gpu).id == "mi250x"
 
 

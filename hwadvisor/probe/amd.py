@@ -65,15 +65,22 @@ class KnownChip:
 
     names: tuple[tuple[str, float | None], ...]  # (name, memory GiB); first is the default
     gfx_target: str
+    note: str | None = None
 
+
+# MI250X / MI250 carry two graphics compute dies; ROCm shows each as its own GPU.
+_MI200_GCD_NOTE = (
+    "MI250X/MI250 is two GCDs in one package; each appears as its own GPU with half the package "
+    "memory (64 GB) and half the package's datasheet peaks"
+)
 
 # PCI device ids (vendor 0x1002) -> product. Sources: https://pci-ids.ucw.cz/read/PC/1002 and
 # the ROCm GPU architecture table above. 0x744c is shared by RX 7900 XTX / XT / GRE, which
 # differ in memory (24 / 20 / 16 GB), so the memory read decides between them.
 KNOWN_DEVICE_IDS: dict[str, KnownChip] = {
     "0x738c": KnownChip((("AMD Instinct MI100", None),), "gfx908"),
-    "0x7408": KnownChip((("AMD Instinct MI250X", None),), "gfx90a"),
-    "0x740c": KnownChip((("AMD Instinct MI250X/MI250", None),), "gfx90a"),
+    "0x7408": KnownChip((("AMD Instinct MI250X", None),), "gfx90a", _MI200_GCD_NOTE),
+    "0x740c": KnownChip((("AMD Instinct MI250X/MI250", None),), "gfx90a", _MI200_GCD_NOTE),
     "0x74a1": KnownChip((("AMD Instinct MI300X", None),), "gfx942"),
     "0x74a5": KnownChip((("AMD Instinct MI325X", None),), "gfx942"),
     "0x744c": KnownChip(
@@ -211,6 +218,8 @@ def build_device(index: int, reading: AmdReading) -> Device:
         name = _pick_known_name(chip, reading.memory_total_bytes)
         notes.append(f"device id {reading.device_id} is shared by several products; "
                      f"{name} chosen by its memory size")
+    if chip is not None and chip.note is not None:
+        notes.append(chip.note)
     if name is None:
         name = f"AMD GPU {reading.device_id}" if reading.device_id else "AMD GPU (unknown model)"
     gfx = reading.gfx_target or (chip.gfx_target if chip is not None else None)
