@@ -83,12 +83,22 @@ def collect(backends: Sequence[Backend] | None = None) -> Report:
 
         limit = app_memory_limit_bytes(found.devices[0])
         host = host.model_copy(update={"mobile_app_memory_limit_bytes": limit})
-    if not found.devices:
-        found.notes.append("no accelerator found; device class is cpu")
+    notes = found.notes if found.devices else _no_device_notes(found.notes)
     return Report(
         kind="probe",
         host=host,
         devices=found.devices,
         device_class=device_class,
-        notes=found.notes,
+        notes=notes,
     )
+
+
+def _no_device_notes(notes: list[str]) -> list[str]:
+    """One line that says why there is no GPU (the first backend's reason), plus real failures.
+
+    The other backends' "not macOS" / "not Android" lines are expected on a plain Linux host and
+    would bury the one line that matters, so they are left out.
+    """
+    reason = notes[0] if notes else "no backend reported a device"
+    failures = [line for line in notes[1:] if "failed" in line]
+    return [f"{reason}; no other accelerator found, so the device class is cpu", *failures]
