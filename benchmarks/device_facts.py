@@ -8,7 +8,8 @@ import sys
 
 def main() -> None:
     facts: dict = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for name in ("typer", "click", "rich", "psutil", "pynvml", "torch", "triton", "matplotlib", "pydantic"):
+    for name in ("typer", "click", "rich", "psutil", "pynvml", "torch", "triton", "matplotlib",
+                 "pydantic"):
         try:
             mod = importlib.import_module(name)
             facts[name] = getattr(mod, "__version__", "present")
@@ -21,14 +22,18 @@ def main() -> None:
         facts["device_count"] = torch.cuda.device_count()
         if torch.cuda.is_available():
             p = torch.cuda.get_device_properties(0)
-            facts["device"] = {"name": p.name, "cc": f"{p.major}.{p.minor}", "sms": p.multi_processor_count,
-                               "mem": p.total_memory, "l2": getattr(p, "L2_cache_size", None)}
+            facts["device"] = {"name": p.name, "cc": f"{p.major}.{p.minor}",
+                               "sms": p.multi_processor_count, "mem": p.total_memory,
+                               "l2": getattr(p, "L2_cache_size", None)}
         for op in ("_scaled_mm", "_weight_int4pack_mm", "_convert_weight_to_int4pack",
                    "_weight_int4pack_mm_for_cpu", "_convert_weight_to_int4pack_for_cpu",
                    "_weight_int8pack_mm"):
             try:
-                facts[f"schema.{op}"] = [str(s) for s in getattr(torch.ops.aten, op)._schemas.values()] \
-                    if hasattr(getattr(torch.ops.aten, op), "_schemas") else str(getattr(torch.ops.aten, op).default._schema)
+                packet = getattr(torch.ops.aten, op)
+                if hasattr(packet, "_schemas"):
+                    facts[f"schema.{op}"] = [str(s) for s in packet._schemas.values()]
+                else:
+                    facts[f"schema.{op}"] = str(packet.default._schema)
             except Exception as exc:  # noqa: BLE001
                 facts[f"schema.{op}"] = f"error: {exc}"
         try:

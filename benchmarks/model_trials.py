@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 IDS = ["kv-cache-quantization", "attention-backends", "activation-checkpointing", "cuda-graphs",
        "torch-compile", "collectives"]
@@ -42,6 +43,7 @@ def main() -> int:
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
+    from hwadvisor.reportio import write_text_atomic
     from hwadvisor.trials.base import TrialContext
     from hwadvisor.trials.registry import get_trial
 
@@ -55,8 +57,8 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - record and go on
             data = {"id": trial_id, "status": "error", "reason": f"{type(exc).__name__}: {exc}"}
         data["_script_wall_s"] = time.perf_counter() - t0
-        with open(os.path.join(args.out, f"{trial_id}.json"), "w") as fh:
-            json.dump(data, fh, indent=1)
+        # Atomic, like the CLI's reports: a run killed mid-write leaves no half file.
+        write_text_atomic(Path(args.out) / f"{trial_id}.json", json.dumps(data, indent=1))
         rows.append((trial_id, data.get("status"), data.get("effect"), data.get("reason"),
                      data.get("summary")))
         print(f"[{trial_id}] {data.get('status')} {data['_script_wall_s']:.1f}s "

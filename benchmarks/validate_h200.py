@@ -54,7 +54,7 @@ def plain_copy_gbps(buffer_bytes: int) -> float:
     n = buffer_bytes // 4
     src = torch.rand(n, device="cuda")
     dst = torch.empty_like(src)
-    t = _events_time(lambda: dst.copy_(src))
+    t = _events_time(lambda: dst.copy_(src))  # noqa: F821
     del src, dst
     torch.cuda.empty_cache()
     return 2 * n * 4 / t / 1e9
@@ -68,7 +68,7 @@ def plain_triad_gbps(buffer_bytes: int) -> float:
     a = torch.empty(n, device="cuda")
     b = torch.rand(n, device="cuda")
     c = torch.rand(n, device="cuda")
-    t = _events_time(lambda: torch.add(b, c, alpha=1.7, out=a))
+    t = _events_time(lambda: torch.add(b, c, alpha=1.7, out=a))  # noqa: F821
     del a, b, c
     torch.cuda.empty_cache()
     return 3 * n * 4 / t / 1e9
@@ -87,7 +87,7 @@ def plain_matmul_tflops(fmt: str, size: int) -> float | None:
         one = torch.tensor(1.0, device="cuda")
 
         def call() -> Any:
-            return torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+            return torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,  # noqa: F821
                                     use_fast_accum=True)
     else:
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[fmt]
@@ -95,7 +95,7 @@ def plain_matmul_tflops(fmt: str, size: int) -> float | None:
         b = torch.randn(size, size, device="cuda", dtype=dtype)
 
         def call() -> Any:
-            return torch.mm(a, b.t())
+            return torch.mm(a, b.t())  # noqa: F821
     previous = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = fmt == "tf32"
     try:
@@ -142,7 +142,6 @@ def main() -> int:
 
     from hwadvisor.trials.bandwidth import buffer_bytes
     from hwadvisor.trials.base import TrialContext
-    from hwadvisor.trials.registry import get_trial
     from hwadvisor.validate import run_trials
 
     if not torch.cuda.is_available():
@@ -166,7 +165,6 @@ def main() -> int:
         ours = bw.effect.get(key)
         rows.append({"what": key, "trial": ours, "plain": plain[key], "target": target,
                      "ratio": ours / plain[key] if ours else None})
-    size = get_trial("matmul-peak")  # noqa: F841 - imported for parity with the trial's size
     from hwadvisor.trials.matmul import GPU_SIZE
 
     for fmt in ("bf16", "fp16", "tf32", "fp8"):
@@ -208,7 +206,8 @@ def main() -> int:
         ok = ratio is not None and ratio >= row["target"]
         fmt = lambda x: f"{x:10.1f}" if x is not None else f"{'-':>10}"  # noqa: E731
         print(f"{row['what']:<14} {fmt(row['trial'])} {fmt(row['plain'])} "
-              f"{(f'{ratio:7.3f}' if ratio else '      -')} {row['target']:7.2f}  {'yes' if ok else 'NO'}")
+              f"{(f'{ratio:7.3f}' if ratio else '      -')} {row['target']:7.2f}  "
+              f"{'yes' if ok else 'NO'}")
     return 0
 
 

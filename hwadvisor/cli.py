@@ -11,9 +11,9 @@ import typer
 from typer.core import TyperGroup
 
 from hwadvisor import __version__
-from hwadvisor.exitcodes import EXIT_CODES_HELP, ExitCode, UserError
 from hwadvisor.commands import register_all
 from hwadvisor.commands.output import err_console
+from hwadvisor.exitcodes import EXIT_CODES_HELP, ExitCode, UserError
 
 
 def _usage_hint(exc: Exception) -> str:

@@ -22,7 +22,9 @@ EXIT_CODES_HELP = (
 class UserError(Exception):
     """A problem with the user's input: reported as a message plus a hint, exit 2, no traceback."""
 
-    def __init__(self, message: str, hint: str | None = None, code: ExitCode = ExitCode.USAGE):
+    def __init__(
+        self, message: str, hint: str | None = None, code: ExitCode = ExitCode.USAGE
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint

@@ -171,6 +171,7 @@ def plot_roofline(report: Report, path: Path, device_index: int | None = None) -
 
     fig, ax = plt.subplots(figsize=(10, 6.5), dpi=120)
     try:
+        _check_format(fig, Path(path))
         _draw(ax, data)
         fig.tight_layout()
         folder = Path(path).parent
@@ -183,16 +184,34 @@ def plot_roofline(report: Report, path: Path, device_index: int | None = None) -
     return data
 
 
+def _check_format(fig: Any, path: Path) -> None:
+    """Refuse a suffix matplotlib cannot write (savefig would raise ValueError after drawing)."""
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    supported = sorted(fig.canvas.get_supported_filetypes())
+    if fmt not in supported:
+        raise UserError(f"cannot write {path}: matplotlib has no '{fmt}' image format",
+                        hint="end -o with .png, .svg or .pdf (also: " + ", ".join(supported) + ")")
+
+
 def _save_atomic(fig: Any, path: Path) -> None:
     import os
     import tempfile
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".png",
-                               dir=path.parent if str(path.parent) else ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".png",
+                                   dir=path.parent if str(path.parent) else ".")
+    except OSError as exc:  # a read-only folder, no permission
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}",
+                        hint="check the folder's permissions, or pass another -o path") from None
     os.close(fd)
     try:
-        fig.savefig(tmp, format=(path.suffix.lstrip(".") or "png"))
+        fig.savefig(tmp, format=(path.suffix.lstrip(".").lower() or "png"))
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}",
+                        hint="check the path and free disk space, or pass another -o path"
+                        ) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -13,20 +13,40 @@ from hwadvisor.exitcodes import UserError
 from hwadvisor.models import Report
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write text to path via a temp file in the same folder and a rename: never half-written."""
+def check_target(path: Path) -> Path:
+    """Return the folder path will be written in; UserError when it is missing or path is one."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise UserError(f"cannot write {path}: folder {folder} does not exist",
                         hint="create the folder first, or pass another --output path")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    if path.is_dir():
+        raise UserError(f"cannot write {path}: it is a folder",
+                        hint="pass a file path, e.g. --output report.json")
+    return folder
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write text to path via a temp file in the same folder and a rename: never half-written."""
+    path = Path(path)
+    folder = check_target(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:  # a read-only folder, no permission, disk full
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}",
+                        hint="check the folder's permissions, or pass another --output path"
+                        ) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}",
+                        hint="check the path and free disk space, or pass another --output path"
+                        ) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from hwadvisor.models import (
     Device,
+    GpuProcess,
     Measured,
     Recommendation,
     Report,
@@ -42,6 +43,7 @@ from hwadvisor.trials.registry import get_trial
 
 MIN_EFFECT = 0.03  # a measured gain under 3% is no gain (repeat-to-repeat noise is ~1-3%)
 INTERRUPTED = "interrupted by Ctrl-C"
+PIDS_BEFORE = "gpu_pids_before"  # TrialContext.extra key: GPU process ids before the first trial
 
 EffectKind = Literal["speedup", "memory_factor", "info"]
 
@@ -113,15 +115,47 @@ def trial_environment(ctx: TrialContext, device: str | None) -> TrialEnvironment
         env.sm_clock_mhz = clocks.get("sm_mhz")
         env.memory_clock_mhz = clocks.get("memory_mhz")
         procs = nvml.gpu_processes(index) or []
-        me = os.getpid()
         env.other_processes = [
             f"{p.pid} {p.name or '?'}"
             + (f" ({p.used_memory_bytes / 2**30:.1f} GiB)" if p.used_memory_bytes else "")
-            for p in procs if p.pid != me
+            for p in others(procs, ctx.extra.get(PIDS_BEFORE))
         ]
     except Exception:  # noqa: BLE001 - the environment is context; a failed read must not fail a trial
         pass
     return env
+
+
+def others(procs: list[GpuProcess], before: object) -> list[GpuProcess]:
+    """Return the GPU processes that are not this one.
+
+    In a container NVML reports host PIDs, so os.getpid() may match none of them; then only
+    the processes that were on the GPU before this run touched it (`before`, a set of PIDs
+    taken by run_trials) count as others: a new one is most likely this process.
+    """
+    me = os.getpid()
+    pids = {p.pid for p in procs}
+    if me in pids or not isinstance(before, set):
+        return [p for p in procs if p.pid != me]
+    return [p for p in procs if p.pid in before]
+
+
+def _pids_before(ctx: TrialContext) -> None:
+    """Record the GPU's processes before this process creates a CUDA context (see others)."""
+    if PIDS_BEFORE in ctx.extra or torch_missing() is not None:
+        return
+    try:
+        import torch
+
+        if torch.cuda.is_initialized() or not torch.cuda.is_available():
+            return
+        from hwadvisor.probe import nvml
+
+        index = ctx.device.index if ctx.device is not None and ctx.device.vendor == "nvidia" else 0
+        procs = nvml.gpu_processes(index)
+        if procs is not None:
+            ctx.extra[PIDS_BEFORE] = {p.pid for p in procs}
+    except Exception:  # noqa: BLE001 - context only; without it every non-self PID counts
+        pass
 
 
 def _torch_device_name(ctx: TrialContext) -> str | None:
@@ -184,6 +218,7 @@ def run_trials(ids: Iterable[str], ctx: TrialContext, progress: bool,
     """
     ids = list(ids)
     results: list[TrialResult] = []
+    _pids_before(ctx)
     with _progress(progress) as bar:
         task = bar.add_task("trials", total=len(ids)) if bar is not None else None
         for trial_id in ids:
@@ -201,7 +236,7 @@ def run_trials(ids: Iterable[str], ctx: TrialContext, progress: bool,
 
 
 def _progress(enabled: bool) -> AbstractContextManager[Any]:
-    """A rich progress bar on stderr, or a context manager that yields None."""
+    """Return a rich progress bar on stderr, or a context manager that yields None."""
     if not enabled:
         return nullcontext()
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -214,7 +249,7 @@ def _progress(enabled: bool) -> AbstractContextManager[Any]:
 
 
 def busy_note(results: list[TrialResult]) -> str | None:
-    """A report note when other processes used the GPU while trials ran."""
+    """Return a report note when other processes used the GPU while trials ran."""
     others = sorted({p for r in results for p in r.environment.other_processes})
     if not others:
         return None
@@ -237,8 +272,9 @@ def metric_kind(metric: str) -> Literal["time", "bytes", "rate", "other"]:
     return "other"
 
 
-def nearest_batch_key(effect: dict[str, float], template: str, batch: int) -> tuple[str, int] | None:
-    """The effect key of the measured batch size nearest (in log scale) to batch."""
+def nearest_batch_key(effect: dict[str, float], template: str,
+                      batch: int) -> tuple[str, int] | None:
+    """Return the effect key of the measured batch size nearest (in log scale) to batch."""
     prefix = template.split("{batch}")[0]
     measured: list[int] = []
     for key in effect:
@@ -272,7 +308,7 @@ def _measured_value(spec: EffectSpec, result: TrialResult, batch: int) -> tuple[
 
 
 def _good(kind: EffectKind, value: float) -> bool:
-    """A gain beyond MIN_EFFECT in the effect's own good direction."""
+    """Tell whether value is a gain beyond MIN_EFFECT in the effect's own good direction."""
     if kind == "memory_factor":
         return value < 1.0 - MIN_EFFECT
     return value > 1.0 + MIN_EFFECT
@@ -299,7 +335,7 @@ def holds_where(spec: EffectSpec, effect: dict[str, float]) -> str | None:
 
 
 def _to_prediction_space(kind: EffectKind, metric: str, value: float) -> float | None:
-    """The measured effect as after/before of the prediction's metric, None if not comparable."""
+    """Return the measured effect as after/before of the metric; None when not comparable."""
     mkind = metric_kind(metric)
     if kind == "speedup":
         if mkind == "time":
@@ -313,7 +349,7 @@ def _to_prediction_space(kind: EffectKind, metric: str, value: float) -> float |
 
 
 def verdict(rec: Recommendation, result: TrialResult | None, batch: int = 1) -> Validation:
-    """The validation of one recommendation from its trial's result (see the module docstring)."""
+    """Return the validation of one recommendation from its trial's result."""
     trial_id = rec.trial
     spec = VERDICT_EFFECTS.get(rec.id)
     if spec is None and trial_id is not None:
@@ -355,7 +391,8 @@ def verdict(rec: Recommendation, result: TrialResult | None, batch: int = 1) -> 
         detail += f"; as after/before of {rec.predicted.metric}: measured {measured_factor:.3g}, " \
                   f"predicted {predicted:.3g}"
     elif predicted:
-        detail += f"; the prediction is of {rec.predicted.metric}, which this trial does not measure"
+        detail += (f"; the prediction is of {rec.predicted.metric}, "
+                   "which this trial does not measure")
     if noisy:
         detail += "; some timings were noisy (spread > 10% of the median)"
     if result.busy_gpu:
@@ -370,13 +407,13 @@ def verdict(rec: Recommendation, result: TrialResult | None, batch: int = 1) -> 
 
 
 def trial_for(rec: Recommendation) -> str | None:
-    """The trial id that measures a recommendation (the table first, then the rule's own)."""
+    """Return the trial id that measures a recommendation (the table first, then the rule's own)."""
     spec = VERDICT_EFFECTS.get(rec.id)
     return spec.trial if spec is not None else rec.trial
 
 
 def context_for(report: Report, quick: bool = False) -> TrialContext:
-    """A trial context for a report: its first device and its workload."""
+    """Return a trial context for a report: its first device and its workload."""
     device: Device | None = report.devices[0] if report.devices else None
     return TrialContext(device=device, workload=report.workload, budget_s=3.0 if quick else 5.0,
                         quick=quick)

@@ -480,7 +480,9 @@ def build_workload(
                 f"--inter-node-gbps must be a positive number of GB/s, got {inter_node_gbps}",
                 hint="e.g. --inter-node-gbps 50 (400 Gb/s InfiniBand per GPU)",
             )
-    is_default = model is None or not str(model).strip()
+    # An empty --model (an unset "$MODEL" in CI, say) is refused by load_spec, not
+    # silently replaced by the default model.
+    is_default = model is None
     if is_default:
         model_v = default_model(phase_v, device_memory_bytes, device_class)
     else:

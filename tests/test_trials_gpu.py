@@ -69,7 +69,8 @@ def test_tf32_switch_restored():
     assert torch.backends.cuda.matmul.allow_tf32 == before
 
 
-@pytest.mark.skipif(torch.cuda.is_available() and tuple(torch.cuda.get_device_capability(0)) < (8, 9),
+@pytest.mark.skipif(torch.cuda.is_available()
+                    and tuple(torch.cuda.get_device_capability(0)) < (8, 9),
                     reason="needs FP8 tensor cores")
 def test_fp8_gemm_gpu():
     ctx = TrialContext(workload=Workload(model="llama-3-8b", batch=4, prompt_len=2048),

@@ -339,3 +339,17 @@ def test_cli_probe_measure(fake_registry):
     for device in report.devices:  # GPUs torch can reach carry the figures
         if device.measured is not None:
             assert device.measured.memory_bandwidth_gbps == 100.0
+
+
+def test_others_excludes_self_and_handles_pid_namespaces():
+    import os
+
+    from hwadvisor.models import GpuProcess
+
+    me = GpuProcess(pid=os.getpid(), name="python")
+    other = GpuProcess(pid=1, name="train.py")
+    assert v.others([me, other], None) == [other]
+    # in a container NVML shows host PIDs: the new PID is this run, the old one another job
+    host_me = GpuProcess(pid=987654, name="python")
+    assert v.others([host_me, other], {1}) == [other]
+    assert v.others([host_me, other], None) == [host_me, other]

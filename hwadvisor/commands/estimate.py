@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -39,19 +38,13 @@ from hwadvisor.commands.options import (
     PromptLenOpt,
     WeightsDtypeOpt,
 )
-from hwadvisor.commands.output import console, emit_report, note
+from hwadvisor.commands.output import JsonOpt, OutputOpt, console, emit_report, note
 from hwadvisor.models import Estimate, ModelOptions, Report, Workload
 
 DeviceOpt = Annotated[
     Optional[str],  # noqa: UP007, UP045
     typer.Option("--device", help="Plan for a datasheet profile (see 'hwadvisor profiles list') "
                  "instead of the probed hardware", show_default=False),
-]
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
-OutputOpt = Annotated[
-    Optional[Path],  # noqa: UP007, UP045
-    typer.Option("--output", "-o", help="Write the JSON report here (atomically)."),
 ]
 
 

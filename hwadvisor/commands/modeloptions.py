@@ -6,6 +6,7 @@ are checked by model_options(), so errors carry hwadvisor's own message, hint an
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Optional, get_args
 
 import typer
@@ -112,8 +113,9 @@ def model_options(
     if (p := _fraction("--prefix-cache-hit", prefix_cache_hit)) is not None:
         values["prefix_cache_hit"] = p
     if speculative_tokens is not None:
-        if speculative_tokens < 1.0:
-            raise UserError(f"--speculative-tokens must be at least 1, got {speculative_tokens}",
+        if not math.isfinite(speculative_tokens) or speculative_tokens < 1.0:
+            raise UserError("--speculative-tokens must be a finite number >= 1, "
+                            f"got {speculative_tokens}",
                             hint="e.g. --speculative-tokens 2.5 (accepted tokens per forward)")
         values["speculative_tokens_per_step"] = speculative_tokens
     try:

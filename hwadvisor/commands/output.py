@@ -25,7 +25,7 @@ from rich.markup import escape
 
 from hwadvisor.exitcodes import ExitCode
 from hwadvisor.models import Report
-from hwadvisor.reportio import report_json, write_report, write_text_atomic
+from hwadvisor.reportio import check_target, report_json, write_report, write_text_atomic
 
 console = Console()
 err_console = Console(stderr=True)
@@ -57,6 +57,10 @@ def emit_report(
 
     Call it only after the run succeeded: a failed run must leave no file behind.
     """
+    # Check both targets first, so a bad --output does not leave the --markdown file behind.
+    for path in (markdown, output):
+        if path is not None:
+            check_target(path)
     if markdown is not None:
         from hwadvisor.markdown import render_markdown
 

@@ -25,7 +25,7 @@ def _fmt(value: object, unit: str = "") -> str:
 
 
 def device_table(report: Report) -> Table:
-    """A rich table of the host and its devices."""
+    """Build a rich table of the host and its devices."""
     table = Table(title="hwadvisor probe", show_lines=False)
     table.add_column("what")
     table.add_column("value")
@@ -99,7 +99,8 @@ def _nvidia_lines(device: Device) -> list[str]:
         f"SM clock {_fmt(nv.sm_clock_current_mhz)}/{_fmt(nv.sm_clock_max_mhz)} MHz · "
         f"mem clock {_fmt(nv.memory_clock_current_mhz)}/{_fmt(nv.memory_clock_max_mhz)} MHz",
         f"power {_fmt(nv.power_draw_w, ' W')} of {_fmt(nv.power_limit_w, ' W')} · "
-        f"{_fmt(nv.temperature_c, ' °C')} · MIG {_onoff(nv.mig_mode)} · ECC {_onoff(nv.ecc_enabled)}",
+        f"{_fmt(nv.temperature_c, ' °C')} · MIG {_onoff(nv.mig_mode)} · "
+        f"ECC {_onoff(nv.ecc_enabled)}",
     ]
     if nv.throttle_reasons:
         lines.append("clock limits: " + ", ".join(nv.throttle_reasons))

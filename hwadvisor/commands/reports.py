@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -11,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hwadvisor.commands.output import MarkdownOpt, console, err_console, note
-from hwadvisor.exitcodes import ExitCode
+from hwadvisor.exitcodes import ExitCode, UserError
 from hwadvisor.reportio import write_text_atomic
 
 if TYPE_CHECKING:
@@ -82,6 +83,9 @@ def compare(
     from hwadvisor.compare import compare_reports
     from hwadvisor.reportio import load_report
 
+    if not math.isfinite(max_regression):  # inf would disable the gate and print null in JSON
+        raise UserError(f"--max-regression must be a finite percent, got {max_regression}",
+                        hint="e.g. --max-regression 5")
     base = load_report(baseline)
     cur = load_report(current)
     comparison = compare_reports(base, cur, max_regression)

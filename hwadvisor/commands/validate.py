@@ -61,7 +61,7 @@ FromReportOpt = Annotated[
 
 
 def trial_table(report: Report) -> Table:
-    """A rich table of the trial results: status, effect, summary or reason."""
+    """Return a rich table of the trial results: status, effect, summary or reason."""
     table = Table(title="hwadvisor validate", show_lines=True)
     table.add_column("trial")
     table.add_column("status")
@@ -79,7 +79,7 @@ def trial_table(report: Report) -> Table:
 
 
 def verdict_table(report: Report) -> Table:
-    """The recommendations and their verdicts."""
+    """Return the recommendations and their verdicts."""
     table = Table(title="verdicts", show_lines=True)
     table.add_column("recommendation")
     table.add_column("verdict")
@@ -187,7 +187,7 @@ def register(app: typer.Typer) -> None:
         fail_on: FailOnOpt = None,
         min_bw_fraction: MinBandwidthFractionOpt = None,
     ) -> None:
-        """Run short real kernel trials here (bandwidth, matmul, FP8, INT4, ...) at the workload's shapes.
+        """Run short real kernel trials here (bandwidth, matmul, FP8, INT4 ...), workload-sized.
 
         Exit 4 when a trial could not run (error); unsupported trials are reported, not failed.
         Ctrl-C stops the run and still writes the partial report (exit 130).
@@ -206,7 +206,7 @@ def register(app: typer.Typer) -> None:
         if from_report is not None:
             report = validate_from_report(from_report, quick, progress)
         else:
-            options = {
+            options: dict[str, object] = {
                 "model": model, "phase": phase, "batch": batch, "prompt_len": prompt_len,
                 "gen_len": gen_len, "weights_dtype": weights_dtype, "kv_dtype": kv_dtype,
                 "activation_dtype": activation_dtype, "optimizer": optimizer,

@@ -90,7 +90,9 @@ class ModelOptions(Strict):
     """
 
     cuda_graphs: bool = Field(False, description="Launch overhead replaced by graph replay")
-    compiled: bool = Field(False, description="torch.compile: fused elementwise ops, fewer launches")
+    compiled: bool = Field(
+        False, description="torch.compile: fused elementwise ops, fewer launches"
+    )
     attention_kernel: Literal["math", "flash"] = Field(
         "math", description="math materialises the score matrix; flash streams it (SDPA/FA)"
     )
@@ -98,7 +100,9 @@ class ModelOptions(Strict):
     sharding: Literal["none", "ddp", "fsdp", "tp"] = "none"
     comm_overlap: bool = Field(False, description="Communication overlapped behind compute")
     offload_fraction: float = Field(0.0, ge=0.0, le=1.0, description="Weights kept in host RAM")
-    prefix_cache_hit: float = Field(0.0, ge=0.0, le=1.0, description="Prompt share served from cache")
+    prefix_cache_hit: float = Field(
+        0.0, ge=0.0, le=1.0, description="Prompt share served from cache"
+    )
     speculative_tokens_per_step: float = Field(
         1.0, ge=1.0, description="Accepted tokens per target forward (speculative decoding)"
     )

@@ -54,7 +54,8 @@ class NvLinkInfo(Strict):
 
     links_active: int | None = None
     version: int | None = Field(
-        None, description="NVLink generation (4 on H100/H200), not NVML's NVML_NVLINK_VERSION_* code"
+        None,
+        description="NVLink generation (4 on H100/H200), not NVML's NVML_NVLINK_VERSION_* code",
     )
     bandwidth_gbps: float | None = Field(
         None,
@@ -145,7 +146,9 @@ class Device(Strict):
     pci_device_id: str | None = Field(
         None, description="PCI device id, e.g. '0x74a1' (AMD); null for SoCs without PCI"
     )
-    formats: list[str] = Field(default_factory=list, description="Low-precision formats run natively")
+    formats: list[str] = Field(
+        default_factory=list, description="Low-precision formats run natively"
+    )
     peak_tflops: dict[str, float] = Field(
         default_factory=dict, description="Dense datasheet peaks by format (from the profile)"
     )

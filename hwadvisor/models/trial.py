@@ -17,7 +17,7 @@ DERIVED_FIELDS = ("median", "spread", "noisy")
 
 
 class Measurement(Strict):
-    """One timed variant: raw samples kept; median and spread derived (torch.utils.benchmark style)."""
+    """One timed variant: raw samples kept; median and spread derived (torch.utils.benchmark style)."""  # noqa: E501
 
     label: str
     unit: str = "s"

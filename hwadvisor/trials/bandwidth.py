@@ -37,7 +37,7 @@ SAMPLE_ELEMENTS = 1 << 20  # elements checked against the float64 triad referenc
 
 
 def buffer_bytes(device: str, quick: bool) -> int:
-    """The size of each of the three buffers: the target, capped by a fifth of free memory / 3."""
+    """Return the size of each of the three buffers: the target, capped by free memory / 15."""
     if device.startswith("cuda"):
         target = GPU_BUFFER_BYTES_QUICK if quick else GPU_BUFFER_BYTES
         free = free_device_bytes(device)
@@ -80,7 +80,7 @@ class MemoryBandwidthTrial:
             copy_ok = bool(torch.equal(dst, src))
             copy_err = 0.0 if copy_ok else float("inf")
             check_close("copy", copy_err, 0.0)
-            copy = bench(lambda _i: dst.copy_(src), device=device, label="copy",
+            copy = bench(lambda _i: dst.copy_(src), device=device, label="copy",  # noqa: F821
                          repeats=repeats, budget_s=ctx.budget_s / 3,
                          params={"buffer_bytes": n * 4, "bytes_moved": 2 * n * 4})
             copy.error = copy_err
@@ -93,7 +93,7 @@ class MemoryBandwidthTrial:
             ref = src[idx].double() + scalar * c[idx].double()
             triad_err = rel_error(dst[idx], ref) if finite else float("inf")
             check_close("triad", triad_err, 1e-6)
-            triad = bench(lambda _i: torch.add(src, c, alpha=scalar, out=dst), device=device,
+            triad = bench(lambda _i: torch.add(src, c, alpha=scalar, out=dst), device=device,  # noqa: F821
                           label="triad", repeats=repeats, budget_s=ctx.budget_s / 3,
                           params={"buffer_bytes": n * 4, "bytes_moved": 3 * n * 4})
             triad.error = triad_err

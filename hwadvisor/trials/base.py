@@ -45,7 +45,7 @@ def torch_missing() -> str | None:
 
 
 def cuda_available() -> bool:
-    """True when torch is installed and sees a CUDA (or ROCm) GPU."""
+    """Tell whether torch is installed and sees a CUDA (or ROCm) GPU."""
     if torch_missing():
         return False
     import torch
@@ -54,7 +54,7 @@ def cuda_available() -> bool:
 
 
 def torch_device(ctx: TrialContext) -> str:
-    """The torch device string a trial should use: the context's GPU when torch sees it, else cpu."""
+    """Return the torch device for a trial: the context's GPU when torch sees it, else cpu."""
     if not cuda_available():
         return "cpu"
     import torch
@@ -85,7 +85,8 @@ def cuda_reason(min_cc: tuple[int, int] | None = None, what: str = "") -> str | 
         cc = compute_capability("cuda:0")
         if cc is not None and cc < min_cc:
             need = f"{min_cc[0]}.{min_cc[1]}"
-            return f"{what or 'this trial'} needs compute capability >= {need}; this GPU is {cc[0]}.{cc[1]}"
+            return (f"{what or 'this trial'} needs compute capability >= {need}; "
+                    f"this GPU is {cc[0]}.{cc[1]}")
     return None
 
 

@@ -44,5 +44,5 @@ def scaled_mm(a_q: Any, w_q: Any, scale_a: Any, scale_w: Any, rowwise: bool,
 
 
 def dequantized(q: Any, scale: Any) -> Any:
-    """q * scale in float32 (the exact operand the fp8 kernel sees)."""
+    """Q * scale in float32 (the exact operand the fp8 kernel sees)."""
     return q.float() * scale

@@ -36,7 +36,7 @@ def quantize_int4(w: Any, group: int = GROUP_SIZE) -> tuple[Any, Any, Any]:
 
 
 def dequantize_int4(q: Any, scales: Any, zeros: Any, group: int = GROUP_SIZE) -> Any:
-    """The weight the int4 kernel computes with: (q - 8) * scale + zero, as float32 (N, K)."""
+    """Return the weight the int4 kernel computes with: (q - 8) * scale + zero, float32 (N, K)."""
     n, k = q.shape
     grouped = q.reshape(-1, group).float()
     s = scales.reshape(-1, 1).float()
@@ -75,7 +75,8 @@ def pack_weight(q: Any, device: str) -> Any:
     aten = torch.ops.aten
     errors: list[str] = []
     if device.startswith("cuda"):
-        attempts = [("uint8", lambda: aten._convert_weight_to_int4pack(pack_nibbles(q), INNER_K_TILES)),
+        attempts = [("uint8", lambda: aten._convert_weight_to_int4pack(pack_nibbles(q),
+                                                                       INNER_K_TILES)),
                     ("int32", lambda: aten._convert_weight_to_int4pack(q, INNER_K_TILES))]
     else:
         attempts = []
@@ -92,7 +93,7 @@ def pack_weight(q: Any, device: str) -> Any:
 
 
 def int4_mm(x: Any, packed: Any, sz: Any, device: str, group: int = GROUP_SIZE) -> Any:
-    """x (M, K) bf16 @ dequant(W).T with torch's int4 weight-only kernel for this device."""
+    """X (M, K) bf16 @ dequant(W).T with torch's int4 weight-only kernel for this device."""
     import torch
 
     aten = torch.ops.aten

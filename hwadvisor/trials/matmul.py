@@ -46,7 +46,7 @@ TOLERANCE = {"fp32": 1e-4, "tf32": 5e-3, "bf16": 2e-2, "fp16": 1e-2, "fp8": 0.1}
 
 
 def matmul_size(device: str, quick: bool) -> int:
-    """The square size m = n = k for this device."""
+    """Return the square size m = n = k for this device."""
     if device.startswith("cuda"):
         return GPU_SIZE_QUICK if quick else GPU_SIZE
     return CPU_SIZE_QUICK if quick else CPU_SIZE
@@ -68,9 +68,11 @@ def _measure_dense(fmt: str, device: str, size: int, repeats: int, budget_s: flo
     elem = torch.tensor([], dtype=dtype).element_size()
     sets = rotation_sets(2 * size * size * elem, max_sets=8)
     gen = torch.Generator(device=device).manual_seed(1)
-    a_sets = [torch.randn(size, size, device=device, dtype=dtype, generator=gen) for _ in range(sets)]
+    a_sets = [torch.randn(size, size, device=device, dtype=dtype, generator=gen)
+              for _ in range(sets)]
     # b stored as (N, K) row-major and used as b.t(): the layout of a linear layer's weight.
-    b_sets = [torch.randn(size, size, device=device, dtype=dtype, generator=gen) for _ in range(sets)]
+    b_sets = [torch.randn(size, size, device=device, dtype=dtype, generator=gen)
+              for _ in range(sets)]
     out = torch.empty(size, size, device=device, dtype=dtype)
     previous = _set_tf32(device, fmt == "tf32")
     try:
@@ -80,7 +82,7 @@ def _measure_dense(fmt: str, device: str, size: int, repeats: int, budget_s: flo
         check_close(f"{fmt} matmul", err, TOLERANCE[fmt])
 
         def call(i: int) -> None:
-            torch.mm(a_sets[i % sets], b_sets[i % sets].t(), out=out)
+            torch.mm(a_sets[i % sets], b_sets[i % sets].t(), out=out)  # noqa: F821
 
         m = bench(call, device=device, label=fmt, repeats=repeats, budget_s=budget_s,
                   params={"m": size, "n": size, "k": size, "input_sets": sets})
@@ -134,7 +136,7 @@ def _measure_fp8(device: str, size: int, repeats: int, budget_s: float) -> Measu
     check_close("fp8 matmul (vs dequantized operands)", kernel_err, 2e-2)
 
     def call(i: int) -> None:
-        (a, sa), (w, sw) = qa[i % sets], qw[i % sets]
+        (a, sa), (w, sw) = qa[i % sets], qw[i % sets]  # noqa: F821
         scaled_mm(a, w, sa, sw, rowwise=False)
 
     m = bench(call, device=device, label="fp8", repeats=repeats, budget_s=budget_s,

@@ -25,7 +25,7 @@ class LinearShape:
 
 
 def round_up(value: int, multiple: int) -> int:
-    """value rounded up to a multiple (FP8/INT4 kernels want multiples of 16, 128 ...)."""
+    """Value rounded up to a multiple (FP8/INT4 kernels want multiples of 16, 128 ...)."""
     return max(multiple, -(-value // multiple) * multiple)
 
 

@@ -108,7 +108,7 @@ def bench(
     device: str,
     label: str,
     repeats: int = 20,
-    warmup: int = 3,
+    warmup: int | None = None,
     min_sample_s: float = 1e-3,
     max_inner: int = 200,
     budget_s: float = 2.0,
@@ -119,8 +119,14 @@ def bench(
     `min_sample_s` sets how long one sample should span at least: calls shorter than that are
     batched (`inner` calls between two events) so event and launch overhead stay out of the
     figure. The number of samples shrinks (to at least 3) when `budget_s` would be exceeded.
+    `warmup` calls (default 3 on a GPU, 1 on the CPU) run before anything is timed.
     """
-    timer = _time_cuda if device.startswith("cuda") else _time_host
+    on_gpu = device.startswith("cuda")
+    timer = _time_cuda if on_gpu else _time_host
+    if warmup is None:
+        # GPU: module load, cuBLAS handle and heuristics settle over the first calls; a CPU
+        # call only needs its first-touch allocation out of the way.
+        warmup = 3 if on_gpu else 1
     counter = [0]
     for _ in range(max(1, warmup)):
         fn(counter[0])
@@ -175,13 +181,13 @@ def check_close(label: str, error: float, tolerance: float) -> float:
 
 
 def max_error(measurements: list[Measurement]) -> float | None:
-    """The largest relative error among measurements that carry one."""
+    """Return the largest relative error among measurements that carry one."""
     errors = [m.error for m in measurements if m.error is not None]
     return max(errors) if errors else None
 
 
 def effects(**values: float | None) -> dict[str, float]:
-    """A trial's effect dict with the figures that could not be measured left out (never 0)."""
+    """Return a trial's effect dict without the figures that could not be measured (never 0)."""
     return {k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)}
 
 
@@ -219,5 +225,5 @@ def skipped_note(measurements: list[Measurement]) -> str | None:
 
 
 def ran(measurements: list[Measurement]) -> list[Measurement]:
-    """The variants that produced samples."""
+    """Return the variants that produced samples."""
     return [m for m in measurements if not m.skipped and m.samples]

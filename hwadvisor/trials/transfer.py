@@ -34,7 +34,8 @@ TRANSFER_BYTES = 512 * MIB
 TRANSFER_BYTES_QUICK = 128 * MIB
 
 
-def _measure(kind: str, src: Any, dst: Any, device: str, repeats: int, budget_s: float) -> Measurement:
+def _measure(kind: str, src: Any, dst: Any, device: str, repeats: int,
+             budget_s: float) -> Measurement:
     """Check one host-to-device copy bit for bit, then time it (synchronous: non_blocking off)."""
     import torch
 
@@ -77,15 +78,16 @@ class HostTransferTrial:
         try:
             pageable = torch.rand(n, dtype=torch.float32)
             measurements.append(guarded("pageable", lambda: _measure(
-                "pageable", pageable, dst, device, repeats, budget)))
+                "pageable", pageable, dst, device, repeats, budget)))  # noqa: F821
             del pageable
             try:
                 pinned = torch.rand(n, dtype=torch.float32).pin_memory()
             except RuntimeError as exc:
-                measurements.append(Measurement(label="pinned", skipped=f"pin_memory failed: {exc}"))
+                measurements.append(Measurement(label="pinned",
+                                                skipped=f"pin_memory failed: {exc}"))
             else:
                 measurements.append(guarded("pinned", lambda: _measure(
-                    "pinned", pinned, dst, device, repeats, budget)))
+                    "pinned", pinned, dst, device, repeats, budget)))  # noqa: F821
                 del pinned
         finally:
             del dst
