@@ -2,9 +2,9 @@
 # One batched run on a lent GPU machine (see docs/benchmarks.md): installs hwadvisor without
 # network (wheels carried in .whl/), runs the GPU tests, the probe, the trials and the
 # benchmarks, and leaves everything under $OUT/res packed as $OUT/results.tgz.
-# Usage: bash benchmarks/run_on_device.sh [single|multi]
+# Usage: bash benchmarks/run_on_device.sh [tests|bench|multi]
 set -u
-mode=${1:-single}
+mode=${1:-tests}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 res=${OUT:-/tmp/out}/res
 mkdir -p "$res"
@@ -18,21 +18,24 @@ hw() { python3 -m hwadvisor "$@"; }
 date -u +%FT%TZ >"$res/date.txt"
 nvidia-smi >"$res/nvidia-smi.txt" 2>&1
 nvidia-smi topo -m >"$res/topo.txt" 2>&1
-if [ "$mode" = multi ]; then
-    timeout 300 python3 -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/test_collectives.py tests/test_gpu_probe.py 2>&1 | tee "$res/pytest_multi.log" | tail -5
-    hw probe --json --output "$res/probe_x2.json" >/dev/null
-    hw validate --trial collectives --json --output "$res/validate_collectives.json" >/dev/null
-    hw recommend --goal a --model llama-3-8b --phase training --gpus 2 --validate --json --output "$res/recommend_a_x2.json" >/dev/null
-else
-    timeout 420 python3 -m pytest -q -p no:cacheprovider -m gpu 2>&1 | tee "$res/pytest_gpu.log" | tail -15
-    hw probe --json --output "$res/probe_h200.json" >/dev/null
-    hw probe --measure --json --output "$res/probe_measure_h200.json" >/dev/null
-    /usr/bin/time -v python3 -m hwadvisor validate --json --output "$res/validate_h200.json" >/dev/null 2>"$res/validate_time.txt"
-    python3 benchmarks/validate_h200.py --out "$res/validate_bench.json" 2>&1 | tee "$res/validate_bench.txt" | tail -20
-    hw recommend --goal b --model llama-3-8b --batch 1 --validate --json --output "$res/recommend_b_h200.json" >/dev/null
-    hw recommend --goal a --model llama-3-8b --phase training --validate --json --output "$res/recommend_a_h200.json" >/dev/null
-    hw recommend --goal c --model llama-3-70b --validate --json --output "$res/recommend_c_h200.json" >/dev/null
-    python3 benchmarks/probe_startup.py --json "$res/probe_startup.json" 2>&1 | tail -4
-fi
+case "$mode" in
+multi)
+    timeout 240 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors -m "gpu or multigpu" -rs tests/test_collectives.py tests/test_gpu_probe.py 2>&1 | tee "$res/pytest_multi.log" | tail -8
+    timeout 30 python3 -m hwadvisor probe --json --output "$res/probe_x2.json" >/dev/null
+    timeout 120 python3 -m hwadvisor validate --trial collectives --json --output "$res/validate_collectives.json" >/dev/null 2>"$res/validate_collectives.err"
+    timeout 150 python3 -m hwadvisor recommend --goal a --model llama-3-8b --phase training --gpus 2 --validate --json --output "$res/recommend_a_x2.json" >/dev/null 2>"$res/recommend_a_x2.err"
+    ;;
+tests)
+    timeout 250 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors -m gpu -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -30
+    timeout 30 python3 -m hwadvisor probe --json --output "$res/probe_h200.json" >/dev/null
+    timeout 90 python3 -m hwadvisor probe --measure --json --output "$res/probe_measure_h200.json" >/dev/null 2>"$res/probe_measure.err"
+    timeout 60 python3 benchmarks/probe_startup.py --json "$res/probe_startup.json" 2>&1 | tail -4
+    ;;
+bench)
+    HWADVISOR_SUITE_REPORT="$res/validate_h200.json" timeout 240 python3 benchmarks/validate_h200.py --out "$res/validate_bench.json" 2>&1 | tee "$res/validate_bench.txt" | tail -30
+    timeout 150 python3 -m hwadvisor recommend --goal b --model llama-3-8b --batch 1 --validate --json --output "$res/recommend_b_h200.json" >/dev/null 2>"$res/recommend_b.err"
+    timeout 150 python3 -m hwadvisor recommend --goal c --model llama-3-70b --validate --json --output "$res/recommend_c_h200.json" >/dev/null 2>"$res/recommend_c.err"
+    ;;
+esac
 tar -czf "${OUT:-/tmp/out}/results.tgz" -C "$res/.." res
 ls -la "$res"

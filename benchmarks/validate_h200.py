@@ -119,6 +119,9 @@ def run_suite(quick: bool) -> dict[str, Any]:
                            "stderr_tail": proc.stderr[-3000:]}
     try:
         report = json.loads(proc.stdout)
+        # Keep the whole validate report too: docs/benchmarks.md quotes it.
+        Path(os.environ.get("HWADVISOR_SUITE_REPORT", "validate_suite_report.json")).write_text(
+            proc.stdout, encoding="utf-8")
         out["trials"] = [
             {"id": t["id"], "status": t["status"], "wall_s": t.get("wall_s"),
              "effect": t.get("effect"), "reason": t.get("reason"), "summary": t.get("summary"),
