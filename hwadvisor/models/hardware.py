@@ -21,7 +21,7 @@ class DeviceClass(str, Enum):
 class Strict(BaseModel):
     """Base for every report model: unknown keys are refused, so typos never pass silently."""
 
-    model_config = ConfigDict(extra="forbid", use_enum_values=True)
+    model_config = ConfigDict(extra="forbid", use_enum_values=True, defer_build=True)
 
 
 class HostInfo(Strict):
