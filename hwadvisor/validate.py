@@ -63,6 +63,9 @@ class EffectSpec:
     kind: EffectKind = "speedup"
     ratio: tuple[str, tuple[str, ...]] | None = None
     family: tuple[tuple[str, str], ...] = ()
+    # What the trial times when it is only a part of the predicted metric (the attention
+    # kernel of a whole prefill): the direction is checked, the prediction error is not.
+    part: str | None = None
 
 
 _INT4_FAMILY = tuple((f"speedup_b{b}", f"batch {b}") for b in (1, 4, 16, 64))
@@ -76,7 +79,7 @@ VERDICT_EFFECTS: dict[str, EffectSpec] = {
     "int4-weights": EffectSpec("int4-weight-only", "speedup_b{batch}", family=_INT4_FAMILY),
     "activation-checkpointing": EffectSpec("activation-checkpointing", "memory_factor",
                                            kind="memory_factor"),
-    "flash-attention": EffectSpec("attention-backends", "speedup"),
+    "flash-attention": EffectSpec("attention-backends", "speedup", part="the attention kernel"),
     "torch-compile": EffectSpec("torch-compile", "speedup"),
     "kv-cache-quantization": EffectSpec("kv-cache-quantization", "memory_factor",
                                         kind="memory_factor"),
@@ -387,7 +390,11 @@ def verdict(rec: Recommendation, result: TrialResult | None, batch: int = 1) -> 
     noisy = any(m.noisy for m in result.measurements if not m.skipped)
     word = "speedup" if kind == "speedup" else "memory factor"
     detail = f"{spec.trial}: {word} {value:.3g} ({what})"
-    if measured_factor is not None and predicted:
+    if spec.part is not None:
+        detail += (f"; the trial times {spec.part} alone, a part of {rec.predicted.metric}, "
+                   "so only the direction is checked")
+        prediction_error = None
+    elif measured_factor is not None and predicted:
         detail += f"; as after/before of {rec.predicted.metric}: measured {measured_factor:.3g}, " \
                   f"predicted {predicted:.3g}"
     elif predicted:
@@ -421,6 +428,7 @@ def context_for(report: Report, quick: bool = False) -> TrialContext:
 
 def validate_report(report: Report, progress: bool, quick: bool = False) -> Report:
     """Run each recommendation's trial once at the workload's shapes and set its validation."""
+    from hwadvisor.input_verdicts import INPUT_VERDICTS
     from hwadvisor.trials.registry import TRIALS
 
     wanted: list[str] = []
@@ -440,6 +448,11 @@ def validate_report(report: Report, progress: bool, quick: bool = False) -> Repo
                                         detail=f"trial {trial_id} is not available in this build")
             continue
         rec.validation = verdict(rec, by_id.get(trial_id), batch)
+        result = by_id.get(trial_id)
+        input_check = INPUT_VERDICTS.get(trial_id)
+        if input_check and result is not None and result.status == "ok" \
+                and VERDICT_EFFECTS.get(rec.id, EffectSpec(trial_id, "")).kind == "info":
+            rec.validation = input_check(report, rec, result)
     report.trials = list(report.trials) + results
     report.interrupted = report.interrupted or interrupted
     note = busy_note(results)

@@ -1,0 +1,51 @@
+"""Verdicts for advice whose trial measures an input (bus or PCIe bandwidth), not the effect."""
+
+from hwadvisor.commands.recommend import build_recommend_report
+from hwadvisor.input_verdicts import collectives_verdict, repredict, transfer_verdict
+from hwadvisor.models import TrialResult
+
+
+def _training_report(gpus: int = 2):
+    # A model that fits, so sharding's prediction is of throughput, which bandwidth moves.
+    return build_recommend_report(
+        "training-throughput", "h200-sxm",
+        {"model": "llama-3.2-1b", "phase": "training", "gpus": gpus},
+    )
+
+
+def _rec(report, rule_id):
+    return next(r for r in report.recommendations if r.id == rule_id)
+
+
+def _collectives(busbw: float) -> TrialResult:
+    return TrialResult(id="collectives", status="ok", effect={"busbw_gbps": busbw})
+
+
+def test_fsdp_confirmed_with_a_healthy_measured_bus_bandwidth():
+    report = _training_report()
+    rec = _rec(report, "fsdp2-zero3")
+    verdict = collectives_verdict(report, rec, _collectives(330.0))
+    assert verdict.status == "confirmed"
+    assert verdict.measured_factor is not None and verdict.prediction_error is not None
+    assert "330 GB/s" in verdict.detail
+
+
+def test_repredict_moves_with_the_measured_bandwidth():
+    report = _training_report()
+    rec = _rec(report, "fsdp2-zero3")
+    assert rec.predicted.metric == "estimate.tokens_per_s"
+    assert repredict(report, rec, 400.0) is not None
+    # Over a starved link sharding no longer pays: the rule stops firing and the advice is refuted.
+    assert repredict(report, rec, 1.0) is None
+    verdict = collectives_verdict(report, rec, _collectives(1.0))
+    assert verdict.status == "refuted"
+
+
+def test_offload_confirmed_or_refuted_by_pinned_bandwidth():
+    report = build_recommend_report("memory-footprint", "rtx-4090", {"model": "llama-3-70b"})
+    rec = _rec(report, "cpu-offload")
+    fast = TrialResult(id="host-transfer", status="ok", effect={"pinned_gbps": 24.0})
+    slow = TrialResult(id="host-transfer", status="ok", effect={"pinned_gbps": 3.0})
+    assert transfer_verdict(report, rec, fast).status == "confirmed"
+    refuted = transfer_verdict(report, rec, slow)
+    assert refuted.status == "refuted" and refuted.holds_where
