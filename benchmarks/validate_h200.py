@@ -99,7 +99,10 @@ def plain_matmul_tflops(fmt: str, size: int) -> float | None:
     previous = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = fmt == "tf32"
     try:
-        t = _events_time(call)
+        # One event pair per product, median of 30: the same burst pattern as the trial and as
+        # triton's do_bench. Twenty back-to-back 8192^3 products per timing run the H200 into its
+        # power limit (seen 2026-11-30: 688 vs 775 TFLOP/s), which measures something else.
+        t = _events_time(call, calls=1, rounds=30)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = previous
     del a, b
@@ -141,6 +144,12 @@ def main() -> int:
     parser.add_argument("--suite-quick", action="store_true", help="run the suite with --quick")
     args = parser.parse_args()
 
+    result: dict[str, Any] = {"rows": []}
+    # The suite runs first, in its own process, before this one opens a CUDA context: otherwise
+    # this process holds GPU memory and the suite rightly reports the GPU as busy.
+    if not args.skip_suite:
+        result["suite"] = run_suite(args.suite_quick)
+
     import torch
 
     from hwadvisor.trials.bandwidth import buffer_bytes
@@ -150,8 +159,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA GPU: nothing to check")
         return 3
-    result: dict[str, Any] = {"device": torch.cuda.get_device_name(0),
-                              "torch": torch.__version__, "rows": []}
+    result.update({"device": torch.cuda.get_device_name(0), "torch": torch.__version__})
     rows: list[dict[str, Any]] = result["rows"]
 
     ctx = TrialContext(quick=False)
@@ -181,9 +189,6 @@ def main() -> int:
                      "target": MATMUL_TARGET,
                      "ratio": ours / theirs if ours and theirs else None})
     torch.cuda.empty_cache()
-
-    if not args.skip_suite:
-        result["suite"] = run_suite(args.suite_quick)
 
     tmp = args.out.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=2))
