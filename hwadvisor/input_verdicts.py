@@ -9,18 +9,27 @@ prediction error is the re-predicted factor against the original one.
 
 from __future__ import annotations
 
-from hwadvisor.models import Recommendation, Report, TrialResult, Validation
+from hwadvisor.models import (
+    Device,
+    Estimate,
+    ModelOptions,
+    Recommendation,
+    Report,
+    TrialResult,
+    Validation,
+    Workload,
+)
 
 
 def _better(metric: str, factor: float) -> bool:
-    """True when after/before of the metric is an improvement (rates up, times and bytes down)."""
+    """Tell whether after/before of the metric is a gain (rates up, times and bytes down)."""
     from hwadvisor.validate import metric_kind  # noqa: PLC0415 - avoids an import cycle
 
     return factor > 1.0 if metric_kind(metric) == "rate" else factor < 1.0
 
 
 def repredict(report: Report, rec: Recommendation, busbw_gbps: float) -> float | None:
-    """The rule's factor predicted again with the measured bus bandwidth; None if it no longer fires."""
+    """Predict the rule's factor again with the measured bus bandwidth (None: no longer fires)."""
     from hwadvisor.hardware import primary_device
     from hwadvisor.perfmodel import estimate
     from hwadvisor.rules.engine import recommend
@@ -29,7 +38,7 @@ def repredict(report: Report, rec: Recommendation, busbw_gbps: float) -> float |
         return None
     device = primary_device(report)
 
-    def measured(workload, dev, options):  # type: ignore[no-untyped-def]
+    def measured(workload: Workload, dev: Device, options: ModelOptions) -> Estimate:
         return estimate(workload, dev, options, measured_busbw_gbps=busbw_gbps)
 
     outcome = recommend(report.workload, device, report.goal, host=report.host, estimator=measured)
