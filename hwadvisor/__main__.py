@@ -1,6 +1,6 @@
 """`python -m hwadvisor`."""
 
-from hwadvisor.cli import main
+from hwadvisor.entry import main
 
 if __name__ == "__main__":
     main()
