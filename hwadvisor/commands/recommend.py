@@ -38,7 +38,7 @@ from hwadvisor.commands.output import (
 )
 from hwadvisor.exitcodes import UserError
 from hwadvisor.gates import FailOnOpt, MinBandwidthFractionOpt, apply_gates
-from hwadvisor.models import Report
+from hwadvisor.models import Recommendation, Report
 from hwadvisor.models.recommend import Goal
 
 # Inference latency is the default goal: it applies on every device class (a phone, a laptop,
@@ -157,7 +157,7 @@ def build_recommend_report(
 
 
 def recommend_table(report: Report) -> Table:
-    """Build the table of ranked recommendations: rank, id, title, predicted, why."""
+    """Build the table of ranked recommendations: rank, advice, predicted effect, verdict."""
     wl = report.workload
     title = f"hwadvisor recommend · goal {report.goal}"
     if wl is not None:
@@ -166,15 +166,38 @@ def recommend_table(report: Report) -> Table:
         title += f" · {len(report.devices)} x {report.devices[0].name}"
     table = Table(title=title, show_lines=True)
     table.add_column("#", justify="right")
-    table.add_column("id", no_wrap=True)
-    table.add_column("title", ratio=2)
-    table.add_column("predicted", ratio=2)
-    table.add_column("why", ratio=4)
+    table.add_column("advice", ratio=3)
+    table.add_column("predicted", ratio=3)
+    table.add_column("validated", ratio=2)
     for rec in report.recommendations:
-        status = "" if rec.validation.status == "pending" else f"\n[{rec.validation.status}]"
-        table.add_row(str(rec.rank), rec.id, escape(rec.title),
-                      escape(rec.predicted.text or "") + escape(status), escape(rec.why))
+        table.add_row(str(rec.rank), f"[bold]{escape(rec.id)}[/]\n{escape(rec.title)}",
+                      escape(rec.predicted.text or ""), escape(_verdict_text(rec)))
     return table
+
+
+def _verdict_text(rec: Recommendation) -> str:
+    """The verdict in a few words: status, measured factor and where the advice holds."""
+    val = rec.validation
+    if val.status == "pending":
+        return "pending (--validate)" if rec.trial else "no trial"
+    text = val.status
+    if val.prediction_error is not None:
+        text += f", prediction error {val.prediction_error:+.0%}"
+    if val.holds_where:
+        text += f"; holds for {val.holds_where}"
+    return text
+
+
+def why_lines(report: Report) -> list[str]:
+    """One paragraph per recommendation: the evidence that made it fire, then its caveats."""
+    lines = []
+    for rec in report.recommendations:
+        lines.append(f"{rec.rank}. {rec.id}: {rec.why}")
+        if rec.validation.detail and rec.validation.status != "pending":
+            lines.append(f"   measured: {rec.validation.detail}")
+        for caveat in rec.caveats[:2]:
+            lines.append(f"   caveat: {caveat}")
+    return lines
 
 
 def rejected_table(report: Report) -> Table:
@@ -240,11 +263,16 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"cannot validate: {exc}",
                                 hint="pip install 'hwadvisor[validate]'") from None
 
-            report = validate_report(report, progress=True)
+            report = validate_report(report, progress=not as_json)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
         emit_report(report, as_json, output, markdown)
         if not as_json:
+            if report.estimate is not None:
+                console.print(f"bottleneck: {report.estimate.bottleneck} — "
+                              f"{escape(report.estimate.bottleneck_why)}", highlight=False)
             console.print(recommend_table(report))
+            for line in why_lines(report):
+                console.print(escape(line), highlight=False)
             if report.rejected:
                 console.print(rejected_table(report))
         exit_for_gates(report)
