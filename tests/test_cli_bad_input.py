@@ -208,18 +208,48 @@ def test_malformed_files_exit_2_with_hint(cmd: str, key: str, bad_files: dict[st
     assert not (bad_files["root"] / "never.png").exists()
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
-                    reason="root reads files whatever their mode")
 @pytest.mark.parametrize("cmd", ["estimate-model", "compare", "plot", "validate-report"])
-def test_unreadable_file_exit_2_with_hint(cmd: str, tmp_path: Path) -> None:
-    """A file without read permission."""
+def test_unreadable_file_exit_2_with_hint(cmd: str, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file the user may not read: CI runs as root, where chmod 0 still reads, so the
+    permission error is raised for that one path by every way the commands open files."""
+    import builtins
+    import io
+
     path = tmp_path / "config.json"
     path.write_text(REPORT.read_text())
-    path.chmod(0)
+    denied = str(path.resolve())
+
+    def guard(target: object) -> None:
+        if str(Path(str(target)).resolve()) == denied:
+            raise PermissionError(13, "Permission denied", str(target))
+
+    real_open, real_io_open = builtins.open, io.open
+    real_read_text, real_read_bytes = Path.read_text, Path.read_bytes
+
+    def fake_open(file: object, *args: object, **kwargs: object) -> object:
+        if isinstance(file, (str, os.PathLike)):
+            guard(file)
+        return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
+
+    def fake_read_text(self: Path, *args: object, **kwargs: object) -> str:
+        guard(self)
+        return real_read_text(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    def fake_read_bytes(self: Path) -> bytes:
+        guard(self)
+        return real_read_bytes(self)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(io, "open", fake_open)
+    monkeypatch.setattr(Path, "read_text", fake_read_text)
+    monkeypatch.setattr(Path, "read_bytes", fake_read_bytes)
     try:
-        assert_clean_error(runner.invoke(app, _file_argv(cmd, path)))
+        result = runner.invoke(app, _file_argv(cmd, path))
     finally:
-        path.chmod(0o600)
+        monkeypatch.setattr(builtins, "open", real_open)
+        monkeypatch.setattr(io, "open", real_io_open)
+    assert_clean_error(result)
 
 
 # --------------------------------------------------------------------------- no file left behind

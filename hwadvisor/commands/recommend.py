@@ -176,7 +176,7 @@ def recommend_table(report: Report) -> Table:
 
 
 def _verdict_text(rec: Recommendation) -> str:
-    """The verdict in a few words: status, measured factor and where the advice holds."""
+    """Say the verdict in a few words: status, prediction error, where the advice holds."""
     val = rec.validation
     if val.status == "pending":
         return "pending (--validate)" if rec.trial else "no trial"
