@@ -41,6 +41,8 @@ class RooflineData:
 
     device: str
     datasheet_bandwidth_gbps: float | None = None
+    # "probe" when NVML's bus width x clock gave it (theoretical), else the profile's datasheet
+    bandwidth_source: str = "datasheet"
     measured_bandwidth_gbps: float | None = None
     datasheet_tflops: dict[str, float] = field(default_factory=dict)
     measured_tflops: dict[str, float] = field(default_factory=dict)
@@ -121,6 +123,13 @@ def _pick_device(report: Report, index: int | None) -> Device:
     raise UserError(f"the report has no device {index}", hint=f"pass --device {valid}")
 
 
+def _bandwidth_kind(data: RooflineData, kind: str) -> str:
+    """Label of a bandwidth line: measured, datasheet, or theoretical (read off the probe)."""
+    if kind == "datasheet" and data.bandwidth_source == "probe":
+        return "theoretical, probe"
+    return kind
+
+
 def roofline_data(report: Report, device_index: int | None = None) -> RooflineData:
     """Gather the ceilings and points to draw; UserError when there is no roofline to draw."""
     device = _pick_device(report, device_index)
@@ -128,6 +137,7 @@ def roofline_data(report: Report, device_index: int | None = None) -> RooflineDa
     data = RooflineData(
         device=device.name,
         datasheet_bandwidth_gbps=device.memory_bandwidth_gbps,
+        bandwidth_source=device.memory_bandwidth_source or "datasheet",
         measured_bandwidth_gbps=measured_bw[0] if measured_bw else None,
         datasheet_tflops=dict(device.peak_tflops),
         measured_tflops=measured_matmul_tflops(report, device),
@@ -258,7 +268,7 @@ def _draw(a: Any, data: RooflineData) -> None:
         x_end = max(own.values() or [top]) * 1e3 / bw
         xs = np.array([lo, x_end])
         a.plot(xs, bw * xs / 1e3, ls=style, lw=1.4 if kind == "datasheet" else 2.2,
-               color="black", label=f"memory {bw:,.0f} GB/s ({kind})")
+               color="black", label=f"memory {bw:,.0f} GB/s ({_bandwidth_kind(data, kind)})")
     # Compute ceilings per format (formats with equal peaks share a line), from the ridge on.
     kinds = ((data.datasheet_tflops, "--", "datasheet", sheet_bw or meas_bw),
              (data.measured_tflops, "-", "measured", meas_bw or sheet_bw))
