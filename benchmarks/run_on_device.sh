@@ -2,7 +2,7 @@
 # One batched run on a lent GPU machine (see docs/benchmarks.md): installs hwadvisor without
 # network (wheels carried in .whl/), runs the GPU tests, the probe, the trials and the
 # benchmarks, and leaves everything under $OUT/res packed as $OUT/results.tgz.
-# Usage: bash benchmarks/run_on_device.sh [tests|bench|multi]
+# Usage: bash benchmarks/run_on_device.sh [tests|bench|multi|final]
 set -u
 mode=${1:-tests}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -15,6 +15,9 @@ if ! python3 -m pip install -q --no-deps --no-index --no-build-isolation . >"$re
     export PYTHONPATH=/tmp/site:$PWD
 fi
 hw() { python3 -m hwadvisor "$@"; }
+# Start-up is timed from /tmp so the installed package (with its bytecode) is what runs,
+# not the source tree in the working directory.
+startup() { (cd /tmp && timeout 90 python3 "$OLDPWD/benchmarks/probe_startup.py" --json "$res/probe_startup.json" 2>&1 | tail -4); }
 date -u +%FT%TZ >"$res/date.txt"
 nvidia-smi >"$res/nvidia-smi.txt" 2>&1
 nvidia-smi topo -m >"$res/topo.txt" 2>&1
@@ -29,12 +32,22 @@ tests)
     timeout 250 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/test_schema.py -m gpu -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -30
     timeout 30 python3 -m hwadvisor probe --json --output "$res/probe_h200.json" >/dev/null
     timeout 90 python3 -m hwadvisor probe --measure --json --output "$res/probe_measure_h200.json" >/dev/null 2>"$res/probe_measure.err"
-    timeout 60 python3 benchmarks/probe_startup.py --json "$res/probe_startup.json" 2>&1 | tail -4
+    startup
     ;;
 bench)
     HWADVISOR_SUITE_REPORT="$res/validate_h200.json" timeout 240 python3 benchmarks/validate_h200.py --out "$res/validate_bench.json" 2>&1 | tee "$res/validate_bench.txt" | tail -30
     timeout 150 python3 -m hwadvisor recommend --goal b --model llama-3-8b --batch 1 --validate --json --output "$res/recommend_b_h200.json" >/dev/null 2>"$res/recommend_b.err"
     timeout 150 python3 -m hwadvisor recommend --goal c --model llama-3-70b --validate --json --output "$res/recommend_c_h200.json" >/dev/null 2>"$res/recommend_c.err"
+    ;;
+final)
+    # Everything once more on a two-GPU machine: GPU 0 serves the single-GPU work.
+    timeout 300 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/test_schema.py -m "gpu or multigpu" -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -12
+    timeout 30 python3 -m hwadvisor probe --json --output "$res/probe.json" >/dev/null
+    timeout 90 python3 -m hwadvisor probe --measure --json --output "$res/probe_measure.json" >/dev/null 2>"$res/probe_measure.err"
+    HWADVISOR_SUITE_REPORT="$res/validate_suite.json" timeout 240 python3 benchmarks/validate_h200.py --out "$res/validate_bench.json" 2>&1 | tee "$res/validate_bench.txt" | tail -24
+    timeout 150 python3 -m hwadvisor recommend --goal b --model llama-3-8b --batch 1 --gpus 1 --validate --json --output "$res/recommend_b.json" >/dev/null 2>"$res/recommend_b.err"
+    timeout 150 python3 -m hwadvisor recommend --goal a --model llama-3.2-1b --phase training --gpus 2 --validate --json --output "$res/recommend_a_x2.json" >/dev/null 2>"$res/recommend_a_x2.err"
+    startup
     ;;
 esac
 tar -czf "${OUT:-/tmp/out}/results.tgz" -C "$res/.." res
