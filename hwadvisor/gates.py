@@ -25,10 +25,8 @@ class FailOn(str, Enum):
     UNSUPPORTED = "unsupported"
 
 
-# Optional[...] rather than `X | None` in the option aliases: older typer releases (the GPU
-# machine's) do not read PEP 604 unions in parameter annotations.
 FailOnOpt = Annotated[
-    list[FailOn] | None,  # noqa: UP007
+    list[FailOn] | None,
     typer.Option(
         "--fail-on",
         help="Exit 1 when a recommendation's verdict (or a trial) is this; repeatable: "
@@ -37,7 +35,7 @@ FailOnOpt = Annotated[
     ),
 ]
 MinBandwidthFractionOpt = Annotated[
-    float | None,  # noqa: UP007
+    float | None,
     typer.Option(
         "--min-bandwidth-fraction",
         min=0.0,

@@ -37,8 +37,10 @@ from hwadvisor.commands.options import (
     PhaseOpt,
     PromptLenOpt,
     WeightsDtypeOpt,
+    workload_from_options,
+    workload_values,
 )
-from hwadvisor.commands.output import JsonOpt, OutputOpt, console, emit_report, note
+from hwadvisor.commands.output import JsonOpt, OutputOpt, console, print_notes, publish
 from hwadvisor.models import Estimate, ModelOptions, Report, Workload
 
 DeviceOpt = Annotated[
@@ -49,18 +51,17 @@ DeviceOpt = Annotated[
 
 
 def build_estimate_report(
-    workload_values: Mapping[str, object],
+    workload_options: Mapping[str, object],
     device_id: str | None,
     options: ModelOptions,
 ) -> Report:
     """Resolve the hardware and the workload, run the performance model, return the report."""
-    from hwadvisor.commands.options import workload_from_options
     from hwadvisor.hardware import MAX_PLANNED_DEVICES, primary_device, resolve_target
     from hwadvisor.perfmodel import estimate
 
     target = resolve_target(device_id, 1)
     device = primary_device(target)
-    workload = workload_from_options(dict(workload_values), device.memory_total_bytes,
+    workload = workload_from_options(workload_options, device.memory_total_bytes,
                                      target.device_class)
     if device_id is not None and workload.gpus > 1:
         # The report lists the devices of one node (the plan's per-node GPUs).
@@ -185,22 +186,13 @@ def estimate_command(
     output: OutputOpt = None,
 ) -> None:
     """Model a workload: memory by part, FLOPs, roofline times and the bottleneck (no GPU)."""
+    values = workload_values(locals())  # first, while locals() holds only the parameters
     options = model_options(sharding, attention_kernel, cuda_graphs, compiled, fused_optimizer,
                             comm_overlap, fp32_training, offload_fraction, prefix_cache_hit,
                             speculative_tokens)
-    values = {
-        "model": model, "phase": phase, "batch": batch, "prompt_len": prompt_len,
-        "gen_len": gen_len, "weights_dtype": weights_dtype, "kv_dtype": kv_dtype,
-        "activation_dtype": activation_dtype, "optimizer": optimizer, "grad_accum": grad_accum,
-        "gpus": gpus, "nodes": nodes, "gpus_per_node": gpus_per_node,
-        "inter_node_gbps": inter_node_gbps, "activation_checkpointing": activation_checkpointing,
-    }
     report = build_estimate_report(values, device, options)
-    for line in report.notes:
-        note(line)
-    emit_report(report, as_json, output)
-    if not as_json:
-        render(report)
+    print_notes(report.notes)
+    publish(report, render, as_json, output)
 
 
 def register(app: typer.Typer) -> None:

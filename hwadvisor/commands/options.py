@@ -1,9 +1,10 @@
 """The workload options every command shares (estimate, recommend, validate), defined once.
 
-Use them as annotations and pass the values to build_workload:
+Use them as annotations, then collect the values by name with workload_values:
 
     def estimate(model: ModelOpt = None, phase: PhaseOpt = None, batch: BatchOpt = None, ...):
-        workload = build_workload(model, phase, batch, ...)
+        values = workload_values(locals())          # first statement: only the parameters
+        workload = workload_from_options(values, device_memory_bytes, device_class)
 
 Every option defaults to None ("not given"); build_workload fills the defaults and checks
 ranges and choices itself, so the error text (and exit code 2) is hwadvisor's own. Values are
@@ -12,6 +13,7 @@ plain str/int, not Enums, for the same reason.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Optional
 
 import typer
@@ -41,11 +43,13 @@ __all__ = [
     "OptimizerOpt",
     "PhaseOpt",
     "PromptLenOpt",
+    "WORKLOAD_OPTIONS",
     "WeightsDtypeOpt",
     "build_workload",
     "default_workload",
     "list_presets",
     "workload_from_options",
+    "workload_values",
 ]
 
 _PANEL = "Workload"
@@ -137,20 +141,27 @@ ActCkptOpt = Annotated[
 ]
 
 
+# The parameter names of the options above, as build_workload takes them.
+WORKLOAD_OPTIONS: tuple[str, ...] = (
+    "model", "phase", "batch", "prompt_len", "gen_len", "weights_dtype", "kv_dtype",
+    "activation_dtype", "optimizer", "grad_accum", "gpus", "nodes", "gpus_per_node",
+    "inter_node_gbps", "activation_checkpointing",
+)
+
+
+def workload_values(params: Mapping[str, object]) -> dict[str, object]:
+    """Pick the workload options out of a command's parameters (e.g. its locals()), by name."""
+    return {name: params.get(name) for name in WORKLOAD_OPTIONS}
+
+
 def workload_from_options(
-    options: dict[str, object],
+    options: Mapping[str, object],
     device_memory_bytes: int | None = None,
     device_class: object = None,
 ) -> Workload:
     """build_workload from a dict of the option values by parameter name (e.g. locals())."""
-    names = (
-        "model", "phase", "batch", "prompt_len", "gen_len", "weights_dtype", "kv_dtype",
-        "activation_dtype", "optimizer", "grad_accum", "gpus", "nodes", "gpus_per_node",
-        "inter_node_gbps", "activation_checkpointing",
-    )
-    kwargs = {name: options.get(name) for name in names}
     return build_workload(
-        **kwargs,  # type: ignore[arg-type]
+        **workload_values(options),  # type: ignore[arg-type]
         device_memory_bytes=device_memory_bytes,
         device_class=device_class,
     )

@@ -7,8 +7,9 @@ aliases below so the flags, short names and help read the same everywhere::
                  markdown: MarkdownOpt = None, fail_on: FailOnOpt = None,
                  min_bw: MinBandwidthFractionOpt = None) -> None:
         report = ...                                   # the run; raise UserError on failure
+        print_notes(report.notes, "note: ")
         report.gates_tripped = apply_gates(report, fail_on, min_bw)
-        emit_report(report, as_json, output, markdown)  # files only after a successful run
+        publish(report, render, as_json, output, markdown)  # files only after a successful run
         exit_for_gates(report)                          # exit 1 when a gate tripped
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -30,10 +32,9 @@ from hwadvisor.reportio import check_target, report_json, write_report, write_te
 console = Console()
 err_console = Console(stderr=True)
 
-# Optional[...] rather than `X | None`: older typer releases do not read PEP 604 unions here.
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
 OutputOpt = Annotated[
-    Path | None,  # noqa: UP007
+    Path | None,
     typer.Option(
         "--output", "-o",
         help="Write the JSON report to this file (atomically; no file when the run fails).",
@@ -41,7 +42,7 @@ OutputOpt = Annotated[
     ),
 ]
 MarkdownOpt = Annotated[
-    Path | None,  # noqa: UP007
+    Path | None,
     typer.Option(
         "--markdown",
         help="Write a markdown summary here, e.g. \"$GITHUB_STEP_SUMMARY\" in GitHub Actions.",
@@ -76,6 +77,19 @@ def emit_report(
         sys.stdout.flush()
 
 
+def publish(
+    report: Report,
+    render: Callable[[Report], None],
+    as_json: bool,
+    output: Path | None,
+    markdown: Path | None = None,
+) -> None:
+    """Write the report (emit_report), then, unless --json, render it for people on stdout."""
+    emit_report(report, as_json, output, markdown)
+    if not as_json:
+        render(report)
+
+
 def _is_append_target(path: Path) -> bool:
     """Tell whether path is GitHub's step-summary file, which is appended to, not replaced."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -102,3 +116,9 @@ def exit_for_gates(report: Report) -> None:
 def note(message: str) -> None:
     """Print a one-line note for people on stderr (never mixed into JSON on stdout)."""
     err_console.print(message, highlight=False, markup=False)
+
+
+def print_notes(lines: Iterable[str], prefix: str = "") -> None:
+    """Print each of a report's notes as a note on stderr, after prefix (e.g. "note: ")."""
+    for line in lines:
+        note(f"{prefix}{line}")

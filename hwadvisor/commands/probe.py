@@ -10,8 +10,8 @@ from hwadvisor.commands.output import (
     MarkdownOpt,
     OutputOpt,
     console,
-    emit_report,
-    note,
+    print_notes,
+    publish,
 )
 from hwadvisor.models import Device, Report
 
@@ -115,6 +115,11 @@ def _onoff(value: bool | None) -> str:
     return "—" if value is None else ("on" if value else "off")
 
 
+def render(report: Report) -> None:
+    """Print the probed devices for people."""
+    console.print(device_table(report))
+
+
 def probe(
     as_json: JsonOpt = False,
     output: OutputOpt = None,
@@ -141,11 +146,8 @@ def probe(
         for trial in report.trials:
             if trial.status != "ok":
                 report.notes.append(f"--measure: trial {trial.id} {trial.status}: {trial.reason}")
-    for line in report.notes:
-        note(line)
-    emit_report(report, as_json, output, markdown)
-    if not as_json:
-        console.print(device_table(report))
+    print_notes(report.notes)
+    publish(report, render, as_json, output, markdown)
     if measure and any(t.status in ("error", "interrupted") for t in report.trials):
         from hwadvisor.exitcodes import ExitCode
 

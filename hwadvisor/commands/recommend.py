@@ -26,15 +26,16 @@ from hwadvisor.commands.options import (
     PromptLenOpt,
     WeightsDtypeOpt,
     workload_from_options,
+    workload_values,
 )
 from hwadvisor.commands.output import (
     JsonOpt,
     MarkdownOpt,
     OutputOpt,
     console,
-    emit_report,
     exit_for_gates,
-    note,
+    print_notes,
+    publish,
 )
 from hwadvisor.exitcodes import UserError
 from hwadvisor.gates import FailOnOpt, MinBandwidthFractionOpt, apply_gates
@@ -211,6 +212,18 @@ def rejected_table(report: Report) -> Table:
     return table
 
 
+def render(report: Report) -> None:
+    """Print the recommend report for people: bottleneck, ranked table, why, not recommended."""
+    if report.estimate is not None:
+        console.print(f"bottleneck: {report.estimate.bottleneck} — "
+                      f"{escape(report.estimate.bottleneck_why)}", highlight=False)
+    console.print(recommend_table(report))
+    for line in why_lines(report):
+        console.print(escape(line), highlight=False)
+    if report.rejected:
+        console.print(rejected_table(report))
+
+
 def register(app: typer.Typer) -> None:
     """Register `recommend`."""
 
@@ -244,18 +257,10 @@ def register(app: typer.Typer) -> None:
 
         Without options: inference-latency advice for this machine and a default model.
         """
+        workload_options = workload_values(locals())  # first: locals() is the parameters
         chosen = parse_goal(goal)
-        workload_options = {
-            "model": model, "phase": phase, "batch": batch, "prompt_len": prompt_len,
-            "gen_len": gen_len, "weights_dtype": weights_dtype, "kv_dtype": kv_dtype,
-            "activation_dtype": activation_dtype, "optimizer": optimizer,
-            "grad_accum": grad_accum, "gpus": gpus, "nodes": nodes,
-            "gpus_per_node": gpus_per_node, "inter_node_gbps": inter_node_gbps,
-            "activation_checkpointing": activation_checkpointing,
-        }
         report = build_recommend_report(chosen, device, workload_options)
-        for line in report.notes:
-            note(f"note: {line}")
+        print_notes(report.notes, "note: ")
         if validate:
             try:
                 from hwadvisor.validate import validate_report
@@ -265,14 +270,5 @@ def register(app: typer.Typer) -> None:
 
             report = validate_report(report, progress=not as_json)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
-        emit_report(report, as_json, output, markdown)
-        if not as_json:
-            if report.estimate is not None:
-                console.print(f"bottleneck: {report.estimate.bottleneck} — "
-                              f"{escape(report.estimate.bottleneck_why)}", highlight=False)
-            console.print(recommend_table(report))
-            for line in why_lines(report):
-                console.print(escape(line), highlight=False)
-            if report.rejected:
-                console.print(rejected_table(report))
+        publish(report, render, as_json, output, markdown)
         exit_for_gates(report)

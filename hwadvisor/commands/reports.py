@@ -116,7 +116,7 @@ def plot(
     output: Annotated[Path, typer.Option(
         "--output", "-o", dir_okay=False, help="Image to write (PNG; .svg and .pdf work too).")
     ] = Path("roofline.png"),
-    device: Annotated[int | None, typer.Option(  # noqa: UP007 - older typer
+    device: Annotated[int | None, typer.Option(
         "--device", help="Device index to plot (default: the first).")] = None,
 ) -> None:
     """Draw the roofline: datasheet and measured ceilings, workload phases and trial points."""

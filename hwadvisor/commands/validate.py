@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -27,15 +28,17 @@ from hwadvisor.commands.options import (
     PromptLenOpt,
     WeightsDtypeOpt,
     workload_from_options,
+    workload_values,
 )
 from hwadvisor.commands.output import (
     JsonOpt,
     MarkdownOpt,
     OutputOpt,
     console,
-    emit_report,
     exit_for_gates,
     note,
+    print_notes,
+    publish,
 )
 from hwadvisor.exitcodes import ExitCode, UserError
 from hwadvisor.gates import FailOnOpt, MinBandwidthFractionOpt, apply_gates
@@ -99,6 +102,13 @@ def verdict_table(report: Report) -> Table:
     return table
 
 
+def render(report: Report) -> None:
+    """Print the trial results and, when the report has recommendations, their verdicts."""
+    console.print(trial_table(report))
+    if report.recommendations:
+        console.print(verdict_table(report))
+
+
 def _require_gpu() -> None:
     from hwadvisor.trials.base import TORCH_MISSING, cuda_available, torch_missing
 
@@ -112,8 +122,8 @@ def _require_gpu() -> None:
                         code=ExitCode.NO_DEVICE)
 
 
-def run_validate(trial_ids: list[str] | None, quick: bool, workload_options: dict[str, object],
-                 progress: bool) -> Report:
+def run_validate(trial_ids: list[str] | None, quick: bool,
+                 workload_options: Mapping[str, object], progress: bool) -> Report:
     """Probe, build the workload, run the trials; return the validate report (maybe partial)."""
     from hwadvisor.probe import collect
     from hwadvisor.trials.registry import trial_ids as all_ids
@@ -192,6 +202,7 @@ def register(app: typer.Typer) -> None:
         Exit 4 when a trial could not run (error); unsupported trials are reported, not failed.
         Ctrl-C stops the run and still writes the partial report (exit 130).
         """
+        workload_options = workload_values(locals())  # first: locals() is the parameters
         from hwadvisor.trials.registry import TRIALS, check_ids
 
         if list_trials:
@@ -206,23 +217,10 @@ def register(app: typer.Typer) -> None:
         if from_report is not None:
             report = validate_from_report(from_report, quick, progress)
         else:
-            options: dict[str, object] = {
-                "model": model, "phase": phase, "batch": batch, "prompt_len": prompt_len,
-                "gen_len": gen_len, "weights_dtype": weights_dtype, "kv_dtype": kv_dtype,
-                "activation_dtype": activation_dtype, "optimizer": optimizer,
-                "grad_accum": grad_accum, "gpus": gpus, "nodes": nodes,
-                "gpus_per_node": gpus_per_node, "inter_node_gbps": inter_node_gbps,
-                "activation_checkpointing": activation_checkpointing,
-            }
-            report = run_validate(trial, quick, options, progress)
-        for line in report.notes:
-            note(f"note: {line}")
+            report = run_validate(trial, quick, workload_options, progress)
+        print_notes(report.notes, "note: ")
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
-        emit_report(report, as_json, output, markdown)
-        if not as_json:
-            console.print(trial_table(report))
-            if report.recommendations:
-                console.print(verdict_table(report))
+        publish(report, render, as_json, output, markdown)
         if report.interrupted:
             note("interrupted: the report holds the trials that finished")
             raise typer.Exit(INTERRUPTED_EXIT)

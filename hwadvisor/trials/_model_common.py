@@ -1,7 +1,8 @@
 """Small helpers the model-level trials share.
 
-Results for the unsupported/error cases, the environment record, and the workload's block
-shape scaled to a few-second trial.
+The guarded run() (unsupported first, an exception becomes an error result, memory released),
+the result with its environment record and wall time, and the workload's block shape scaled to
+a few-second trial.
 
 torch is imported only inside functions.
 """
@@ -9,10 +10,12 @@ torch is imported only inside functions.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hwadvisor.models import ModelSpec, TrialEnvironment, TrialResult, Workload
+from hwadvisor.models import Measurement, ModelSpec, TrialEnvironment, TrialResult, Workload
+from hwadvisor.trials.base import Trial, TrialContext, release_memory
 
 # When the workload has no architecture spec, the trials use Llama-3-8B's block widths
 # (config.json of meta-llama/Meta-Llama-3-8B: hidden 4096, 32 heads, 8 KV heads, head_dim 128,
@@ -130,6 +133,57 @@ def failed(trial_id: str, exc: BaseException, started: float) -> TrialResult:
         id=trial_id,
         status="error",
         reason=f"{type(exc).__name__}: {exc}"[:2000],
+        wall_s=time.perf_counter() - started,
+    )
+
+
+def run_guarded(
+    trial: Trial,
+    ctx: TrialContext,
+    body: Callable[[TrialContext, float], TrialResult],
+    cleanup: Callable[[], None] | None = None,
+) -> TrialResult:
+    """Run a model-level trial: unsupported first, then body(ctx, started), guarded.
+
+    An exception becomes an error result (the runner records it; the next trial still runs).
+    Either way cleanup (when given) runs, then release_memory.
+    """
+    reason = trial.unsupported_reason(ctx)
+    if reason:
+        return unsupported(trial.id, reason)
+    started = time.perf_counter()
+    try:
+        return body(ctx, started)
+    except Exception as exc:  # the runner records the failure; the next trial still runs
+        return failed(trial.id, exc, started)
+    finally:
+        if cleanup is not None:
+            cleanup()
+        release_memory()
+
+
+def finished(
+    trial_id: str,
+    device: str,
+    started: float,
+    *,
+    ok: bool,
+    reason: str | None,
+    measurements: list[Measurement],
+    effect: dict[str, float],
+    summary: str,
+    max_error: float | None,
+) -> TrialResult:
+    """Build a model-level trial's result: status from ok, its environment and wall time."""
+    return TrialResult(
+        id=trial_id,
+        status="ok" if ok else "error",
+        reason=reason,
+        measurements=measurements,
+        effect=effect,
+        summary=summary,
+        max_error=max_error,
+        environment=environment(device),
         wall_s=time.perf_counter() - started,
     )
 

@@ -21,14 +21,12 @@ The best backend's name is in the summary and in every measurement's params (bes
 
 from __future__ import annotations
 
-import time
 import warnings
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
-from hwadvisor.models.trial import TrialStatus
 from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, release_memory, torch_device, torch_missing
+from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
 
 TRIAL_ID = "attention-backends"
 BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
@@ -59,16 +57,7 @@ class AttentionBackendsTrial:
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Run every backend; see the module docstring."""
-        reason = self.unsupported_reason(ctx)
-        if reason:
-            return common.unsupported(TRIAL_ID, reason)
-        started = time.perf_counter()
-        try:
-            return _run(ctx, started)
-        except Exception as exc:  # the runner records the failure; the next trial still runs
-            return common.failed(TRIAL_ID, exc, started)
-        finally:
-            release_memory()
+        return common.run_guarded(self, ctx, _run)
 
 
 def _shape(ctx: TrialContext, device: str) -> common.BlockShape:
@@ -180,20 +169,17 @@ def _result(ctx: TrialContext, device: str, shape: common.BlockShape, dtype_name
         + (f"; unsupported here: {', '.join(unsupported)}" if unsupported else "")
         + (f"; WRONG output: {', '.join(w.lower() for w in wrong)}" if wrong else "")
     )
-    status: TrialStatus = "ok" if good and not wrong else "error"
     reason = None
     if wrong:
         reason = f"backend output beyond tolerance {tol:.0e}: {', '.join(w.lower() for w in wrong)}"
     elif not good:
         reason = "no backend ran"
-    return TrialResult(
-        id=TRIAL_ID,
-        status=status,
+    return common.finished(
+        TRIAL_ID, device, started,
+        ok=bool(good) and not wrong,
         reason=reason,
         measurements=list(results.values()),
         effect=effect,
         summary=summary,
         max_error=max_error if max_error is not None and max_error != float("inf") else None,
-        environment=common.environment(device),
-        wall_s=time.perf_counter() - started,
     )

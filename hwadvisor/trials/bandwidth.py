@@ -20,10 +20,10 @@ from hwadvisor.trials.timing import (
     bench,
     check_close,
     effects,
-    max_error,
     poison,
     rate,
     rel_error,
+    variants_result,
 )
 
 GIB = 1024**3
@@ -104,12 +104,10 @@ class MemoryBandwidthTrial:
         copy_gbps, triad_gbps = measurements[0].value, measurements[1].value
         where = f"device memory ({device})" if device != "cpu" else (
             f"host memory (torch CPU kernels, {torch.get_num_threads()} threads)")
-        return TrialResult(
-            id=self.id,
-            status="ok",
-            measurements=measurements,
+        return variants_result(
+            self.id, measurements,
+            ok=True,  # a failed check or timing raises: the runner reports it as an error
             effect=effects(copy_gbps=copy_gbps, triad_gbps=triad_gbps),
             summary=f"{where}: copy {copy_gbps or 0:.0f} GB/s, triad {triad_gbps or 0:.0f} GB/s "
                     f"over {n * 4 / MIB:.0f} MiB buffers",
-            max_error=max_error(measurements),
         )

@@ -26,12 +26,11 @@ Effect keys:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, release_memory, torch_device, torch_missing
+from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
 
 TRIAL_ID = "activation-checkpointing"
 
@@ -49,16 +48,7 @@ class ActivationCheckpointingTrial:
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Measure both variants; see the module docstring."""
-        reason = self.unsupported_reason(ctx)
-        if reason:
-            return common.unsupported(TRIAL_ID, reason)
-        started = time.perf_counter()
-        try:
-            return _run(ctx, started)
-        except Exception as exc:  # the runner records the failure; the next trial still runs
-            return common.failed(TRIAL_ID, exc, started)
-        finally:
-            release_memory()
+        return common.run_guarded(self, ctx, _run)
 
 
 def _shape(ctx: TrialContext, device: str) -> common.BlockShape:
@@ -251,15 +241,12 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
         f"{effect.get('memory_factor', float('nan')):.2f}, step time x"
         f"{effect.get('time_factor', float('nan')):.2f} ({method}); gradient error {err:.1e}"
     )
-    result = TrialResult(
-        id=TRIAL_ID,
-        status="ok" if ok else "error",
+    return common.finished(
+        TRIAL_ID, device, started,
+        ok=ok,
         reason=None if ok else f"gradients differ: relative error {err:.2e} > {tol:.0e}",
         measurements=[timings[False], timings[True], *mem_meas],
         effect=effect,
         summary=summary,
         max_error=err if err == err and err != float("inf") else None,
-        environment=common.environment(device),
-        wall_s=time.perf_counter() - started,
     )
-    return result

@@ -24,7 +24,7 @@ import time
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, release_memory, torch_device, torch_missing
+from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
 
 TRIAL_ID = "torch-compile"
 MAX_AUTOTUNE_BUDGET_S = 120.0
@@ -54,17 +54,7 @@ class TorchCompileTrial:
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Compile and compare; see the module docstring."""
-        reason = self.unsupported_reason(ctx)
-        if reason:
-            return common.unsupported(TRIAL_ID, reason)
-        started = time.perf_counter()
-        try:
-            return _run(ctx, started)
-        except Exception as exc:  # the runner records the failure; the next trial still runs
-            return common.failed(TRIAL_ID, exc, started)
-        finally:
-            _reset_dynamo()
-            release_memory()
+        return common.run_guarded(self, ctx, _run, cleanup=_reset_dynamo)
 
 
 def _reset_dynamo() -> None:
@@ -160,14 +150,12 @@ def _result(device: str, shape: common.BlockShape, dtype_name: str, mode: str, e
         f"speedup x{effect.get('speedup', float('nan')):.2f}, "
         f"compile {effect['compile_s']:.1f} s; output error {err:.1e}"
     )
-    return TrialResult(
-        id=TRIAL_ID,
-        status="ok" if ok else "error",
+    return common.finished(
+        TRIAL_ID, device, started,
+        ok=ok,
         reason=None if ok else f"compiled output differs from eager: {err:.2e} > {tol:.0e}",
         measurements=[eager, comp, compile_m],
         effect=effect,
         summary=summary,
         max_error=err if err != float("inf") else None,
-        environment=common.environment(device),
-        wall_s=time.perf_counter() - started,
     )

@@ -13,12 +13,11 @@ Effect keys:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from hwadvisor.models import TrialResult
 from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, cuda_reason, release_memory, torch_device
+from hwadvisor.trials.base import TrialContext, cuda_reason, torch_device
 
 TRIAL_ID = "cuda-graphs"
 MAX_CONTEXT = 4096
@@ -38,16 +37,7 @@ class CudaGraphsTrial:
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Measure both variants; see the module docstring."""
-        reason = self.unsupported_reason(ctx)
-        if reason:
-            return common.unsupported(TRIAL_ID, reason)
-        started = time.perf_counter()
-        try:
-            return _run(ctx, started)
-        except Exception as exc:  # the runner records the failure; the next trial still runs
-            return common.failed(TRIAL_ID, exc, started)
-        finally:
-            release_memory()
+        return common.run_guarded(self, ctx, _run)
 
 
 def _context_len(ctx: TrialContext) -> int:
@@ -141,14 +131,12 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
         f"graph {effect.get('graph_step_ms', float('nan')):.3f} ms, "
         f"speedup x{effect.get('speedup', float('nan')):.2f}; output error {err:.1e}"
     )
-    return TrialResult(
-        id=TRIAL_ID,
-        status="ok" if ok else "error",
+    return common.finished(
+        TRIAL_ID, device, started,
+        ok=ok,
         reason=None if ok else f"graph output differs from eager: {err:.2e} > {tol:.0e}",
         measurements=[eager, replay],
         effect=effect,
         summary=summary,
         max_error=err if err != float("inf") else None,
-        environment=common.environment(device),
-        wall_s=time.perf_counter() - started,
     )

@@ -22,12 +22,11 @@ from hwadvisor.trials.timing import (
     effects,
     geomean,
     guarded,
-    max_error,
     poison,
     rel_error,
     rotation_sets,
-    skipped_note,
     speedup,
+    variants_result,
 )
 
 FP8_TOLERANCE = 0.1  # against the unquantized float32 product; e4m3 lands at ~2e-2..5e-2
@@ -158,14 +157,11 @@ class Fp8GemmTrial:
             decode_speedup_rowwise=geomean(ratios.get("decode/fp8-rowwise", [])),
         )
         summary = ", ".join(f"{k} {v:.2f}x" for k, v in found.items() if k != "speedup")
-        return TrialResult(
-            id=self.id,
-            status="ok" if (prefill is not None or decode is not None) else "error",
-            reason=skipped_note(measurements),
-            measurements=measurements,
+        return variants_result(
+            self.id, measurements,
+            ok=prefill is not None or decode is not None,
             effect=found,
             summary=(f"fp8 vs bf16 at M={phases['prefill']} (prefill) and M={phases['decode']} "
                      f"(decode), shapes {', '.join(f'{s.name} {s.n}x{s.k}' for s in shapes)}: "
                      f"{summary or 'no speedup measured'}"),
-            max_error=max_error(measurements),
         )

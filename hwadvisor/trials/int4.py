@@ -36,11 +36,10 @@ from hwadvisor.trials.timing import (
     effects,
     geomean,
     guarded,
-    max_error,
     rel_error,
     rotation_sets,
-    skipped_note,
     speedup,
+    variants_result,
 )
 
 BATCHES = (1, 4, 16, 64)
@@ -187,14 +186,11 @@ class Int4WeightOnlyTrial:
         own = ctx.workload.batch if ctx.workload is not None else 1
         found = effects(**per_batch, speedup=per_batch.get(f"speedup_b{own}"))
         summary = ", ".join(f"b{b} {geomean(ratios[b]):.2f}x" for b in batches if b in ratios)
-        return TrialResult(
-            id=self.id,
-            status="ok" if ratios else "error",
-            reason=skipped_note(measurements),
-            measurements=measurements,
+        return variants_result(
+            self.id, measurements,
+            ok=bool(ratios),
             effect=found,
             summary=(f"int4 (group {GROUP_SIZE}) vs bf16 on {device}, shapes "
                      f"{', '.join(f'{s.name} {s.n}x{s.k}' for s in shapes)}: "
                      f"{summary or 'none measured'}"),
-            max_error=max_error(measurements),
         )

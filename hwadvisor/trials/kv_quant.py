@@ -27,12 +27,11 @@ Effect keys:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, release_memory, torch_device, torch_missing
+from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
 
 TRIAL_ID = "kv-cache-quantization"
 MAX_CONTEXT = 8192
@@ -59,16 +58,7 @@ class KvCacheQuantizationTrial:
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Quantise, attend, compare; see the module docstring."""
-        reason = self.unsupported_reason(ctx)
-        if reason:
-            return common.unsupported(TRIAL_ID, reason)
-        started = time.perf_counter()
-        try:
-            return _run(ctx, started)
-        except Exception as exc:  # the runner records the failure; the next trial still runs
-            return common.failed(TRIAL_ID, exc, started)
-        finally:
-            release_memory()
+        return common.run_guarded(self, ctx, _run)
 
 
 def quantize_fp8(t: Any, per_head: bool) -> tuple[Any, Any]:
@@ -191,14 +181,12 @@ def _result(device: str, shape: tuple[int, int, int, int, int, str], bf16_bytes:
         f"(per-head scales) / {pt['out_err']:.1e} (one scale); bf16 cache's own error "
         f"{effect['bf16_output_rel_error']:.1e}"
     )
-    return TrialResult(
-        id=TRIAL_ID,
-        status="ok" if finite else "error",
+    return common.finished(
+        TRIAL_ID, device, started,
+        ok=finite,
         reason=None if finite else "non-finite error: the FP8 cache produced NaN or Inf",
         measurements=measurements,
         effect=effect if finite else {},
         summary=summary,
         max_error=ph["out_err"] if finite else None,
-        environment=common.environment(device),
-        wall_s=time.perf_counter() - started,
     )

@@ -26,13 +26,12 @@ from hwadvisor.trials.timing import (
     check_close,
     effects,
     guarded,
-    max_error,
     poison,
     ran,
     rate,
     rel_error,
     rotation_sets,
-    skipped_note,
+    variants_result,
 )
 
 GPU_SIZE = 8192
@@ -187,12 +186,9 @@ class MatmulPeakTrial:
         done = ran(measurements)
         tflops = {f"{m.label}_tflops": m.value for m in done}
         summary = ", ".join(f"{m.label} {m.value:.1f}" for m in done if m.value is not None)
-        return TrialResult(
-            id=self.id,
-            status="ok" if done else "error",
-            reason=skipped_note(measurements),
-            measurements=measurements,
+        return variants_result(
+            self.id, measurements,
+            ok=bool(done),
             effect=effects(**tflops),
             summary=f"{device} {size}^3 TFLOP/s: {summary or 'none measured'}",
-            max_error=max_error(measurements),
         )

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hwadvisor.models import Measurement
+from hwadvisor.models import Measurement, TrialResult
 
 # H200 L2 is 60 MiB (NVIDIA H200 datasheet / Hopper tuning guide: 50 MB on H100 SXM, 60 MB on
 # H200); a rotation total of 4x the largest L2 we target keeps every timed call reading DRAM.
@@ -227,3 +227,23 @@ def skipped_note(measurements: list[Measurement]) -> str | None:
 def ran(measurements: list[Measurement]) -> list[Measurement]:
     """Return the variants that produced samples."""
     return [m for m in measurements if not m.skipped and m.samples]
+
+
+def variants_result(
+    trial_id: str,
+    measurements: list[Measurement],
+    *,
+    ok: bool,
+    effect: dict[str, float],
+    summary: str,
+) -> TrialResult:
+    """Build a hardware trial's result: status from ok, skipped variants as reason, max error."""
+    return TrialResult(
+        id=trial_id,
+        status="ok" if ok else "error",
+        reason=skipped_note(measurements),
+        measurements=measurements,
+        effect=effect,
+        summary=summary,
+        max_error=max_error(measurements),
+    )
