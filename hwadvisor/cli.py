@@ -71,27 +71,12 @@ def _print_error(message: str, hint: str | None) -> None:
         err_console.print(f"hint: {hint}", highlight=False, markup=False)
 
 
-app = typer.Typer(
-    cls=HwGroup,
-    name="hwadvisor",
-    help=(
-        "Hardware-aware optimization advice for training and serving LLMs: probe the machine, "
-        "model the workload, recommend changes and prove them with short kernel trials.\n\n"
-        + EXIT_CODES_HELP
-    ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=bool(os.environ.get("HWADVISOR_DEBUG")),
-)
-
-
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"hwadvisor {__version__}")
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -100,9 +85,39 @@ def _root(
     """Hardware-aware optimization advisor."""
 
 
-register_all(app)
+def build_app(only: str | None = None) -> typer.Typer:
+    """Build the typer app with every command, or with only the module of command `only`."""
+    new_app = typer.Typer(
+        cls=HwGroup,
+        name="hwadvisor",
+        help=(
+            "Hardware-aware optimization advice for training and serving LLMs: probe the machine, "
+            "model the workload, recommend changes and prove them with short kernel trials.\n\n"
+            + EXIT_CODES_HELP
+        ),
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=bool(os.environ.get("HWADVISOR_DEBUG")),
+    )
+    new_app.callback()(_root)
+    register_all(new_app, only)
+    return new_app
+
+
+_full_app: typer.Typer | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """`hwadvisor.cli.app`: the app with every command, built on first use."""
+    global _full_app
+    if name != "app":
+        raise AttributeError(name)
+    if _full_app is None:
+        _full_app = build_app()
+    return _full_app
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: imports only the module of the command that was asked for."""
+    first = sys.argv[1] if len(sys.argv) > 1 else None
+    build_app(first)()

@@ -248,7 +248,7 @@ def _progress(enabled: bool) -> AbstractContextManager[Any]:
 
     return Progress(TextColumn("{task.description}"), BarColumn(),
                     TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                    console=err_console, transient=True)
+                    console=err_console.real(), transient=True)
 
 
 def busy_note(results: list[TrialResult]) -> str | None:

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import importlib
+
 import typer
 
+# Command name -> the module that registers it, in help order. Data, so that `hwadvisor probe`
+# can import only hwadvisor.commands.probe: start-up time is a target of the probe.
+COMMAND_MODULES: dict[str, str] = {
+    "probe": "probe",
+    "profiles": "profiles",
+    "estimate": "estimate",
+    "recommend": "recommend",
+    "validate": "validate",
+    "schema": "reports",
+    "compare": "reports",
+    "plot": "reports",
+}
 
-def register_all(app: typer.Typer) -> None:
-    """Register every command module's commands on app, in help order."""
-    from hwadvisor.commands import estimate, probe, profiles, recommend, reports, validate
 
-    for module in (probe, profiles, estimate, recommend, validate, reports):
-        module.register(app)
+def register_all(app: typer.Typer, only: str | None = None) -> None:
+    """Register the commands on app: all of them, or only the module of the command `only`."""
+    wanted = [COMMAND_MODULES[only]] if only in COMMAND_MODULES else COMMAND_MODULES.values()
+    for name in dict.fromkeys(wanted):
+        importlib.import_module(f"hwadvisor.commands.{name}").register(app)

@@ -19,18 +19,36 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from hwadvisor.exitcodes import ExitCode
 from hwadvisor.models import Report
 from hwadvisor.reportio import check_target, report_json, write_report, write_text_atomic
 
-console = Console()
-err_console = Console(stderr=True)
+
+class _LazyConsole:
+    """A rich Console made on first use: rich costs start-up time that --json never needs."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Any = None
+
+    def real(self) -> Any:
+        """Return the rich Console itself, for rich objects that take one (Progress, Live)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
+
+
+console: Any = _LazyConsole(stderr=False)
+err_console: Any = _LazyConsole(stderr=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
 OutputOpt = Annotated[
@@ -109,13 +127,18 @@ def exit_for_gates(report: Report) -> None:
     if not report.gates_tripped:
         return
     for line in report.gates_tripped:
+        from rich.markup import escape
+
         err_console.print(f"[bold red]gate tripped:[/] {escape(line)}", highlight=False)
     raise typer.Exit(int(ExitCode.GATE_TRIPPED))
 
 
 def note(message: str) -> None:
-    """Print a one-line note for people on stderr (never mixed into JSON on stdout)."""
-    err_console.print(message, highlight=False, markup=False)
+    """Print a one-line note for people on stderr (never mixed into JSON on stdout).
+
+    Plain print, not rich: a note is one unstyled line, and rich would cost the probe start-up.
+    """
+    print(message, file=sys.stderr, flush=True)
 
 
 def print_notes(lines: Iterable[str], prefix: str = "") -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.table import Table
 
 from hwadvisor.commands.output import (
     JsonOpt,
@@ -14,6 +15,9 @@ from hwadvisor.commands.output import (
     publish,
 )
 from hwadvisor.models import Device, Report
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def _gb(value: int | None) -> str:
@@ -26,6 +30,8 @@ def _fmt(value: object, unit: str = "") -> str:
 
 def device_table(report: Report) -> Table:
     """Build a rich table of the host and its devices."""
+    from rich.table import Table
+
     table = Table(title="hwadvisor probe", show_lines=False)
     table.add_column("what")
     table.add_column("value")
