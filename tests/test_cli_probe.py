@@ -143,3 +143,23 @@ def test_probe_path_imports_no_torch():
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_probe_json_imports_only_what_it_needs():
+    """`probe --json` (the start-up target) loads no torch, no rich and no other command."""
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['hwadvisor', 'probe', '--json']\n"
+        "try:\n"
+        "    runpy.run_module('hwadvisor', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] in ('torch', 'rich', 'matplotlib')\n"
+        "          or m in ('hwadvisor.commands.recommend', 'hwadvisor.perfmodel',\n"
+        "                   'hwadvisor.workload', 'hwadvisor.rules')]\n"
+        "print(sorted(loaded), file=sys.stderr)\n"
+        "sys.exit(1 if loaded else 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
