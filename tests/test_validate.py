@@ -125,6 +125,20 @@ def test_refuted_when_no_gain():
     assert v.verdict(r, ok("torch-compile", speedup=0.7)).status == "refuted"
 
 
+def test_a_speedup_within_the_timing_noise_is_no_gain():
+    r = rec("fp8-weights", "fp8-gemm", "estimate.times.decode_step_s", 0.8)
+    steady = [1.0, 1.01, 0.99, 1.0, 1.0]
+    jumpy = [0.8, 1.0, 1.2, 0.85, 1.15]  # IQR 0.3 of a median 1.0: 30% noise
+    clean = TrialResult(id="fp8-gemm", status="ok", effect={"decode_speedup": 1.12},
+                        measurements=[Measurement(label="bf16", samples=steady)])
+    noisy = TrialResult(id="fp8-gemm", status="ok", effect={"decode_speedup": 1.12},
+                        measurements=[Measurement(label="bf16", samples=jumpy)])
+    assert v.verdict(r, clean).status == "confirmed"
+    judged = v.verdict(r, noisy)
+    assert judged.status == "refuted"
+    assert "must exceed 30%" in judged.detail
+
+
 def test_rate_metric_uses_speedup_directly():
     r = rec("torch-compile", "torch-compile", "estimate.tokens_per_s", 1.25)
     val = v.verdict(r, ok("torch-compile", speedup=1.5))
