@@ -320,7 +320,6 @@ def _good(kind: EffectKind, value: float, margin: float = MIN_EFFECT) -> bool:
 def timing_noise(result: TrialResult) -> float:
     """Return the largest relative spread (IQR / median) of the trial's timed variants.
 
-
     A speedup smaller than this is within the run-to-run noise of its own timings: seen on the
     H200 on 2026-11-30, where FP8 decode GEMMs of ~30 us measured 0.84x in one run and 1.2x
     in another.
