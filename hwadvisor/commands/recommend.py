@@ -181,7 +181,7 @@ def _verdict_text(rec: Recommendation) -> str:
     val = rec.validation
     if val.status == "pending":
         return "pending (--validate)" if rec.trial else "no trial"
-    text = val.status
+    text: str = str(val.status)
     if val.prediction_error is not None:
         text += f", prediction error {val.prediction_error:+.0%}"
     if val.holds_where:

@@ -150,7 +150,7 @@ def _config(ctx: TrialContext, backend: str, world: int) -> dict[str, Any]:
         "backend": backend,
         "dtype": "bf16",
         "ops": list(OPS),
-        "sizes": [[str(label), int(n)] for label, n in sizes],  # type: ignore[union-attr]
+        "sizes": [[str(label), int(n)] for label, n in sizes],  # type: ignore[union-attr,attr-defined]
         "warmup": 2 if quick else 5,
         "iters": 2 if quick else 10,
         "repeats": 3 if quick else 10,

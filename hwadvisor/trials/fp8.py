@@ -130,7 +130,7 @@ class Fp8GemmTrial:
                                                         skipped=rowwise_failed))
                         continue
                     try:
-                        result = guarded(f"{phase} {shape.name} {variant}", lambda v=variant:
+                        result = guarded(f"{phase} {shape.name} {variant}", lambda v=variant:  # type: ignore[misc]
                                          _bench_shape(device, phase, m, shape, v, repeats, budget,  # noqa: B023
                                                       max_sets))
                     finally:
