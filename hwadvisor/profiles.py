@@ -407,7 +407,7 @@ def device_from_profile(profile_id: str, index: int = 0) -> Device:
         compute_capability=profile.compute_capability,
         architecture=profile.architecture,
         compute_units=profile.compute_units,
-        formats=list(profile.formats),
+        formats=low_precision(profile.formats),
         peak_tflops=dict(profile.peak_tflops),
         peak_tflops_source=_peak_source(profile),
         power_w=profile.power_w,
@@ -453,7 +453,8 @@ def enrich_device(device: Device, profile: Profile) -> Device:
     if device.memory_bandwidth_gbps is None:
         update["memory_bandwidth_gbps"] = profile.memory_bandwidth_gbps
         update["memory_bandwidth_source"] = _bandwidth_source(profile)
-    update["formats"] = list(dict.fromkeys([*device.formats, *profile.formats]))
+    # what the probe read stays as read; the profile adds its formats below fp32
+    update["formats"] = list(dict.fromkeys([*device.formats, *low_precision(profile.formats)]))
     for field in ("memory_type", "compute_capability", "architecture", "compute_units", "power_w"):
         if getattr(device, field) is None and getattr(profile, field) is not None:
             update[field] = getattr(profile, field)
@@ -473,6 +474,11 @@ def unknown_device_hint(device: Device) -> str:
         f"no profile matches {device.name!r}; pass --device ID to plan with a known profile "
         "(hwadvisor profiles list)"
     )
+
+
+def low_precision(formats: list[str]) -> list[str]:
+    """Return the formats below fp32, once each: what Device.formats lists (fp32 is a peak)."""
+    return [f for f in dict.fromkeys(formats) if f != "fp32"]
 
 
 def enrich_devices(devices: list[Device]) -> tuple[list[Device], list[str]]:

@@ -288,6 +288,8 @@ class NvidiaBackend:
             compute_units=self._sm_count(index),
             formats=formats_for(cc),
             power_w=power_limit_w,
+            # NVML's combined id is device << 16 | vendor (0x233510DE: device 0x2335 of 0x10DE)
+            pci_device_id=f"0x{int(pci.pciDeviceId) >> 16:04x}" if pci is not None else None,
             source="probe",
             interconnect=Interconnect(pcie=self._read_pcie(index)),
             nvidia=details,
