@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from hwadvisor.models import DeviceClass, Report
 from hwadvisor.probe.base import Backend, BackendResult
@@ -51,7 +51,7 @@ BACKEND_FACTORIES: dict[str, Callable[[], Backend]] = {
 DETECTION_ORDER: tuple[str, ...] = ("nvidia", "amd", "apple", "android", "ios")
 
 
-def run_backends(backends: Sequence[Backend]) -> BackendResult:
+def run_backends(backends: Iterable[Backend]) -> BackendResult:
     """Try each backend in order; return the first that finds devices, with every note seen."""
     notes: list[str] = []
     for backend in backends:
@@ -69,9 +69,9 @@ def run_backends(backends: Sequence[Backend]) -> BackendResult:
 
 def collect(backends: Sequence[Backend] | None = None) -> Report:
     """Probe the host and its accelerators; never raises for missing drivers or libraries."""
-    if backends is None:
-        backends = [BACKEND_FACTORIES[name]() for name in DETECTION_ORDER]
-    found = run_backends(backends)
+    # Made one at a time: once NVIDIA finds a GPU the other backends' modules are never imported.
+    found = run_backends(backends if backends is not None else
+                         (BACKEND_FACTORIES[name]() for name in DETECTION_ORDER))
     from hwadvisor.profiles import enrich_devices
 
     devices, hints = enrich_devices(found.devices)
