@@ -56,6 +56,10 @@ class ProfileInterconnect(_ProfileBase):
     )
     fabric: str | None = Field(None, description="Other GPU-GPU fabric, e.g. AMD Infinity Fabric")
     fabric_gbps_bidirectional: float | None = None
+    network_gbps_per_gpu: float | None = Field(
+        None, gt=0, description="Scale-out network per GPU in the vendor's reference system, "
+        "one direction, GB/s (planning across nodes uses it when --inter-node-gbps is not given)"
+    )
 
 
 class ProfileMatch(_ProfileBase):
@@ -388,7 +392,7 @@ def _interconnect_from(profile: Profile) -> Interconnect | None:
     if link.nvlink_gbps_bidirectional is not None:
         one_way = _nvlink_one_direction_gbps(profile)
         nvlink = NvLinkInfo(version=link.nvlink_version, bandwidth_gbps=one_way)
-    return Interconnect(pcie=pcie, nvlink=nvlink)
+    return Interconnect(pcie=pcie, nvlink=nvlink, network_gbps=link.network_gbps_per_gpu)
 
 
 def device_from_profile(profile_id: str, index: int = 0) -> Device:

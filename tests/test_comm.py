@@ -158,3 +158,24 @@ def test_default_strategy_when_gpus_given_without_sharding():
     assert "ddp_allreduce_bytes" in train_est.communication
     infer_est = estimate(build_workload("llama-3-70b", gpus=8), dev("h100-sxm"))
     assert "tp_decode_bytes" in infer_est.communication
+
+
+def test_multi_node_takes_the_network_from_the_profile_unless_given():
+    two_nodes = {"phase": "training", "batch": 1, "nodes": 2, "gpus_per_node": 8}
+    a100 = dev("a100-80gb")  # DGX A100: one 200 Gb/s HDR NIC per GPU = 25 GB/s
+    assert a100.interconnect is not None and a100.interconnect.network_gbps == 25.0
+    planned = estimate(build_workload("llama-3-8b", **two_nodes), a100,
+                       ModelOptions(sharding="fsdp"))
+    assert planned.communication["bus_bandwidth_gbps"] == 25.0
+    assert any("profile's reference system" in a for a in planned.assumptions)
+    given = estimate(build_workload("llama-3-8b", inter_node_gbps=100.0, **two_nodes), a100,
+                     ModelOptions(sharding="fsdp"))
+    assert given.communication["bus_bandwidth_gbps"] == 100.0
+    h100 = dev("h100-sxm")  # the same NVLink GPU with no reference-system network: assumed
+    assert h100.interconnect is not None
+    bare = h100.model_copy(update={"interconnect": h100.interconnect.model_copy(
+        update={"network_gbps": None})})
+    assumed = estimate(build_workload("llama-3-8b", **two_nodes), bare,
+                       ModelOptions(sharding="fsdp"))
+    assert assumed.communication["bus_bandwidth_gbps"] == C.INTER_NODE_DEFAULT_GBPS
+    assert any("assumed 400 Gb/s" in a for a in assumed.assumptions)

@@ -81,6 +81,10 @@ class Interconnect(Strict):
     peers: list[PeerLink] = Field(default_factory=list)
     numa_node: int | None = None
     cpu_affinity: str | None = None
+    network_gbps: float | None = Field(
+        None, description="Scale-out network per GPU, one direction, GB/s, in the vendor's "
+        "reference system (from the profile: DGX H200 has one 400 Gb/s NIC per GPU = 50)"
+    )
 
 
 class GpuProcess(Strict):

@@ -69,6 +69,17 @@ def intra_node_link(device: Device) -> Link:
     return Link(gbps, "pcie", f"no NVLink: {how} bus bandwidth")
 
 
+def inter_node_gbps(setup: Setup) -> tuple[float, str]:
+    """Network per GPU between nodes: --inter-node-gbps, else the profile's system, else assumed."""
+    given = setup.workload.inter_node_bandwidth_gbps
+    if given:
+        return given, "workload"
+    interconnect = setup.device.interconnect
+    if interconnect is not None and interconnect.network_gbps:
+        return interconnect.network_gbps, "the profile's reference system"
+    return C.INTER_NODE_DEFAULT_GBPS, "assumed 400 Gb/s InfiniBand per GPU"
+
+
 def bus_link(setup: Setup, measured_busbw_gbps: float | None = None) -> Link:
     """Pick the collectives' bandwidth: measured > NVLink > PCIe, capped by the network."""
     if measured_busbw_gbps:
@@ -77,9 +88,7 @@ def bus_link(setup: Setup, measured_busbw_gbps: float | None = None) -> Link:
     else:
         link = intra_node_link(setup.device)
     if setup.layout.multi_node:
-        inter = setup.workload.inter_node_bandwidth_gbps or C.INTER_NODE_DEFAULT_GBPS
-        source = "workload" if setup.workload.inter_node_bandwidth_gbps else \
-            "assumed 400 Gb/s InfiniBand per GPU"
+        inter, source = inter_node_gbps(setup)
         if inter < link.gbps:
             link = Link(inter, "inter-node", f"{setup.layout.nodes} nodes: inter-node "
                         f"{inter:g} GB/s per GPU ({source}) caps the bus bandwidth")
