@@ -122,7 +122,3 @@ def upgrade_with_notes(data: dict[str, Any], path: Path) -> tuple[dict[str, Any]
         )
     return cleaned, notes
 
-
-def upgrade(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    """Return data readable by this version's models, or raise a UserError saying why not."""
-    return upgrade_with_notes(data, path)[0]

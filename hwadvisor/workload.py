@@ -360,8 +360,9 @@ def default_workload(
     )
 
 
-def _choice(option: str, value: str | None, default: str, choices: tuple[str, ...],
-            aliases: dict[str, str] | None = None) -> str:
+def parse_choice(option: str, value: str | None, default: str | None, choices: tuple[str, ...],
+                 aliases: dict[str, str] | None = None) -> str | None:
+    """Normalise a choice option (case, aliases) or raise a UserError listing the valid values."""
     if value is None:
         return default
     key = str(value).strip().lower()
@@ -372,6 +373,11 @@ def _choice(option: str, value: str | None, default: str, choices: tuple[str, ..
             hint=f"valid values for {option}: {', '.join(choices)}",
         )
     return key
+
+
+def _req_choice(option: str, value: str | None, default: str, choices: tuple[str, ...],
+                aliases: dict[str, str] | None = None) -> str:
+    return parse_choice(option, value, default, choices, aliases) or default
 
 
 def _int_opt(option: str, value: int | None, default: int | None, minimum: int = 1) -> int | None:
@@ -454,15 +460,15 @@ def build_workload(
     None means "not given": the Workload default is used, and for model the device's default
     model (is_default=True). A bad value raises UserError naming the option (exit 2).
     """
-    phase_v = _choice("--phase", phase, "inference", PHASES)
-    weights_v = _choice("--weights-dtype", weights_dtype, "bf16", DTYPES, _DTYPE_ALIASES)
+    phase_v = _req_choice("--phase", phase, "inference", PHASES)
+    weights_v = _req_choice("--weights-dtype", weights_dtype, "bf16", DTYPES, _DTYPE_ALIASES)
     # Unless told otherwise, fp16/fp32 weights imply the same for activations and KV cache;
     # anything else (bf16, fp8, int4 ...) computes and caches in bf16.
     compute_default = weights_v if weights_v in ("fp16", "fp32") else "bf16"
-    act_v = _choice("--activation-dtype", activation_dtype, compute_default, DTYPES,
+    act_v = _req_choice("--activation-dtype", activation_dtype, compute_default, DTYPES,
                     _DTYPE_ALIASES)
-    kv_v = _choice("--kv-dtype", kv_dtype, compute_default, DTYPES, _DTYPE_ALIASES)
-    opt_v = _choice("--optimizer", optimizer, "adamw", OPTIMIZERS, _OPTIMIZER_ALIASES)
+    kv_v = _req_choice("--kv-dtype", kv_dtype, compute_default, DTYPES, _DTYPE_ALIASES)
+    opt_v = _req_choice("--optimizer", optimizer, "adamw", OPTIMIZERS, _OPTIMIZER_ALIASES)
     batch_v = _int_or("--batch", batch, 1)
     prompt_v = _int_or("--prompt-len", prompt_len, 2048)
     gen_v = _int_or("--gen-len", gen_len, 0 if phase_v == "training" else 256, minimum=0)

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from hwadvisor.exitcodes import UserError
 from hwadvisor.models import ModelOptions
+from hwadvisor.workload import parse_choice
 
 _PANEL = "Model options (what-if)"
 SHARDINGS: tuple[str, ...] = get_args(ModelOptions.model_fields["sharding"].annotation)
@@ -67,16 +68,6 @@ SpeculativeOpt = Annotated[
 ]
 
 
-def _choice(option: str, value: str | None, choices: tuple[str, ...]) -> str | None:
-    if value is None:
-        return None
-    key = value.strip().lower()
-    if key not in choices:
-        raise UserError(f"{option} must be one of {', '.join(choices)}, got {value!r}",
-                        hint=f"valid values for {option}: {', '.join(choices)}")
-    return key
-
-
 def _fraction(option: str, value: float | None) -> float | None:
     if value is not None and not 0.0 <= value <= 1.0:
         raise UserError(f"{option} must be between 0 and 1, got {value}",
@@ -104,10 +95,11 @@ def model_options(
         "comm_overlap": comm_overlap,
         "mixed_precision": not fp32_training,
     }
-    if (s := _choice("--sharding", sharding, SHARDINGS)) is not None:
+    if (s := parse_choice("--sharding", sharding, None, SHARDINGS)) is not None:
         values["sharding"] = s
-    if (a := _choice("--attention-kernel", attention_kernel, ATTENTION_KERNELS)) is not None:
-        values["attention_kernel"] = a
+    kernel = parse_choice("--attention-kernel", attention_kernel, None, ATTENTION_KERNELS)
+    if kernel is not None:
+        values["attention_kernel"] = kernel
     if (o := _fraction("--offload-fraction", offload_fraction)) is not None:
         values["offload_fraction"] = o
     if (p := _fraction("--prefix-cache-hit", prefix_cache_hit)) is not None:
