@@ -66,9 +66,13 @@ class HwGroup(TyperGroup):
 
 
 def _print_error(message: str, hint: str | None) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    # soft_wrap: an error is one line however long (paths), so logs and scripts can grep it;
+    # escape: a message may hold brackets ("[AMD/ATI]") that rich would read as markup.
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     if hint:
-        err_console.print(f"hint: {hint}", highlight=False, markup=False)
+        err_console.print(f"hint: {hint}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _version(value: bool) -> None:
