@@ -9,6 +9,7 @@ medians and their ratio are printed (target: probe <= 0.10 x collect_env).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -24,6 +25,24 @@ COMMANDS = {
     "probe": [sys.executable, "-m", "hwadvisor", "probe", "--json"],
     "collect_env": [sys.executable, "-m", "torch.utils.collect_env"],
 }
+
+
+# Top-level packages the probe imports: when one has no cached bytecode and writing it is off
+# (PYTHONDONTWRITEBYTECODE), every run compiles it from source, which a pip install avoids.
+PROBE_PATH_PACKAGES = ("hwadvisor", "typer", "pydantic", "pydantic_core", "annotated_types",
+                       "psutil", "pynvml")
+
+
+def without_bytecode(packages: tuple[str, ...] = PROBE_PATH_PACKAGES) -> list[str]:
+    """Packages on the probe path whose main file has no cached bytecode next to it."""
+    missing = []
+    for name in packages:
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec else None
+        if origin and origin.endswith(".py"):
+            if not Path(importlib.util.cache_from_source(origin)).exists():
+                missing.append(name)
+    return missing
 
 
 def time_once(argv: list[str], timeout_s: float) -> float | None:
@@ -44,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args(argv)
 
+    no_bytecode = without_bytecode()
+    if no_bytecode:
+        print(f"note: no cached bytecode for {', '.join(no_bytecode)}"
+              + (" and PYTHONDONTWRITEBYTECODE is set: each run compiles them from source"
+                 if os.environ.get("PYTHONDONTWRITEBYTECODE") else
+                 " (the warm-up run writes it)"))
     samples: dict[str, list[float]] = {name: [] for name in COMMANDS}
     failures: dict[str, int] = {name: 0 for name in COMMANDS}
     # One warm-up run each (file cache, .pyc), not counted; then alternate so drift hits both.
@@ -61,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio = (medians["probe"] / medians["collect_env"]
              if medians["probe"] and medians["collect_env"] else None)
     for name in COMMANDS:
-        shown = "failed" if medians[name] is None else f"{medians[name] * 1000:8.1f} ms"
+        median = medians[name]
+        shown = "failed" if median is None else f"{median * 1000:8.1f} ms"
         spread = (f"(min {min(samples[name]) * 1000:.1f}, max {max(samples[name]) * 1000:.1f})"
                   if samples[name] else "")
         print(f"{name:12s} median {shown} {spread}  runs {len(samples[name])}, "
@@ -82,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             "median_s": medians,
             "ratio": ratio,
             "target_ratio": TARGET_RATIO,
+            "without_bytecode": no_bytecode,
+            "dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
             "python": platform.python_version(),
             "machine": platform.machine(),
             "cpu_count": os.cpu_count(),

@@ -8,7 +8,7 @@ mode=${1:-tests}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 res=${OUT:-/tmp/out}/res
 mkdir -p "$res"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site
 if ! python3 -m pip install -q --no-deps --no-index --no-build-isolation . >"$res/pip.log" 2>&1; then
     echo "pip install of the project failed (see pip.log); using PYTHONPATH" | tee -a "$res/pip.log"
@@ -17,11 +17,41 @@ fi
 hw() { python3 -m hwadvisor "$@"; }
 # Start-up is timed from /tmp so the installed package (with its bytecode) is what runs,
 # not the source tree in the working directory.
-startup() { (cd /tmp && timeout 90 python3 "$OLDPWD/benchmarks/probe_startup.py" --json "$res/probe_startup.json" 2>&1 | tail -4); }
+startup() { (cd /tmp && timeout 90 python3 "$OLDPWD/benchmarks/probe_startup.py" --json "$res/${1:-probe_startup}.json" 2>&1 | tail -5); }
+# The image sets PYTHONDONTWRITEBYTECODE=1 and ships some packages without bytecode, so each run
+# compiles them from source; pip byte-compiles what it installs, so do what pip would.
+bytecompile() {
+    (cd /tmp && python3 - <<'PY') | tee "$res/compiled.txt"
+import compileall, importlib.util, os
+for name in ("pynvml", "psutil", "typer", "pydantic", "pydantic_core", "annotated_types", "hwadvisor"):
+    spec = importlib.util.find_spec(name)
+    if spec and spec.origin:
+        path = os.path.dirname(spec.origin) if spec.submodule_search_locations else spec.origin
+        ok = compileall.compile_dir(path, quiet=2) if os.path.isdir(path) else compileall.compile_file(path, quiet=2)
+        print(name, path, "compiled" if ok else "compile failed")
+PY
+}
+# Start-up as the image comes, then after byte-compiling (the figure a pip install gives).
+startup_both() {
+    echo "== start-up as the image comes"; startup probe_startup_image
+    bytecompile >/dev/null
+    echo "== start-up after byte-compiling the probe's packages as pip does"; startup probe_startup
+}
 date -u +%FT%TZ >"$res/date.txt"
 nvidia-smi >"$res/nvidia-smi.txt" 2>&1
 nvidia-smi topo -m >"$res/topo.txt" 2>&1
 case "$mode" in
+startup)
+    # Where the probe's start-up goes on this host: imports, cProfile, then the benchmark.
+    env | grep -i '^PYTHON' >"$res/python_env.txt"
+    stats() { python3 -c 'import pstats,sys; pstats.Stats(sys.argv[1]).sort_stats(sys.argv[2]).print_stats(70)' "$@"; }
+    (cd /tmp && python3 -m hwadvisor probe --json >"$res/probe.json" 2>"$res/probe.err"
+     python3 -X importtime -m hwadvisor probe --json 2>"$res/importtime.txt" >/dev/null
+     python3 -m cProfile -o "$res/probe.prof" -m hwadvisor probe --json >/dev/null 2>&1
+     stats "$res/probe.prof" cumulative >"$res/cprofile.txt"
+     TIMEFORMAT="probe %R s"; for i in 1 2 3; do time python3 -m hwadvisor probe --json >/dev/null 2>&1; done) 2>&1 | tee "$res/times.txt"
+    startup_both
+    ;;
 multi)
     timeout 240 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors -m "gpu or multigpu" -rs tests/test_collectives.py tests/test_gpu_probe.py 2>&1 | tee "$res/pytest_multi.log" | tail -8
     timeout 30 python3 -m hwadvisor probe --json --output "$res/probe_x2.json" >/dev/null
@@ -32,7 +62,7 @@ tests)
     timeout 250 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/test_schema.py -m gpu -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -30
     timeout 30 python3 -m hwadvisor probe --json --output "$res/probe_h200.json" >/dev/null
     timeout 90 python3 -m hwadvisor probe --measure --json --output "$res/probe_measure_h200.json" >/dev/null 2>"$res/probe_measure.err"
-    startup
+    startup_both
     ;;
 bench)
     HWADVISOR_SUITE_REPORT="$res/validate_h200.json" timeout 240 python3 benchmarks/validate_h200.py --out "$res/validate_bench.json" 2>&1 | tee "$res/validate_bench.txt" | tail -30
@@ -47,7 +77,7 @@ final)
     HWADVISOR_SUITE_REPORT="$res/validate_suite.json" timeout 240 python3 benchmarks/validate_h200.py --out "$res/validate_bench.json" 2>&1 | tee "$res/validate_bench.txt" | tail -24
     timeout 150 python3 -m hwadvisor recommend --goal b --model llama-3-8b --batch 1 --gpus 1 --validate --json --output "$res/recommend_b.json" >/dev/null 2>"$res/recommend_b.err"
     timeout 150 python3 -m hwadvisor recommend --goal a --model llama-3.2-1b --phase training --gpus 2 --validate --json --output "$res/recommend_a_x2.json" >/dev/null 2>"$res/recommend_a_x2.err"
-    startup
+    startup_both
     ;;
 esac
 tar -czf "${OUT:-/tmp/out}/results.tgz" -C "$res/.." res

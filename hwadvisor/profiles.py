@@ -42,7 +42,8 @@ MEMORY_MATCH_BAND = (0.75, 1.10)
 
 
 class _ProfileBase(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built on first validation: the probe of a host without a GPU never needs a profile.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ProfileInterconnect(_ProfileBase):

@@ -1,0 +1,42 @@
+"""benchmarks/probe_startup.py: the bytecode check that says when a timing includes compiling."""
+
+from __future__ import annotations
+
+import importlib.util
+import py_compile
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "probe_startup.py"
+
+
+def _load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("probe_startup", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_without_bytecode_lists_a_package_until_it_is_compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = _load_script()
+    package = tmp_path / "hwa_fake_pkg"
+    package.mkdir()
+    init = package / "__init__.py"
+    init.write_text("VALUE = 1\n")
+    single = tmp_path / "hwa_fake_mod.py"
+    single.write_text("VALUE = 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    names = ("hwa_fake_pkg", "hwa_fake_mod", "hwa_not_installed")
+
+    assert script.without_bytecode(names) == ["hwa_fake_pkg", "hwa_fake_mod"]
+
+    py_compile.compile(str(init), cfile=importlib.util.cache_from_source(str(init)))
+    py_compile.compile(str(single), cfile=importlib.util.cache_from_source(str(single)))
+    assert script.without_bytecode(names) == []
+    assert "hwa_fake_pkg" not in sys.modules  # checking never imports the package
