@@ -9,6 +9,7 @@ medians and their ratio are printed (target: probe <= 0.10 x collect_env).
 from __future__ import annotations
 
 import argparse
+import compileall
 import importlib.util
 import json
 import os
@@ -45,6 +46,23 @@ def without_bytecode(packages: tuple[str, ...] = PROBE_PATH_PACKAGES) -> list[st
     return missing
 
 
+def bytecompile(packages: tuple[str, ...] = PROBE_PATH_PACKAGES) -> list[str]:
+    """Byte-compile the packages as pip does on install; return those that failed."""
+    failed = []
+    for name in packages:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.origin:
+            continue
+        origin = Path(spec.origin)
+        if spec.submodule_search_locations:
+            ok = compileall.compile_dir(origin.parent, quiet=2)
+        else:
+            ok = origin.suffix != ".py" or compileall.compile_file(origin, quiet=2)
+        if not ok:
+            failed.append(name)
+    return failed
+
+
 def time_once(argv: list[str], timeout_s: float) -> float | None:
     """Wall seconds of one run; None when the command failed (its time would mislead)."""
     start = time.perf_counter()
@@ -61,7 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="runs of each command (default 5)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument("--bytecompile", action="store_true",
+                        help="byte-compile the probe's packages first, as a pip install does")
     args = parser.parse_args(argv)
+    if args.bytecompile:
+        failed = bytecompile()
+        print("byte-compiled the probe's packages"
+              + (f"; failed: {', '.join(failed)}" if failed else ""))
 
     no_bytecode = without_bytecode()
     if no_bytecode:

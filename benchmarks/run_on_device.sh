@@ -2,7 +2,7 @@
 # One batched run on a lent GPU machine (see docs/benchmarks.md): installs hwadvisor without
 # network (wheels carried in .whl/), runs the GPU tests, the probe, the trials and the
 # benchmarks, and leaves everything under $OUT/res packed as $OUT/results.tgz.
-# Usage: bash benchmarks/run_on_device.sh [tests|bench|multi|final]
+# Usage: bash benchmarks/run_on_device.sh [tests|startup|bench|multi|final]
 set -u
 mode=${1:-tests}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -17,25 +17,12 @@ fi
 hw() { python3 -m hwadvisor "$@"; }
 # Start-up is timed from /tmp so the installed package (with its bytecode) is what runs,
 # not the source tree in the working directory.
-startup() { (cd /tmp && timeout 90 python3 "$OLDPWD/benchmarks/probe_startup.py" --json "$res/${1:-probe_startup}.json" 2>&1 | tail -5); }
-# The image sets PYTHONDONTWRITEBYTECODE=1 and ships some packages without bytecode, so each run
-# compiles them from source; pip byte-compiles what it installs, so do what pip would.
-bytecompile() {
-    (cd /tmp && python3 - <<'PY') | tee "$res/compiled.txt"
-import compileall, importlib.util, os
-for name in ("pynvml", "psutil", "typer", "pydantic", "pydantic_core", "annotated_types", "hwadvisor"):
-    spec = importlib.util.find_spec(name)
-    if spec and spec.origin:
-        path = os.path.dirname(spec.origin) if spec.submodule_search_locations else spec.origin
-        ok = compileall.compile_dir(path, quiet=2) if os.path.isdir(path) else compileall.compile_file(path, quiet=2)
-        print(name, path, "compiled" if ok else "compile failed")
-PY
-}
-# Start-up as the image comes, then after byte-compiling (the figure a pip install gives).
+startup() { (cd /tmp && timeout 120 python3 "$OLDPWD/benchmarks/probe_startup.py" --json "$res/$1.json" "${@:2}" 2>&1 | tail -6); }
+# The image sets PYTHONDONTWRITEBYTECODE=1 and ships pynvml and psutil without bytecode, so each
+# run compiles them from source. Time it as the image comes, then byte-compiled as pip leaves it.
 startup_both() {
     echo "== start-up as the image comes"; startup probe_startup_image
-    bytecompile >/dev/null
-    echo "== start-up after byte-compiling the probe's packages as pip does"; startup probe_startup
+    echo "== start-up byte-compiled, as a pip install leaves it"; startup probe_startup --bytecompile
 }
 date -u +%FT%TZ >"$res/date.txt"
 nvidia-smi >"$res/nvidia-smi.txt" 2>&1

@@ -40,3 +40,20 @@ def test_without_bytecode_lists_a_package_until_it_is_compiled(
     py_compile.compile(str(single), cfile=importlib.util.cache_from_source(str(single)))
     assert script.without_bytecode(names) == []
     assert "hwa_fake_pkg" not in sys.modules  # checking never imports the package
+
+
+def test_bytecompile_leaves_no_package_without_bytecode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = _load_script()
+    package = tmp_path / "hwa_fake_pkg2"
+    package.mkdir()
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    (package / "part.py").write_text("VALUE = 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    names = ("hwa_fake_pkg2", "hwa_not_installed")
+
+    assert script.without_bytecode(names) == ["hwa_fake_pkg2"]
+    assert script.bytecompile(names) == []
+    assert script.without_bytecode(names) == []
+    assert Path(importlib.util.cache_from_source(str(package / "part.py"))).exists()
