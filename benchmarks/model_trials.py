@@ -43,7 +43,7 @@ def main() -> int:
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
-    from hwadvisor.reportio import write_text_atomic
+    from hwadvisor.report.io import write_text_atomic
     from hwadvisor.trials.base import TrialContext
     from hwadvisor.trials.registry import get_trial
 

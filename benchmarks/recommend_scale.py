@@ -13,8 +13,8 @@ import sys
 import time
 
 from hwadvisor import profiles
-from hwadvisor.commands.recommend import DEFAULT_GOAL, GOAL_PHASE, build_recommend_report
-from hwadvisor.rules.schema import GOALS
+from hwadvisor.cli.commands.recommend import DEFAULT_GOAL, GOAL_PHASE, build_recommend_report
+from hwadvisor.rules.playbook import GOALS
 from hwadvisor.workload import list_presets
 
 LARGEST_TARGET_S = 0.5

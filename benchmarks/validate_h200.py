@@ -154,7 +154,7 @@ def main() -> int:
 
     from hwadvisor.trials.bandwidth import buffer_bytes
     from hwadvisor.trials.base import TrialContext
-    from hwadvisor.validate import run_trials
+    from hwadvisor.validator.runner import run_trials
 
     if not torch.cuda.is_available():
         print("no CUDA GPU: nothing to check")

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from hwadvisor.exitcodes import UserError
+from hwadvisor.errors import UserError
 from hwadvisor.models import Device, DeviceClass, Interconnect, NvLinkInfo, PcieLink
 
 if sys.version_info >= (3, 11):

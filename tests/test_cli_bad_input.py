@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from hwadvisor.cli import app
+from hwadvisor.cli.app import app
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parent.parent
@@ -465,8 +465,8 @@ def test_atomic_write_turns_os_errors_into_user_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failing rename (disk full, say) is a UserError with a hint, and no temp file stays."""
-    from hwadvisor import reportio
-    from hwadvisor.exitcodes import UserError
+    from hwadvisor.errors import UserError
+    from hwadvisor.report import io as reportio
 
     def full_disk(src: object, dst: object) -> None:
         raise OSError(28, "No space left on device")

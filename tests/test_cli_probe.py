@@ -11,7 +11,7 @@ import pytest
 from nvml_fakes import h200_fake, no_module_loader
 from typer.testing import CliRunner
 
-from hwadvisor.cli import app
+from hwadvisor.cli.app import app
 from hwadvisor.probe import nvml as nvml_mod
 from hwadvisor.probe.nvml import Nvml
 
@@ -138,7 +138,7 @@ def test_unknown_option(no_gpu):
 
 
 def test_probe_path_imports_no_torch():
-    code = ("import sys, hwadvisor.cli, hwadvisor.probe; hwadvisor.probe.collect(); "
+    code = ("import sys, hwadvisor.cli.app, hwadvisor.probe; hwadvisor.probe.collect(); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
                           text=True, timeout=120, check=False)
@@ -155,7 +155,7 @@ def test_probe_json_imports_only_what_it_needs():
         "except SystemExit:\n"
         "    pass\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] in ('torch', 'rich', 'matplotlib')\n"
-        "          or m in ('hwadvisor.commands.recommend', 'hwadvisor.perfmodel',\n"
+        "          or m in ('hwadvisor.cli.commands.recommend', 'hwadvisor.perfmodel',\n"
         "                   'hwadvisor.workload', 'hwadvisor.rules')]\n"
         "print(sorted(loaded), file=sys.stderr)\n"
         "sys.exit(1 if loaded else 0)\n"

@@ -9,11 +9,11 @@ import pytest
 import report_factory as factory
 from typer.testing import CliRunner
 
-from hwadvisor.cli import app
-from hwadvisor.compare import better_direction, compare_reports
-from hwadvisor.exitcodes import ExitCode
+from hwadvisor.cli.app import app
+from hwadvisor.errors import ExitCode
 from hwadvisor.models import Report
-from hwadvisor.reportio import write_report
+from hwadvisor.report.compare import better_direction, compare_reports
+from hwadvisor.report.io import write_report
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reports"
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from _hf_oracle import hf_counts, shrink
 
-from hwadvisor.configparse import FAMILIES, parse_config, read_config_file
-from hwadvisor.exitcodes import ExitCode, UserError
+from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.workload import (
     count_params,
     list_presets,
@@ -17,9 +16,10 @@ from hwadvisor.workload import (
     moe_layer_count,
     param_breakdown,
 )
+from hwadvisor.workload.configparse import FAMILIES, parse_config, read_config_file
 
 ROOT = Path(__file__).resolve().parents[1]
-PRESET_FILES = sorted((ROOT / "hwadvisor" / "presets").glob("*.json"))
+PRESET_FILES = sorted((ROOT / "hwadvisor" / "workload" / "presets").glob("*.json"))
 FIXTURE_FILES = sorted((ROOT / "tests" / "fixtures" / "configs").glob("*.json"))
 ALL_CONFIGS = PRESET_FILES + FIXTURE_FILES
 

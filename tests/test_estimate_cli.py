@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from hwadvisor.cli import app
+from hwadvisor.cli.app import app
 from hwadvisor.models import Report
 
 runner = CliRunner()

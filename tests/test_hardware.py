@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hwadvisor import hardware
-from hwadvisor.exitcodes import UserError
+from hwadvisor.errors import UserError
 from hwadvisor.models import Device, HostInfo, Report
+from hwadvisor.probe import target as hardware
 
 GIB = 2**30
 
@@ -54,7 +54,7 @@ def test_resolving_a_profile_does_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from hwadvisor.hardware import resolve_target; "
+    code = ("import sys; from hwadvisor.probe.target import resolve_target; "
             "resolve_target('mi300x', 2); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -1,8 +1,8 @@
 """Verdicts for advice whose trial measures an input (bus or PCIe bandwidth), not the effect."""
 
-from hwadvisor.commands.recommend import build_recommend_report
-from hwadvisor.input_verdicts import collectives_verdict, repredict, transfer_verdict
+from hwadvisor.cli.commands.recommend import build_recommend_report
 from hwadvisor.models import TrialResult
+from hwadvisor.validator.inputs import collectives_verdict, repredict, transfer_verdict
 
 
 def _training_report(gpus: int = 2):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import report_factory as factory
 
-from hwadvisor.gates import apply_gates
-from hwadvisor.markdown import cell, num, render_markdown
+from hwadvisor.report.gates import apply_gates
+from hwadvisor.report.markdown import cell, num, render_markdown
 
 
 def test_validate_summary_has_every_section() -> None:

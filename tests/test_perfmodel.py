@@ -7,10 +7,10 @@ import time
 import pytest
 
 from hwadvisor import profiles
-from hwadvisor.hardware import cpu_device
 from hwadvisor.models import Device, HostInfo, Measured, ModelOptions
 from hwadvisor.perfmodel import estimate
 from hwadvisor.perfmodel.memory import kv_bytes_per_token_per_layer, kv_cache_bytes
+from hwadvisor.probe.target import cpu_device
 from hwadvisor.workload import build_workload, list_presets, load_spec
 
 GB = 1e9

@@ -8,10 +8,10 @@ import pytest
 import report_factory as factory
 from typer.testing import CliRunner
 
-from hwadvisor.cli import app
-from hwadvisor.exitcodes import ExitCode, UserError
-from hwadvisor.plot import phase_points, roofline_data
-from hwadvisor.reportio import write_report
+from hwadvisor.cli.app import app
+from hwadvisor.errors import ExitCode, UserError
+from hwadvisor.report.io import write_report
+from hwadvisor.report.plot import phase_points, roofline_data
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

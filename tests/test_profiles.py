@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from hwadvisor import profiles
-from hwadvisor.cli import app
-from hwadvisor.exitcodes import UserError
+from hwadvisor.cli.app import app
+from hwadvisor.errors import UserError
 from hwadvisor.models import Device, Interconnect, NvidiaDetails, NvLinkInfo
 
 REPO_PROFILES = Path(__file__).resolve().parent.parent / "profiles"

@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from hwadvisor.cli import app
-from hwadvisor.reportio import load_report
+from hwadvisor.cli.app import app
+from hwadvisor.report.io import load_report
 
 runner = CliRunner()
 
@@ -122,9 +122,9 @@ def test_validate_hands_the_report_to_the_validator(monkeypatch):
             rec.validation.detail = "fake validator"
         return report
 
-    fake = types.ModuleType("hwadvisor.validate")
+    fake = types.ModuleType("hwadvisor.validator.runner")
     fake.validate_report = fake_validate_report
-    monkeypatch.setitem(__import__("sys").modules, "hwadvisor.validate", fake)
+    monkeypatch.setitem(__import__("sys").modules, "hwadvisor.validator.runner", fake)
     data = recommend_json("--device", "h200-sxm", "--model", "llama-3-8b", "--validate")
     assert seen["ids"] == [r["id"] for r in data["recommendations"]]
     assert {r["validation"]["status"] for r in data["recommendations"]} == {"unsupported"}
@@ -138,9 +138,9 @@ def test_fail_on_gate_trips_exit_1(monkeypatch):
             rec.validation.status = "refuted"
         return report
 
-    fake = types.ModuleType("hwadvisor.validate")
+    fake = types.ModuleType("hwadvisor.validator.runner")
     fake.validate_report = refute_all
-    monkeypatch.setitem(__import__("sys").modules, "hwadvisor.validate", fake)
+    monkeypatch.setitem(__import__("sys").modules, "hwadvisor.validator.runner", fake)
     result = invoke("--device", "h200-sxm", "--model", "llama-3-8b", "--validate",
                     "--fail-on", "refuted", "--json")
     assert result.exit_code == 1

@@ -9,10 +9,10 @@ import pytest
 import report_factory as factory
 from typer.testing import CliRunner
 
-from hwadvisor import schema_compat
-from hwadvisor.cli import app
-from hwadvisor.exitcodes import ExitCode, UserError
-from hwadvisor.reportio import load_report, report_json, write_report
+from hwadvisor.cli.app import app
+from hwadvisor.errors import ExitCode, UserError
+from hwadvisor.report import compat as schema_compat
+from hwadvisor.report.io import load_report, report_json, write_report
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reports"
 

@@ -7,13 +7,13 @@ from functools import cache
 
 import pytest
 
-from hwadvisor.hardware import primary_device, resolve_target
 from hwadvisor.models import Recommendation, Rejected
+from hwadvisor.probe.target import primary_device, resolve_target
 from hwadvisor.rules.conditions import CONDITIONS, When, failed_conditions
 from hwadvisor.rules.engine import Outcome, recommend
 from hwadvisor.rules.facts import FACT_NAMES
 from hwadvisor.rules.metrics import METRICS
-from hwadvisor.rules.schema import (
+from hwadvisor.rules.playbook import (
     GOALS,
     TRIAL_IDS,
     load_rules,

@@ -10,10 +10,10 @@ import pytest
 import report_factory as factory
 from typer.testing import CliRunner
 
-from hwadvisor.cli import app
+from hwadvisor.cli.app import app
 from hwadvisor.models import SCHEMA_VERSION
-from hwadvisor.reportio import report_json
-from hwadvisor.schema import report_schema
+from hwadvisor.report.io import report_json
+from hwadvisor.report.schema import report_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "docs" / "report.schema.json"

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from hwadvisor.models import Workload  # noqa: E402
 from hwadvisor.trials.base import TrialContext  # noqa: E402
 from hwadvisor.trials.registry import get_trial  # noqa: E402
-from hwadvisor.validate import run_trials  # noqa: E402
+from hwadvisor.validator.runner import run_trials  # noqa: E402
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 pytestmark = [pytest.mark.gpu, requires_cuda]

@@ -8,8 +8,7 @@ import pytest
 import report_factory as factory
 from typer.testing import CliRunner
 
-from hwadvisor import validate as v
-from hwadvisor.cli import app
+from hwadvisor.cli.app import app
 from hwadvisor.models import (
     Measurement,
     Prediction,
@@ -20,6 +19,7 @@ from hwadvisor.models import (
 )
 from hwadvisor.trials import registry
 from hwadvisor.trials.base import TrialContext
+from hwadvisor.validator import runner as v
 
 runner = CliRunner()
 

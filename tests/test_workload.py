@@ -9,9 +9,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hwadvisor.cli import HwGroup
-from hwadvisor.commands import options as opts
-from hwadvisor.exitcodes import ExitCode, UserError
+from hwadvisor.cli import options as opts
+from hwadvisor.cli.app import HwGroup
+from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.models import Workload
 from hwadvisor.workload import (
     build_workload,
@@ -240,14 +240,14 @@ def test_cli_non_integer_is_a_usage_error() -> None:
 
 
 def _has_command(name: str) -> bool:
-    from hwadvisor.cli import app
+    from hwadvisor.cli.app import app
 
     return CliRunner().invoke(app, [name, "--help"]).exit_code == 0
 
 
 def test_real_cli_estimate_uses_the_shared_options() -> None:
     """End to end through hwadvisor.cli.app (the estimate command reuses these options)."""
-    from hwadvisor.cli import app
+    from hwadvisor.cli.app import app
 
     if not _has_command("estimate"):
         pytest.skip("the estimate command is not registered yet")

@@ -7,10 +7,10 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hwadvisor.configparse import FAMILIES, parse_config, parse_json_text
-from hwadvisor.exitcodes import ExitCode, UserError
+from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.models import ModelSpec, Workload
 from hwadvisor.workload import build_workload, count_params, list_presets
+from hwadvisor.workload.configparse import FAMILIES, parse_config, parse_json_text
 
 SETTINGS = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -17,7 +17,7 @@ from hwadvisor.perfmodel.memory import (
     window_layers,
     working_weight_dtype,
 )
-from hwadvisor.perfmodel.params import (
+from hwadvisor.workload.params import (
     expected_experts_touched,
     matmul_params_per_token,
 )

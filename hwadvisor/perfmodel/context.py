@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from hwadvisor.models import Device, ModelOptions, ModelSpec, Workload
 from hwadvisor.perfmodel.layout import Layout
-from hwadvisor.perfmodel.params import ParamBreakdown
 from hwadvisor.perfmodel.resources import Resources
+from hwadvisor.workload.params import ParamBreakdown
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from hwadvisor.exitcodes import UserError
+from hwadvisor.errors import UserError
 from hwadvisor.models import (
     Device,
     Estimate,
@@ -37,8 +37,8 @@ from hwadvisor.perfmodel.overhead import (
     launch_cost_s,
     train_launch_s,
 )
-from hwadvisor.perfmodel.params import active_params, workload_breakdown
 from hwadvisor.perfmodel.resources import resolve
+from hwadvisor.workload.params import active_params, workload_breakdown
 
 
 def _spec(workload: Workload) -> ModelSpec:

@@ -7,7 +7,7 @@ import math
 from hwadvisor.models import MemoryEstimate, ModelSpec
 from hwadvisor.perfmodel import constants as C
 from hwadvisor.perfmodel.context import Setup
-from hwadvisor.perfmodel.params import (
+from hwadvisor.workload.params import (
     ParamBreakdown,
     attention_params_per_layer,
     expert_width,

@@ -28,7 +28,7 @@ from hwadvisor.rules.conditions import CONDITIONS, ENGINE_REASONS, expected_text
 from hwadvisor.rules.facts import build_facts, fit_text, gb
 from hwadvisor.rules.metrics import METRICS, gain, prediction, read_metric, tradeoff_text
 from hwadvisor.rules.planners import PLANNERS, PREDICTORS, Plan
-from hwadvisor.rules.schema import Rule, rules_for_goal
+from hwadvisor.rules.playbook import Rule, rules_for_goal
 
 Estimator = Callable[[Workload, Device, ModelOptions], Estimate]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from hwadvisor.exitcodes import UserError
+from hwadvisor.errors import UserError
 from hwadvisor.trials.base import Trial
 
 TRIALS: dict[str, str] = {

@@ -9,8 +9,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from hwadvisor.commands.output import console
-from hwadvisor.exitcodes import UserError
+from hwadvisor.cli.console import console
+from hwadvisor.errors import UserError
 from hwadvisor.models import DeviceClass
 
 profiles_app = typer.Typer(

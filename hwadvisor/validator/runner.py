@@ -244,7 +244,7 @@ def _progress(enabled: bool) -> AbstractContextManager[Any]:
         return nullcontext()
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from hwadvisor.commands.output import err_console
+    from hwadvisor.cli.console import err_console
 
     return Progress(TextColumn("{task.description}"), BarColumn(),
                     TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
@@ -442,8 +442,8 @@ def context_for(report: Report, quick: bool = False) -> TrialContext:
 
 def validate_report(report: Report, progress: bool, quick: bool = False) -> Report:
     """Run each recommendation's trial once at the workload's shapes and set its validation."""
-    from hwadvisor.input_verdicts import INPUT_VERDICTS
     from hwadvisor.trials.registry import TRIALS
+    from hwadvisor.validator.inputs import INPUT_VERDICTS
 
     wanted: list[str] = []
     for rec in report.recommendations:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from hwadvisor.commands.output import (
+from hwadvisor.cli.console import (
     JsonOpt,
     MarkdownOpt,
     OutputOpt,
@@ -146,7 +146,7 @@ def probe(
     if measure:  # the validator's trials; torch is imported only on this path
         import sys
 
-        from hwadvisor.validate import measure_devices
+        from hwadvisor.validator.runner import measure_devices
 
         report = measure_devices(report, progress=not as_json and sys.stderr.isatty())
         for trial in report.trials:
@@ -155,7 +155,7 @@ def probe(
     print_notes(report.notes)
     publish(report, render, as_json, output, markdown)
     if measure and any(t.status in ("error", "interrupted") for t in report.trials):
-        from hwadvisor.exitcodes import ExitCode
+        from hwadvisor.errors import ExitCode
 
         raise typer.Exit(130 if report.interrupted else int(ExitCode.TRIALS_FAILED))
 

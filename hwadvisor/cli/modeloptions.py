@@ -12,7 +12,7 @@ from typing import Annotated, Optional, get_args
 import typer
 from pydantic import ValidationError
 
-from hwadvisor.exitcodes import UserError
+from hwadvisor.errors import UserError
 from hwadvisor.models import ModelOptions
 from hwadvisor.workload import parse_choice
 

@@ -11,7 +11,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from hwadvisor.commands.options import (
+from hwadvisor.cli.console import (
+    JsonOpt,
+    MarkdownOpt,
+    OutputOpt,
+    console,
+    exit_for_gates,
+    note,
+    print_notes,
+    publish,
+)
+from hwadvisor.cli.options import (
     ActCkptOpt,
     ActivationDtypeOpt,
     BatchOpt,
@@ -30,19 +40,9 @@ from hwadvisor.commands.options import (
     workload_from_options,
     workload_values,
 )
-from hwadvisor.commands.output import (
-    JsonOpt,
-    MarkdownOpt,
-    OutputOpt,
-    console,
-    exit_for_gates,
-    note,
-    print_notes,
-    publish,
-)
-from hwadvisor.exitcodes import ExitCode, UserError
-from hwadvisor.gates import FailOnOpt, MinBandwidthFractionOpt, apply_gates
+from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.models import Report, TrialResult
+from hwadvisor.report.gates import FailOnOpt, MinBandwidthFractionOpt, apply_gates
 
 INTERRUPTED_EXIT = 130  # the shell's code for Ctrl-C (128 + SIGINT)
 
@@ -127,7 +127,7 @@ def run_validate(trial_ids: list[str] | None, quick: bool,
     """Probe, build the workload, run the trials; return the validate report (maybe partial)."""
     from hwadvisor.probe import collect
     from hwadvisor.trials.registry import trial_ids as all_ids
-    from hwadvisor.validate import busy_note, context_for, run_trials
+    from hwadvisor.validator.runner import busy_note, context_for, run_trials
 
     hardware = collect()
     first = hardware.devices[0] if hardware.devices else None
@@ -150,8 +150,8 @@ def run_validate(trial_ids: list[str] | None, quick: bool,
 
 def validate_from_report(path: Path, quick: bool, progress: bool) -> Report:
     """Validate the recommendations of a saved recommend report."""
-    from hwadvisor.reportio import load_report
-    from hwadvisor.validate import validate_report
+    from hwadvisor.report.io import load_report
+    from hwadvisor.validator.runner import validate_report
 
     report = load_report(path)
     if not report.recommendations:

@@ -1,4 +1,4 @@
-"""The hwadvisor command line: builds the typer app from hwadvisor.commands and handles errors."""
+"""The typer app: builds it from hwadvisor.cli.commands and turns errors into exit codes."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import typer
 from typer.core import TyperGroup
 
 from hwadvisor import __version__
-from hwadvisor.commands import register_all
-from hwadvisor.commands.output import err_console
-from hwadvisor.exitcodes import EXIT_CODES_HELP, ExitCode, UserError
+from hwadvisor.cli.commands import register_all
+from hwadvisor.cli.console import err_console
+from hwadvisor.errors import EXIT_CODES_HELP, ExitCode, UserError
 
 
 def _usage_hint(exc: Exception) -> str:

@@ -1,6 +1,6 @@
 """The workload: model presets, config.json loading, parameter counts and the default workload.
 
-Presets are real Hugging Face config.json files (hwadvisor/presets/<id>.json, each with a
+Presets are real Hugging Face config.json files (hwadvisor/workload/presets/<id>.json, each with a
 "_source" repo id) and go through the same parser as a user's file. No torch here: probe and
 recommend must start fast.
 """
@@ -18,9 +18,9 @@ from typing import Any, cast, get_args
 
 from pydantic import ValidationError
 
-from hwadvisor.configparse import parse_config, read_config_file, supported_model_types
-from hwadvisor.exitcodes import UserError
+from hwadvisor.errors import UserError
 from hwadvisor.models.workload import Dtype, ModelSpec, Optimizer, Phase, Workload
+from hwadvisor.workload.configparse import parse_config, read_config_file, supported_model_types
 
 __all__ = [
     "DTYPES",
@@ -94,7 +94,7 @@ _SMALL_DEFAULT = "llama-3.2-1b"  # phones, CPU-only hosts, small GPUs, unknown d
 
 
 def _presets_dir() -> Any:
-    return resources.files("hwadvisor") / "presets"
+    return resources.files("hwadvisor.workload") / "presets"
 
 
 @lru_cache(maxsize=1)

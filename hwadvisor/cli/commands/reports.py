@@ -11,12 +11,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from hwadvisor.commands.output import MarkdownOpt, console, err_console, note
-from hwadvisor.exitcodes import ExitCode, UserError
-from hwadvisor.reportio import write_text_atomic
+from hwadvisor.cli.console import MarkdownOpt, console, err_console, note
+from hwadvisor.errors import ExitCode, UserError
+from hwadvisor.report.io import write_text_atomic
 
 if TYPE_CHECKING:
-    from hwadvisor.compare import Comparison
+    from hwadvisor.report.compare import Comparison
 
 ReportArg = Annotated[Path, typer.Argument(help="A report written by hwadvisor --output.",
                                            dir_okay=False)]
@@ -24,7 +24,7 @@ ReportArg = Annotated[Path, typer.Argument(help="A report written by hwadvisor -
 
 def schema() -> None:
     """Print the JSON Schema of the report (committed as docs/report.schema.json)."""
-    from hwadvisor.schema import schema_json
+    from hwadvisor.report.schema import schema_json
 
     sys.stdout.write(schema_json())
 
@@ -80,8 +80,8 @@ def compare(
     Exit 1 when a measured figure got worse by more than --max-regression percent or a
     confirmed recommendation is now refuted; 2 for unreadable or incompatible reports.
     """
-    from hwadvisor.compare import compare_reports
-    from hwadvisor.reportio import load_report
+    from hwadvisor.report.compare import compare_reports
+    from hwadvisor.report.io import load_report
 
     if not math.isfinite(max_regression):  # inf would disable the gate and print null in JSON
         raise UserError(f"--max-regression must be a finite percent, got {max_regression}",
@@ -95,7 +95,7 @@ def compare(
     for line in comparison.notes:
         note(f"note: {line}")
     if markdown is not None:
-        from hwadvisor.markdown import render_comparison_markdown
+        from hwadvisor.report.markdown import render_comparison_markdown
 
         write_text_atomic(markdown, render_comparison_markdown(comparison))
     if as_json:
@@ -120,8 +120,8 @@ def plot(
         "--device", help="Device index to plot (default: the first).")] = None,
 ) -> None:
     """Draw the roofline: datasheet and measured ceilings, workload phases and trial points."""
-    from hwadvisor.plot import plot_roofline
-    from hwadvisor.reportio import load_report
+    from hwadvisor.report.io import load_report
+    from hwadvisor.report.plot import plot_roofline
 
     loaded = load_report(report)
     data = plot_roofline(loaded, output, device)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from hwadvisor.figures import measured_bandwidth_gbps, measured_matmul_tflops
 from hwadvisor.models import Measurement, Prediction, Report, TrialResult
+from hwadvisor.report.figures import measured_bandwidth_gbps, measured_matmul_tflops
 
 if TYPE_CHECKING:
-    from hwadvisor.compare import Comparison
+    from hwadvisor.report.compare import Comparison
 
 DASH = "—"  # an unknown value: shown as a dash, never as 0
 

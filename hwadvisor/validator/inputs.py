@@ -23,15 +23,15 @@ from hwadvisor.models import (
 
 def _better(metric: str, factor: float) -> bool:
     """Tell whether after/before of the metric is a gain (rates up, times and bytes down)."""
-    from hwadvisor.validate import metric_kind  # noqa: PLC0415 - avoids an import cycle
+    from hwadvisor.validator.runner import metric_kind  # noqa: PLC0415 - avoids an import cycle
 
     return factor > 1.0 if metric_kind(metric) == "rate" else factor < 1.0
 
 
 def repredict(report: Report, rec: Recommendation, busbw_gbps: float) -> float | None:
     """Predict the rule's factor again with the measured bus bandwidth (None: no longer fires)."""
-    from hwadvisor.hardware import primary_device
     from hwadvisor.perfmodel import estimate
+    from hwadvisor.probe.target import primary_device
     from hwadvisor.rules.engine import recommend
 
     if report.workload is None or report.goal is None:
@@ -70,8 +70,8 @@ def collectives_verdict(report: Report, rec: Recommendation, result: TrialResult
 
 def transfer_verdict(report: Report, rec: Recommendation, result: TrialResult) -> Validation:
     """Confirm CPU offload when pinned host-to-device copies reach the PCIe rate it assumed."""
-    from hwadvisor.hardware import primary_device
     from hwadvisor.perfmodel.comm import pcie_gbps
+    from hwadvisor.probe.target import primary_device
 
     pinned = result.effect.get("pinned_gbps")
     if not pinned:

@@ -7,7 +7,7 @@ import importlib
 import typer
 
 # Command name -> the module that registers it, in help order. Data, so that `hwadvisor probe`
-# can import only hwadvisor.commands.probe: start-up time is a target of the probe.
+# can import only hwadvisor.cli.commands.probe: start-up time is a target of the probe.
 COMMAND_MODULES: dict[str, str] = {
     "probe": "probe",
     "profiles": "profiles",
@@ -24,4 +24,4 @@ def register_all(app: typer.Typer, only: str | None = None) -> None:
     """Register the commands on app: all of them, or only the module of the command `only`."""
     wanted = [COMMAND_MODULES[only]] if only in COMMAND_MODULES else COMMAND_MODULES.values()
     for name in dict.fromkeys(wanted):
-        importlib.import_module(f"hwadvisor.commands.{name}").register(app)
+        importlib.import_module(f"hwadvisor.cli.commands.{name}").register(app)

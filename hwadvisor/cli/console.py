@@ -23,9 +23,9 @@ from typing import Annotated, Any
 
 import typer
 
-from hwadvisor.exitcodes import ExitCode
+from hwadvisor.errors import ExitCode
 from hwadvisor.models import Report
-from hwadvisor.reportio import check_target, report_json, write_report, write_text_atomic
+from hwadvisor.report.io import check_target, report_json, write_report, write_text_atomic
 
 
 class _LazyConsole:
@@ -81,7 +81,7 @@ def emit_report(
         if path is not None:
             check_target(path)
     if markdown is not None:
-        from hwadvisor.markdown import render_markdown
+        from hwadvisor.report.markdown import render_markdown
 
         text = render_markdown(report)
         if _is_append_target(markdown):

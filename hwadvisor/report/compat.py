@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hwadvisor.exitcodes import UserError
+from hwadvisor.errors import UserError
 from hwadvisor.models import SCHEMA_VERSION, Report
 
 

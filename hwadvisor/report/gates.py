@@ -2,7 +2,7 @@
 
 A command that offers gates (recommend, validate) calls `apply_gates`, stores the result in
 `report.gates_tripped`, writes its outputs, and exits with ExitCode.GATE_TRIPPED when the list is
-not empty (see hwadvisor.commands.output.exit_for_gates).
+not empty (see hwadvisor.cli.commands.output.exit_for_gates).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Annotated
 
 import typer
 
-from hwadvisor.figures import measured_bandwidth_gbps
 from hwadvisor.models import Report
+from hwadvisor.report.figures import measured_bandwidth_gbps
 
 
 class FailOn(str, Enum):

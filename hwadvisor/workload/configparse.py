@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from hwadvisor.exitcodes import UserError
+from hwadvisor.errors import UserError
 from hwadvisor.models.workload import ModelSpec
 
 # A config.json is a few KB; refuse anything absurd before reading it into memory.

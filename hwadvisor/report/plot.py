@@ -10,9 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hwadvisor.exitcodes import UserError
-from hwadvisor.figures import MATMUL_PEAK_TRIALS, measured_bandwidth_gbps, measured_matmul_tflops
+from hwadvisor.errors import UserError
 from hwadvisor.models import Device, Estimate, Report
+from hwadvisor.report.figures import (
+    MATMUL_PEAK_TRIALS,
+    measured_bandwidth_gbps,
+    measured_matmul_tflops,
+)
 
 # Bytes per element read (inputs) and written (output) by a matmul of each format; fp8 GEMMs
 # (torch._scaled_mm) read e4m3 operands and write bf16.
@@ -91,7 +95,7 @@ def _matmul_intensity(fmt: str, params: dict[str, float | int | str]) -> float |
 
 def trial_points(report: Report, device: Device) -> list[Point]:
     """Matmul-trial measurements as points (intensity from their m, n, k and format)."""
-    from hwadvisor.figures import trial_device
+    from hwadvisor.report.figures import trial_device
 
     points = []
     for trial in report.trials:

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from hwadvisor.commands.modeloptions import (
+from hwadvisor.cli.console import JsonOpt, OutputOpt, console, print_notes, publish
+from hwadvisor.cli.modeloptions import (
     AttentionOpt,
     CommOverlapOpt,
     CompiledOpt,
@@ -21,7 +22,7 @@ from hwadvisor.commands.modeloptions import (
     SpeculativeOpt,
     model_options,
 )
-from hwadvisor.commands.options import (
+from hwadvisor.cli.options import (
     ActCkptOpt,
     ActivationDtypeOpt,
     BatchOpt,
@@ -40,7 +41,6 @@ from hwadvisor.commands.options import (
     workload_from_options,
     workload_values,
 )
-from hwadvisor.commands.output import JsonOpt, OutputOpt, console, print_notes, publish
 from hwadvisor.models import Estimate, ModelOptions, Report, Workload
 
 DeviceOpt = Annotated[
@@ -56,8 +56,8 @@ def build_estimate_report(
     options: ModelOptions,
 ) -> Report:
     """Resolve the hardware and the workload, run the performance model, return the report."""
-    from hwadvisor.hardware import MAX_PLANNED_DEVICES, primary_device, resolve_target
     from hwadvisor.perfmodel import estimate
+    from hwadvisor.probe.target import MAX_PLANNED_DEVICES, primary_device, resolve_target
 
     target = resolve_target(device_id, 1)
     device = primary_device(target)

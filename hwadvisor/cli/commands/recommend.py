@@ -9,7 +9,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from hwadvisor.commands.options import (
+from hwadvisor.cli.console import (
+    JsonOpt,
+    MarkdownOpt,
+    OutputOpt,
+    console,
+    exit_for_gates,
+    print_notes,
+    publish,
+)
+from hwadvisor.cli.options import (
     ActCkptOpt,
     ActivationDtypeOpt,
     BatchOpt,
@@ -28,19 +37,10 @@ from hwadvisor.commands.options import (
     workload_from_options,
     workload_values,
 )
-from hwadvisor.commands.output import (
-    JsonOpt,
-    MarkdownOpt,
-    OutputOpt,
-    console,
-    exit_for_gates,
-    print_notes,
-    publish,
-)
-from hwadvisor.exitcodes import UserError
-from hwadvisor.gates import FailOnOpt, MinBandwidthFractionOpt, apply_gates
+from hwadvisor.errors import UserError
 from hwadvisor.models import Recommendation, Report
 from hwadvisor.models.recommend import Goal
+from hwadvisor.report.gates import FailOnOpt, MinBandwidthFractionOpt, apply_gates
 
 # Inference latency is the default goal: it applies on every device class (a phone, a laptop,
 # this CPU-only host, an H200), while training advice only makes sense where people train.
@@ -115,7 +115,7 @@ def build_recommend_report(
     workload_options: Mapping[str, object],
 ) -> Report:
     """Resolve the hardware and workload, run the rules engine, and return the report."""
-    from hwadvisor.hardware import primary_device, resolve_target
+    from hwadvisor.probe.target import primary_device, resolve_target
     from hwadvisor.rules.engine import recommend
 
     options = dict(workload_options)
@@ -263,7 +263,7 @@ def register(app: typer.Typer) -> None:
         print_notes(report.notes, "note: ")
         if validate:
             try:
-                from hwadvisor.validate import validate_report
+                from hwadvisor.validator.runner import validate_report
             except ImportError as exc:  # the validator (or torch) is not installed
                 raise UserError(f"cannot validate: {exc}",
                                 hint="pip install 'hwadvisor[validate]'") from None

@@ -5,7 +5,7 @@ No torch on this path: planning for a device you do not have must stay fast and 
 
 from __future__ import annotations
 
-from hwadvisor.exitcodes import UserError
+from hwadvisor.errors import UserError
 from hwadvisor.models import Device, DeviceClass, HostInfo, Report
 
 MAX_PLANNED_DEVICES = 1024

@@ -1,0 +1,1 @@
+"""Reports: reading and writing, schema, comparison, CI gates, markdown and plots."""

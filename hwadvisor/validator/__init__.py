@@ -1,0 +1,1 @@
+"""The validator: runs trials for advice and plans, and turns measurements into verdicts."""

@@ -1,0 +1,37 @@
+"""The workload: presets, config.json parsing, parameter counting and the default workload."""
+
+from hwadvisor.workload.build import (
+    DTYPES,
+    OPTIMIZERS,
+    PHASES,
+    build_workload,
+    count_params,
+    default_model,
+    default_workload,
+    list_presets,
+    load_spec,
+    moe_layer_count,
+    param_breakdown,
+    parse_choice,
+    parse_config,
+    preset_source,
+    supported_model_types,
+)
+
+__all__ = [
+    "DTYPES",
+    "OPTIMIZERS",
+    "PHASES",
+    "build_workload",
+    "count_params",
+    "default_model",
+    "default_workload",
+    "list_presets",
+    "load_spec",
+    "moe_layer_count",
+    "param_breakdown",
+    "parse_choice",
+    "parse_config",
+    "preset_source",
+    "supported_model_types",
+]
