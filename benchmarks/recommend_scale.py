@@ -13,16 +13,16 @@ import sys
 import time
 
 from hwadvisor import profiles
-from hwadvisor.cli.commands.recommend import DEFAULT_GOAL, GOAL_PHASE, build_recommend_report
-from hwadvisor.rules.playbook import GOALS
-from hwadvisor.workload import list_presets
+from hwadvisor.pipeline import recommend_report
+from hwadvisor.rules.playbook import DEFAULT_GOAL, GOAL_PHASE, GOALS
+from hwadvisor.workload import WorkloadRequest, list_presets
 
 LARGEST_TARGET_S = 0.5
 MATRIX_TARGET_S = 3.0
 
 
-def _options(model: str, gpus: int = 1) -> dict[str, object]:
-    return {"model": model, "gpus": gpus}
+def _options(model: str, gpus: int = 1) -> WorkloadRequest:
+    return WorkloadRequest(model=model, gpus=gpus)
 
 
 def largest_preset() -> str:
@@ -39,7 +39,7 @@ def time_largest(model: str, repeats: int = 5) -> dict[str, float]:
         samples = []
         for _ in range(repeats):
             start = time.perf_counter()
-            build_recommend_report(goal, "h200-sxm", _options(model, 8))
+            recommend_report(goal, "h200-sxm", _options(model, 8))
             samples.append(time.perf_counter() - start)
         out[goal] = statistics.median(samples)
     return out
@@ -52,7 +52,7 @@ def time_matrix(goals: tuple[str, ...]) -> tuple[float, int]:
     for profile_id in profiles.ids():
         for model in list_presets():
             for goal in goals:
-                build_recommend_report(goal, profile_id, _options(model))  # type: ignore[arg-type]
+                recommend_report(goal, profile_id, _options(model))  # type: ignore[arg-type]
                 runs += 1
     return time.perf_counter() - start, runs
 
@@ -65,7 +65,7 @@ def main() -> int:
     args = parser.parse_args()
     model = largest_preset()
     # warm-up: imports, profile and preset parsing, rule loading (cached after the first call)
-    build_recommend_report(DEFAULT_GOAL, "h200-sxm", _options(model, 8))
+    recommend_report(DEFAULT_GOAL, "h200-sxm", _options(model, 8))
     failed = False
 
     per_goal = time_largest(model)

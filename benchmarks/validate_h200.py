@@ -164,7 +164,7 @@ def main() -> int:
 
     ctx = TrialContext(quick=False)
     t0 = time.perf_counter()
-    trials, _ = run_trials(["memory-bandwidth", "matmul-peak"], ctx, progress=False)
+    trials, _ = run_trials(["memory-bandwidth", "matmul-peak"], ctx, progress=None)
     result["trials_wall_s"] = time.perf_counter() - t0
     result["trials"] = [json.loads(t.model_dump_json()) for t in trials]
     bw, mm = trials

@@ -11,11 +11,12 @@ class ExitCode(IntEnum):
     USAGE = 2  # usage error or bad input
     NO_DEVICE = 3  # no driver or device where one was required
     TRIALS_FAILED = 4  # trials could not run
+    INTERRUPTED = 130  # Ctrl-C: the shell's code for SIGINT (128 + 2)
 
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 a CI gate tripped, 2 usage or bad input, "
-    "3 no device where one was required, 4 trials could not run."
+    "3 no device where one was required, 4 trials could not run, 130 interrupted."
 )
 
 

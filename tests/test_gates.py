@@ -10,14 +10,12 @@ import typer
 from typer.testing import CliRunner
 
 # Module level: typer resolves these (string) annotations in this module's globals.
-from hwadvisor.cli.console import (
-    JsonOpt,
-    MarkdownOpt,
-    OutputOpt,
-    emit_report,
-    exit_for_gates,
+from hwadvisor.cli.console import JsonOpt, MarkdownOpt, OutputOpt, emit_report, exit_for_gates
+from hwadvisor.cli.options import (
+    FailOnOpt,
+    MinBandwidthFractionOpt,
 )
-from hwadvisor.report.gates import FailOn, FailOnOpt, MinBandwidthFractionOpt, apply_gates
+from hwadvisor.report.gates import FailOn, apply_gates
 
 
 def test_no_gate_asked_trips_nothing() -> None:

@@ -1,15 +1,16 @@
 """Verdicts for advice whose trial measures an input (bus or PCIe bandwidth), not the effect."""
 
-from hwadvisor.cli.commands.recommend import build_recommend_report
 from hwadvisor.models import TrialResult
-from hwadvisor.validator.inputs import collectives_verdict, repredict, transfer_verdict
+from hwadvisor.pipeline import recommend_report, repredict
+from hwadvisor.validator.inputs import collectives_verdict, transfer_verdict
+from hwadvisor.workload import WorkloadRequest
 
 
 def _training_report(gpus: int = 2):
     # A model that fits, so sharding's prediction is of throughput, which bandwidth moves.
-    return build_recommend_report(
+    return recommend_report(
         "training-throughput", "h200-sxm",
-        {"model": "llama-3.2-1b", "phase": "training", "gpus": gpus},
+        WorkloadRequest(model="llama-3.2-1b", phase="training", gpus=gpus),
     )
 
 
@@ -24,7 +25,7 @@ def _collectives(busbw: float) -> TrialResult:
 def test_fsdp_confirmed_with_a_healthy_measured_bus_bandwidth():
     report = _training_report()
     rec = _rec(report, "fsdp2-zero3")
-    verdict = collectives_verdict(report, rec, _collectives(330.0))
+    verdict = collectives_verdict(report, rec, _collectives(330.0), repredict)
     assert verdict.status == "confirmed"
     assert verdict.measured_factor is not None and verdict.prediction_error is not None
     assert "330 GB/s" in verdict.detail
@@ -37,12 +38,12 @@ def test_repredict_moves_with_the_measured_bandwidth():
     assert repredict(report, rec, 400.0) is not None
     # Over a starved link sharding no longer pays: the rule stops firing and the advice is refuted.
     assert repredict(report, rec, 1.0) is None
-    verdict = collectives_verdict(report, rec, _collectives(1.0))
+    verdict = collectives_verdict(report, rec, _collectives(1.0), repredict)
     assert verdict.status == "refuted"
 
 
 def test_offload_confirmed_or_refuted_by_pinned_bandwidth():
-    report = build_recommend_report("memory-footprint", "rtx-4090", {"model": "llama-3-70b"})
+    report = recommend_report("memory-footprint", "rtx-4090", WorkloadRequest(model="llama-3-70b"))
     rec = _rec(report, "cpu-offload")
     fast = TrialResult(id="host-transfer", status="ok", effect={"pinned_gbps": 24.0})
     slow = TrialResult(id="host-transfer", status="ok", effect={"pinned_gbps": 3.0})

@@ -115,7 +115,7 @@ def test_validate_hands_the_report_to_the_validator(monkeypatch):
 
     seen = {}
 
-    def fake_validate_report(report, progress):
+    def fake_validate_report(report, progress, **_options):
         seen["ids"] = [r.id for r in report.recommendations]
         for rec in report.recommendations:
             rec.validation.status = "unsupported"
@@ -133,7 +133,7 @@ def test_validate_hands_the_report_to_the_validator(monkeypatch):
 def test_fail_on_gate_trips_exit_1(monkeypatch):
     import types
 
-    def refute_all(report, progress):
+    def refute_all(report, progress, **_options):
         for rec in report.recommendations:
             rec.validation.status = "refuted"
         return report

@@ -126,3 +126,12 @@ def test_step_summary_is_appended(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert result.exit_code == 0, result.output
     text = summary.read_text()
     assert text.startswith("earlier step\n") and "# hwadvisor probe report" in text
+
+
+def test_a_1_0_report_effect_dict_reads_as_typed_effects() -> None:
+    # Schema 1.0 kept trial effects as name -> value; 1.1 reads them with unit and direction.
+    report = load_report(FIXTURES / "h200-validate.json")
+    bandwidth = next(t for t in report.trials if t.id == "memory-bandwidth")
+    copy = bandwidth.effect_of("copy_gbps")
+    assert copy is not None and copy.unit == "GB/s" and copy.better == "higher"
+    assert bandwidth.effect["copy_gbps"] == copy.value

@@ -115,7 +115,7 @@ def test_host_transfer_gpu():
 
 
 def test_runner_records_environment_on_gpu():
-    results, interrupted = run_trials(["memory-bandwidth"], TrialContext(quick=True), False)
+    results, interrupted = run_trials(["memory-bandwidth"], TrialContext(quick=True), None)
     assert not interrupted and results[0].status == "ok"
     env = results[0].environment
     assert env.device == torch.cuda.get_device_name(0)

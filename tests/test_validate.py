@@ -65,7 +65,7 @@ def loader_for(trials: dict[str, FakeTrial]):
 
 def test_oom_trial_is_error_and_the_rest_go_on():
     trials = {"a": FakeTrial("a", "oom"), "b": FakeTrial("b"), "c": FakeTrial("c", "raise")}
-    results, interrupted = v.run_trials(["a", "b", "c"], TrialContext(), False, loader_for(trials))
+    results, interrupted = v.run_trials(["a", "b", "c"], TrialContext(), None, loader_for(trials))
     assert not interrupted
     assert [r.status for r in results] == ["error", "ok", "error"]
     assert results[0].reason.startswith("out of device memory: OutOfMemoryError")
@@ -76,7 +76,7 @@ def test_oom_trial_is_error_and_the_rest_go_on():
 
 def test_ctrl_c_returns_partial_results():
     trials = {"a": FakeTrial("a"), "b": FakeTrial("b", "ctrl-c"), "c": FakeTrial("c")}
-    results, interrupted = v.run_trials(["a", "b", "c"], TrialContext(), False, loader_for(trials))
+    results, interrupted = v.run_trials(["a", "b", "c"], TrialContext(), None, loader_for(trials))
     assert interrupted
     assert [(r.id, r.status) for r in results] == [("a", "ok"), ("b", "interrupted")]
     assert trials["c"].runs == 0
@@ -84,16 +84,19 @@ def test_ctrl_c_returns_partial_results():
 
 def test_unsupported_is_checked_before_run():
     trial = FakeTrial("u", unsupported="needs a GPU")
-    results, _ = v.run_trials(["u"], TrialContext(), True, loader_for({"u": trial}))
+    told = []
+    results, _ = v.run_trials(["u"], TrialContext(), lambda *a: told.append(a),
+                              loader_for({"u": trial}))
     assert results[0].status == "unsupported" and results[0].reason == "needs a GPU"
     assert trial.runs == 0
+    assert told == [("u", 0, 1), ("", 1, 1)]  # progress: before the trial, then done
 
 
 def test_import_failure_of_a_trial_module_is_an_error():
     def loader(trial_id):
         raise ImportError("No module named 'hwadvisor.trials.missing'")
 
-    results, _ = v.run_trials(["m"], TrialContext(), False, loader)
+    results, _ = v.run_trials(["m"], TrialContext(), None, loader)
     assert results[0].status == "error" and "ImportError" in results[0].reason
 
 
@@ -220,7 +223,7 @@ def test_validate_report_runs_each_trial_once(monkeypatch):
         rec("cuda-graphs-b", "cuda-graphs", "estimate.times.decode_step_s", 0.8),
         rec("prefix-caching", None, "estimate.times.prefill_s", 0.5),
     ]
-    out = v.validate_report(report, progress=False)
+    out = v.validate_report(report, progress=None)
     assert fake.runs == 1
     assert [r.id for r in out.trials] == ["cuda-graphs"]
     assert [x.validation.status for x in out.recommendations] == ["confirmed", "confirmed",

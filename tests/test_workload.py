@@ -14,6 +14,7 @@ from hwadvisor.cli.app import HwGroup
 from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.models import Workload
 from hwadvisor.workload import (
+    WorkloadRequest,
     build_workload,
     default_model,
     default_workload,
@@ -176,25 +177,10 @@ def _app() -> typer.Typer:
         """Test root."""
 
     @app.command("wl")
-    def wl(
-        model: opts.ModelOpt = None,
-        phase: opts.PhaseOpt = None,
-        batch: opts.BatchOpt = None,
-        prompt_len: opts.PromptLenOpt = None,
-        gen_len: opts.GenLenOpt = None,
-        weights_dtype: opts.WeightsDtypeOpt = None,
-        kv_dtype: opts.KvDtypeOpt = None,
-        activation_dtype: opts.ActivationDtypeOpt = None,
-        optimizer: opts.OptimizerOpt = None,
-        grad_accum: opts.GradAccumOpt = None,
-        gpus: opts.GpusOpt = None,
-        nodes: opts.NodesOpt = None,
-        gpus_per_node: opts.GpusPerNodeOpt = None,
-        inter_node_gbps: opts.InterNodeGbpsOpt = None,
-        activation_checkpointing: opts.ActCkptOpt = False,
-    ) -> None:
+    @opts.workload_options
+    def wl(request: WorkloadRequest) -> None:
         """Print the workload as JSON."""
-        workload = opts.workload_from_options(locals(), device_class="cpu")
+        workload = request.build(device_class="cpu")
         typer.echo(workload.model_dump_json())
 
     return app

@@ -45,12 +45,12 @@ class HwGroup(TyperGroup):
             sys.exit(int(exc.code))
         except KeyboardInterrupt:
             err_console.print("interrupted")
-            sys.exit(130)
+            sys.exit(int(ExitCode.INTERRUPTED))
         except Exception as exc:
             # click (or typer's vendored copy) usage errors: duck-typed so either version works.
             if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
                 if type(exc).__name__ == "Abort":
-                    sys.exit(130)
+                    sys.exit(int(ExitCode.INTERRUPTED))
                 if type(exc).__name__ == "NoArgsIsHelpError":
                     # A bare command group asks for help: show it, which is not an error.
                     # typer's rich mode has already printed it and left the message empty.
@@ -60,7 +60,7 @@ class HwGroup(TyperGroup):
                 _print_error(exc.format_message(), _usage_hint(exc))
                 sys.exit(int(exc.exit_code) if exc.exit_code else int(ExitCode.USAGE))
             if type(exc).__name__ == "Abort":
-                sys.exit(130)
+                sys.exit(int(ExitCode.INTERRUPTED))
             raise
         sys.exit(rv if isinstance(rv, int) else 0)
 

@@ -1,7 +1,7 @@
 """Where results go: JSON to stdout, atomic files, markdown summaries and the one stderr console.
 
-Every command that produces a report takes the same three options; declare them with the
-aliases below so the flags, short names and help read the same everywhere::
+Every command that produces a report takes the same output options (JsonOpt, OutputOpt,
+MarkdownOpt below) and finishes the same way::
 
     def validate(..., as_json: JsonOpt = False, output: OutputOpt = None,
                  markdown: MarkdownOpt = None, fail_on: FailOnOpt = None,
@@ -17,15 +17,36 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
 from hwadvisor.errors import ExitCode
 from hwadvisor.models import Report
 from hwadvisor.report.io import check_target, report_json, write_report, write_text_atomic
+
+# The output options of every command that produces a report. They live here, not in
+# cli/options.py, so that `probe` (whose start-up is a target) imports no workload code.
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
+OutputOpt = Annotated[
+    Optional[Path],  # noqa: UP007, UP045
+    typer.Option(
+        "--output", "-o",
+        help="Write the JSON report to this file (atomically; no file when the run fails).",
+        dir_okay=False,
+    ),
+]
+MarkdownOpt = Annotated[
+    Optional[Path],  # noqa: UP007, UP045
+    typer.Option(
+        "--markdown",
+        help="Write a markdown summary here, e.g. \"$GITHUB_STEP_SUMMARY\" in GitHub Actions.",
+        dir_okay=False,
+    ),
+]
 
 
 class _LazyConsole:
@@ -49,25 +70,6 @@ class _LazyConsole:
 
 console: Any = _LazyConsole(stderr=False)
 err_console: Any = _LazyConsole(stderr=True)
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
-OutputOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--output", "-o",
-        help="Write the JSON report to this file (atomically; no file when the run fails).",
-        dir_okay=False,
-    ),
-]
-MarkdownOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--markdown",
-        help="Write a markdown summary here, e.g. \"$GITHUB_STEP_SUMMARY\" in GitHub Actions.",
-        dir_okay=False,
-    ),
-]
-
 
 def emit_report(
     report: Report, as_json: bool, output: Path | None, markdown: Path | None = None
@@ -145,3 +147,29 @@ def print_notes(lines: Iterable[str], prefix: str = "") -> None:
     """Print each of a report's notes as a note on stderr, after prefix (e.g. "note: ")."""
     for line in lines:
         note(f"{prefix}{line}")
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """Yield a progress callback drawing a rich bar on stderr, or None when disabled.
+
+    The validator calls it with (trial id, trials done, trials in all); id "" means done.
+    """
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                   console=err_console.real(), transient=True)
+    task: list[Any] = []
+
+    def update(trial_id: str, done: int, total: int) -> None:
+        if not task:
+            task.append(bar.add_task("trials", total=total))
+        bar.update(task[0], completed=done, total=total,
+                   description=f"trial {trial_id}" if trial_id else "trials")
+
+    with bar:
+        yield update

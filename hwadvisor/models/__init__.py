@@ -15,13 +15,14 @@ from hwadvisor.models.hardware import (
 )
 from hwadvisor.models.recommend import Goal, Prediction, Recommendation, Rejected, Validation
 from hwadvisor.models.report import SCHEMA_VERSION, Report
-from hwadvisor.models.trial import Measurement, TrialEnvironment, TrialResult
+from hwadvisor.models.trial import Effect, Measurement, TrialEnvironment, TrialResult
 from hwadvisor.models.workload import ModelSpec, Workload
 
 __all__ = [
     "SCHEMA_VERSION",
     "Bottleneck",
     "Device",
+    "Effect",
     "DeviceClass",
     "Estimate",
     "Goal",

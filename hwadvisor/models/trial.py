@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import statistics
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, computed_field, model_validator
 
 from hwadvisor.models.hardware import Strict
 
 TrialStatus = Literal["ok", "unsupported", "error", "interrupted"]
+Better = Literal["higher", "lower"]
 Verdict = Literal["pending", "confirmed", "refuted", "unsupported", "error"]
 
 NOISY_SPREAD = 0.10  # spread over 10% of the median marks a measurement noisy
@@ -61,6 +62,57 @@ class Measurement(Strict):
         return bool(med and spread is not None and spread > NOISY_SPREAD * abs(med))
 
 
+# The trials' naming convention for effects, in one place: suffix -> (unit, which way is better).
+# A name matching none has no unit and no direction (it is shown, never gated on).
+_EFFECT_SUFFIXES: tuple[tuple[str, str, Better | None], ...] = (
+    ("_tflops", "TFLOP/s", "higher"),
+    ("_tops", "TOPS", "higher"),
+    ("_gbps", "GB/s", "higher"),
+    ("_tokens_per_s", "tokens/s", "higher"),
+    ("_bytes", "bytes", "lower"),
+    ("_ms", "ms", "lower"),
+    ("_us", "µs", "lower"),
+    ("_s", "s", "lower"),
+    ("_error", "ratio", "lower"),
+    ("memory_factor", "ratio", "lower"),
+    ("time_factor", "ratio", "lower"),
+)
+
+
+def effect_meaning(name: str) -> tuple[str | None, Better | None]:
+    """Return the (unit, better) an effect's name implies: copy_gbps -> GB/s, higher is better."""
+    lowered = name.lower()
+    if lowered.startswith("speedup") or "_speedup" in lowered:
+        return "x", "higher"
+    for suffix, unit, better in _EFFECT_SUFFIXES:
+        if lowered.endswith(suffix) or (suffix == "_bytes" and "_bytes_" in lowered):
+            return unit, better
+    for part, unit, better in _EFFECT_SUFFIXES:
+        if part.endswith("_factor") and lowered.startswith(part):
+            return unit, better
+    return None, None
+
+
+class Effect(Strict):
+    """One measured effect of a trial: a named value with its unit and which way is better."""
+
+    name: str
+    value: float
+    unit: str | None = Field(None, description="x, GB/s, TFLOP/s, s, ms, bytes, ratio ...")
+    better: Better | None = Field(None, description="Which way is an improvement, if any")
+
+    @classmethod
+    def named(cls, name: str, value: float) -> Effect:
+        """Build an effect whose unit and direction follow the trials' naming convention."""
+        unit, better = effect_meaning(name)
+        return cls(name=name, value=float(value), unit=unit, better=better)
+
+
+def named_effects(values: dict[str, float]) -> list[Effect]:
+    """Effects from a name -> value dict, by the naming convention (see effect_meaning)."""
+    return [Effect.named(k, v) for k, v in values.items()]
+
+
 class TrialEnvironment(Strict):
     """Where a trial ran."""
 
@@ -74,15 +126,42 @@ class TrialEnvironment(Strict):
 class TrialResult(Strict):
     """The outcome of one trial: measurements, derived effect, and the status."""
 
+    # `effect` is computed now, but schema 1.0 reports hold only it: the reader keeps it as
+    # input and _read_effect_dict turns it into typed effects.
+    LEGACY_INPUTS: ClassVar[frozenset[str]] = frozenset({"effect"})
+
     id: str
     status: TrialStatus
     reason: str | None = Field(None, description="Why unsupported, or the error message")
     measurements: list[Measurement] = Field(default_factory=list)
-    effect: dict[str, float] = Field(
-        default_factory=dict, description="Named measured effects, e.g. speedup_b1 = 2.1"
+    effects: list[Effect] = Field(
+        default_factory=list, description="Measured effects with units, e.g. speedup_b1 = 2.1 x"
     )
     summary: str | None = None
     max_error: float | None = None
     environment: TrialEnvironment = Field(default_factory=TrialEnvironment)
     wall_s: float | None = None
     busy_gpu: bool = Field(False, description="Other processes used the GPU during the trial")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_effect_dict(cls, data: Any) -> Any:
+        """`effect` (name -> value) is derived: reports of schema 1.0 have only it, so read it."""
+        if isinstance(data, dict) and "effect" in data:
+            data = dict(data)
+            legacy = data.pop("effect")
+            if "effects" not in data and isinstance(legacy, dict):
+                data["effects"] = [{"name": k, "value": v, **dict(zip(
+                    ("unit", "better"), effect_meaning(str(k)), strict=True))}
+                    for k, v in legacy.items()]
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def effect(self) -> dict[str, float]:
+        """The effects by name (value only): what verdicts and comparisons look up."""
+        return {e.name: e.value for e in self.effects}
+
+    def effect_of(self, name: str) -> Effect | None:
+        """Return the effect with this name, or None."""
+        return next((e for e in self.effects if e.name == name), None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hwadvisor import units
 from hwadvisor.models import Bottleneck, MemoryEstimate
 from hwadvisor.perfmodel import constants as C
 
@@ -23,11 +24,11 @@ class PhaseTimes:
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.3g} us"
+    return units.seconds(seconds)
 
 
 def _gb(nbytes: float) -> str:
-    return f"{nbytes / C.GB:.3g} GB"
+    return units.gb(nbytes)
 
 
 def capacity_why(memory: MemoryEstimate) -> str:

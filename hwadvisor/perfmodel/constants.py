@@ -186,3 +186,8 @@ INFER_ACT_TRAFFIC_FACTOR = 2.0
 # matmul reads (4); backward roughly 1.5x that (6).
 SCORE_PASSES_FORWARD = 4.0
 SCORE_PASSES_BACKWARD = 6.0
+
+
+def bytes_per_element(dtype: str) -> float:
+    """Bytes one element of dtype occupies, group scales included (int4: 4.156 bits)."""
+    return DTYPE_BITS[dtype] / 8.0

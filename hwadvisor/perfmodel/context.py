@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hwadvisor.models import Device, ModelOptions, ModelSpec, Workload
+from hwadvisor.perfmodel.constants import bytes_per_element
 from hwadvisor.perfmodel.layout import Layout
 from hwadvisor.perfmodel.resources import Resources
 from hwadvisor.workload.params import ParamBreakdown
@@ -36,8 +37,6 @@ class Setup:
     @property
     def act_bytes(self) -> float:
         """Bytes per activation element: fp32 when training without mixed precision."""
-        from hwadvisor.perfmodel.memory import bytes_per_element
-
         if self.training and not self.options.mixed_precision:
             return 4.0
         return bytes_per_element(self.workload.activation_dtype)

@@ -6,6 +6,7 @@ import math
 
 from hwadvisor.models import MemoryEstimate, ModelSpec
 from hwadvisor.perfmodel import constants as C
+from hwadvisor.perfmodel.constants import bytes_per_element
 from hwadvisor.perfmodel.context import Setup
 from hwadvisor.workload.params import (
     ParamBreakdown,
@@ -14,11 +15,6 @@ from hwadvisor.workload.params import (
     mlp_params,
     shared_expert_width,
 )
-
-
-def bytes_per_element(dtype: str) -> float:
-    """Bytes one element of dtype occupies, group scales included (int4: 4.156 bits)."""
-    return C.DTYPE_BITS[dtype] / 8.0
 
 
 def weight_bytes(parts: ParamBreakdown, dtype: str) -> float:

@@ -16,7 +16,7 @@ Better = Literal["higher", "lower"]
 
 HIGHER_UNITS = {"gb/s", "gbps", "tflop/s", "tflops", "tokens/s", "x", "×", "speedup"}
 LOWER_UNITS = {"s", "ms", "us", "µs", "ns"}
-# Effect names carry no unit, so their name decides (suffix/substring conventions of the trials).
+# A measurement's label carries no unit when its value has none: then its name decides.
 HIGHER_NAME_PARTS = ("speedup", "gbps", "tflops", "tokens_per_s", "throughput", "saved")
 LOWER_NAME_SUFFIXES = ("_s", "_ms", "_us", "_ns", "latency", "error", "_bytes")
 
@@ -35,16 +35,6 @@ def better_direction(unit: str | None, name: str = "") -> Better | None:
     if n.endswith(LOWER_NAME_SUFFIXES):
         return "lower"
     return None
-
-
-def effect_unit(name: str) -> str | None:
-    """Return the unit an effect's name implies by the trials' suffixes (copy_gbps -> GB/s)."""
-    n = name.lower()
-    for suffix, unit in (("_tflops", "TFLOP/s"), ("_gbps", "GB/s"), ("_s", "s"),
-                         ("_bytes", "bytes")):
-        if n.endswith(suffix):
-            return unit
-    return "x" if "speedup" in n else None
 
 
 class FigureDelta(BaseModel):
@@ -102,9 +92,8 @@ Figure = tuple[float, str | None, Better | None, bool]  # value, unit, better, n
 def _trial_figures(trial: TrialResult) -> dict[str, Figure]:
     figures: dict[str, Figure] = {}
     base = f"trials.{trial.id}"
-    for name, value in trial.effect.items():
-        figures[f"{base}.effect.{name}"] = (
-            value, effect_unit(name), better_direction(None, name), False)
+    for effect in trial.effects:
+        figures[f"{base}.effect.{effect.name}"] = (effect.value, effect.unit, effect.better, False)
     seen: dict[str, int] = {}
     for m in trial.measurements:
         label = m.label

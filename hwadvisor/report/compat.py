@@ -42,6 +42,11 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _legacy_inputs(model: type[BaseModel]) -> frozenset[str]:
+    """Return the computed fields a model still reads as input (older reports held only them)."""
+    return frozenset(getattr(model, "LEGACY_INPUTS", frozenset()))
+
+
 def _item_annotation(annotation: Any, container: type) -> Any:
     """Return the element annotation of list[X] / dict[str, X] (through Optional), if any."""
     origin = typing.get_origin(annotation)
@@ -64,7 +69,7 @@ def _clean(value: Any, annotation: Any, drop_unknown: bool, path: str, dropped: 
         out: dict[str, Any] = {}
         for key, item in value.items():
             where = f"{path}.{key}" if path else str(key)
-            if key in model.model_computed_fields:
+            if key in model.model_computed_fields and key not in _legacy_inputs(model):
                 continue  # derived on load; never input
             field = model.model_fields.get(key)
             if field is None:

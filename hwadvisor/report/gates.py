@@ -2,16 +2,13 @@
 
 A command that offers gates (recommend, validate) calls `apply_gates`, stores the result in
 `report.gates_tripped`, writes its outputs, and exits with ExitCode.GATE_TRIPPED when the list is
-not empty (see hwadvisor.cli.commands.output.exit_for_gates).
+not empty (see hwadvisor.cli.console.exit_for_gates).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import Enum
-from typing import Annotated
-
-import typer
 
 from hwadvisor.models import Report
 from hwadvisor.report.figures import measured_bandwidth_gbps
@@ -23,27 +20,6 @@ class FailOn(str, Enum):
     REFUTED = "refuted"
     ERROR = "error"
     UNSUPPORTED = "unsupported"
-
-
-FailOnOpt = Annotated[
-    list[FailOn] | None,
-    typer.Option(
-        "--fail-on",
-        help="Exit 1 when a recommendation's verdict (or a trial) is this; repeatable: "
-        "--fail-on refuted --fail-on error.",
-        case_sensitive=False,
-    ),
-]
-MinBandwidthFractionOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--min-bandwidth-fraction",
-        min=0.0,
-        max=1.0,
-        help="Exit 1 when measured memory bandwidth is below this fraction of the theoretical "
-        "(datasheet) bandwidth, e.g. 0.85.",
-    ),
-]
 
 
 def _values(fail_on: Iterable[FailOn | str] | None) -> set[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from hwadvisor import units
 from hwadvisor.models import Measurement, Prediction, Report, TrialResult
 from hwadvisor.report.figures import measured_bandwidth_gbps, measured_matmul_tflops
 
@@ -31,18 +32,12 @@ def cell(value: object) -> str:
 
 def num(value: float | int | None, digits: int = 3) -> str:
     """Format a number with `digits` significant digits; None as a dash."""
-    if value is None:
-        return DASH
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    if abs(value) >= 10 ** digits:
-        return f"{value:,.0f}"  # 4150, not 4.15e+03
-    return f"{value:.{digits}g}"
+    return units.number(value, digits, DASH)
 
 
 def gb(value: int | float | None) -> str:
     """Format bytes as GB (10^9), one decimal; None as a dash."""
-    return DASH if value is None else f"{value / 1e9:.1f} GB"
+    return units.gb(value, DASH)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
@@ -173,7 +168,8 @@ def _headline(m: Measurement) -> str:
 
 def _trial_row(t: TrialResult) -> list[object]:
     figures = "; ".join(_headline(m) for m in t.measurements[:4]) or None
-    effects = ", ".join(f"{k} {v:.3g}" for k, v in t.effect.items()) or None
+    effects = ", ".join(f"{e.name} {units.number(e.value)}" + (f" {e.unit}" if e.unit else "")
+                        for e in t.effects) or None
     detail = t.summary or t.reason
     return [t.id, t.status, figures, effects, detail, num(t.wall_s)]
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from hwadvisor import units
 from hwadvisor.models import Device, Estimate, HostInfo, Workload
 
-GB = 1e9  # decimal gigabytes, as datasheets and model cards count them
+GB = units.GB  # decimal gigabytes, as datasheets and model cards count them
 
 # Headroom below this share of the memory limit counts as "tight" (allocator fragmentation and
 # a few spikes eat it; PyTorch's caching allocator commonly needs several percent slack).
@@ -79,20 +80,12 @@ FACT_NAMES: dict[str, str] = {
 
 def seconds(value: float | None) -> str:
     """Seconds as '3.42 ms', '1.20 s', '85 µs', or 'unknown'."""
-    if value is None:
-        return "unknown"
-    if value >= 1.0:
-        return f"{value:.2f} s"
-    if value >= 1e-3:
-        return f"{value * 1e3:.2f} ms"
-    return f"{value * 1e6:.0f} µs"
+    return units.seconds(value)
 
 
 def gb(value: float | None) -> str:
     """Bytes as '16.1 GB' (decimal), or 'unknown'."""
-    if value is None:
-        return "unknown"
-    return f"{value / GB:.1f} GB"
+    return units.gb(value)
 
 
 def _features(workload: Workload) -> list[str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from hwadvisor import units
 from hwadvisor.models import Estimate, Prediction
-from hwadvisor.rules.facts import GB
 
 
 @dataclass(frozen=True)
@@ -60,17 +60,7 @@ def gain(metric: Metric, before: float, after: float) -> float:
 
 def format_value(unit: str, value: float) -> str:
     """Format a value in the unit people read it in: ms/µs/s, GB/MB, tokens/s."""
-    if unit == "s":
-        if value >= 1.0:
-            return f"{value:.2f} s"
-        if value >= 1e-3:
-            return f"{value * 1e3:.2f} ms"
-        return f"{value * 1e6:.0f} µs"
-    if unit == "bytes":
-        if value >= 0.1 * GB:
-            return f"{value / GB:.1f} GB"
-        return f"{value / 1e6:.0f} MB"
-    return f"{value:,.0f} {unit}"
+    return units.quantity(value, unit)
 
 
 def change_text(metric: Metric, before: float, after: float) -> str:

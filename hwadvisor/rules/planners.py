@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hwadvisor.rules.facts import gb
 
 if TYPE_CHECKING:
-    from hwadvisor.rules.engine import RuleContext
+    from hwadvisor.rules.context import RuleContext
 
 
 @dataclass

@@ -10,26 +10,55 @@ import string
 import sys
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hwadvisor.errors import UserError
 from hwadvisor.models import ModelOptions, ModelSpec, Workload
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.conditions import CONDITIONS, ENGINE_REASONS, When
 from hwadvisor.rules.facts import FACT_NAMES
 from hwadvisor.rules.metrics import METRICS
-from hwadvisor.trials.registry import TRIALS
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-# The validator's trial ids: a rule names the one that can confirm it. The registry maps ids to
-# "module:Class" strings only, so reading it imports no torch.
-TRIAL_IDS = frozenset(TRIALS)
 GOALS: tuple[Goal, ...] = ("training-throughput", "inference-latency", "memory-footprint")
+# Inference latency is the default goal: it applies on every device class (a phone, a laptop,
+# a CPU-only host, an H200), while training advice only makes sense where people train.
+DEFAULT_GOAL: Goal = "inference-latency"
+# The playbooks' letters (A, B, C) and full names both name a goal.
+GOAL_ALIASES: dict[str, Goal] = {
+    "a": "training-throughput",
+    "training-throughput": "training-throughput",
+    "b": "inference-latency",
+    "inference-latency": "inference-latency",
+    "c": "memory-footprint",
+    "memory-footprint": "memory-footprint",
+}
+# The phase a goal implies when --phase is not given.
+GOAL_PHASE: dict[Goal, str] = {
+    "training-throughput": "training",
+    "inference-latency": "inference",
+    "memory-footprint": "inference",
+}
+
+
+def parse_goal(value: str | None) -> Goal:
+    """Return the goal for a name or alias (a, b, c); raise UserError listing the choices."""
+    if value is None:
+        return DEFAULT_GOAL
+    goal = GOAL_ALIASES.get(value.strip().lower())
+    if goal is None:
+        raise UserError(
+            f"unknown goal {value!r}",
+            hint="valid goals: training-throughput (a), inference-latency (b), "
+            "memory-footprint (c)",
+        )
+    return goal
 
 
 class _Strict(BaseModel):
@@ -117,6 +146,26 @@ class GoalOverride(_Strict):
     caveats: list[str] | None = None
 
 
+class VerdictSpec(_Strict):
+    """Which effect of which trial confirms or refutes a rule: the validator reads it.
+
+    Trials are named by id only (tests/test_rules_trials.py checks each id against the trial
+    registry), so reading the playbooks never imports the validator or torch.
+    """
+
+    trial: str
+    effect: str = Field("speedup", description="Effect key; '{batch}' picks the nearest batch")
+    kind: Literal["speedup", "memory_factor", "info"] = Field(
+        "speedup",
+        description="info: the trial measures an input of the prediction, not its effect")
+    ratio: tuple[str, list[str]] | None = Field(
+        None, description="(numerator, denominators in order of preference) of effect keys")
+    family: list[tuple[str, str]] = Field(
+        default_factory=list, description="(effect key, where) pairs the advice may hold at")
+    part: str | None = Field(
+        None, description="What the trial times when it is only a part of the predicted metric")
+
+
 class Rule(_Strict):
     """One playbook entry."""
 
@@ -135,7 +184,7 @@ class Rule(_Strict):
     tradeoff_metric: str | None = None
     min_gain: float | None = Field(
         None, ge=0, description="Relative gain below which it is rejected")
-    trial: str | None = None
+    verdict: VerdictSpec | None = None
     caveats: list[str] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
     variants: list[Variant] = Field(default_factory=list)
@@ -149,8 +198,6 @@ class Rule(_Strict):
         for name in metrics:
             if name is not None and name not in METRICS:
                 raise ValueError(f"{self.id}: unknown metric {name!r}; known: {sorted(METRICS)}")
-        if self.trial is not None and self.trial not in TRIAL_IDS:
-            raise ValueError(f"{self.id}: unknown trial {self.trial!r}; known: {sorted(TRIAL_IDS)}")
         if (self.what_if is None) == (self.predictor is None):
             raise ValueError(f"{self.id}: give exactly one of what_if and predictor")
         if self.predictor is not None:
@@ -175,6 +222,11 @@ class Rule(_Strict):
         if extra_goals:
             raise ValueError(f"{self.id}: per_goal for goals it lacks {sorted(extra_goals)}")
         return self
+
+    @property
+    def trial(self) -> str | None:
+        """The id of the trial that checks this rule, if any."""
+        return self.verdict.trial if self.verdict is not None else None
 
     def for_goal(self, goal: Goal) -> Rule:
         """Return the rule with the goal's overrides applied (conditions merged, rest replaced)."""
@@ -227,3 +279,8 @@ def load_rules() -> tuple[Rule, ...]:
 def rules_for_goal(goal: Goal) -> list[Rule]:
     """Return the rules of one goal, each with that goal's overrides applied, in file order."""
     return [r.for_goal(goal) for r in load_rules() if goal in r.goals]
+
+
+def rule_by_id(rule_id: str) -> Rule | None:
+    """Return the shipped rule with this id, or None."""
+    return next((r for r in load_rules() if r.id == rule_id), None)

@@ -218,7 +218,7 @@ def main(argv: list[str]) -> int:
                 "backend": backend, "world_size": world, "dtype": cfg.get("dtype", "bf16"),
                 "torch_version": str(torch.__version__), "nccl_version": nccl,
                 "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                "results": results,
+                "nvls": bool(cfg.get("nvls", False)), "results": results,
             })
         dist.barrier()
     finally:

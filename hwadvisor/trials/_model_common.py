@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hwadvisor.models import Measurement, ModelSpec, TrialEnvironment, TrialResult, Workload
+from hwadvisor.models.trial import named_effects
 from hwadvisor.trials.base import Trial, TrialContext, release_memory
 
 # When the workload has no architecture spec, the trials use Llama-3-8B's block widths
@@ -180,7 +181,7 @@ def finished(
         status="ok" if ok else "error",
         reason=reason,
         measurements=measurements,
-        effect=effect,
+        effects=named_effects(effect),
         summary=summary,
         max_error=max_error,
         environment=environment(device),

@@ -20,6 +20,7 @@ class TrialContext:
     workload: Workload | None = None
     budget_s: float = 5.0
     quick: bool = False  # smaller shapes and fewer repeats (tests on 2-core CI machines)
+    nvls: bool = False  # let NCCL use NVLink SHARP / multicast (validate --nvls); off by default
     extra: dict[str, object] = field(default_factory=dict)
 
 

@@ -16,9 +16,12 @@ Bus bandwidth follows nccl-tests' convention (NVIDIA/nccl-tests, doc/PERFORMANCE
 algbw = S / t, busbw = algbw x 2(n-1)/n for all-reduce and algbw x (n-1)/n for all-gather and
 reduce-scatter, S the full buffer size; GB/s are 1e9 bytes per second.
 
-The children's environment ALWAYS carries NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-and NVSHMEM_DISABLE_NVLS=1: NVLink SHARP / multicast can put the shared GPU hosts this tool is
-run on out of service (the workplace's device notes).
+NVLink SHARP (NVLS, multicast) is off unless the user asks for it (`validate --nvls`): the
+children's environment carries NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and
+NVSHMEM_DISABLE_NVLS=1. On some shared or virtualised GPU hosts a program that creates
+multicast objects can leave the GPUs unusable until the host is reset, so off is the safe
+default. On a healthy NVSwitch system (HGX H100/H200/B200) NVLS raises all-reduce bus bandwidth,
+so with it off the trial under-reports what NCCL reaches there; the result says which it was.
 
 ctx.extra: "backend" ("nccl" by default; "gloo" runs the same launcher on CPU processes for
 tests), "world_size" (default: every visible GPU; 2 for gloo), "sizes" ([[label, bytes], ...]),
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialEnvironment, TrialResult, Workload
+from hwadvisor.models.trial import named_effects
 from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import TrialContext, torch_missing
 
@@ -155,6 +159,7 @@ def _config(ctx: TrialContext, backend: str, world: int) -> dict[str, Any]:
         "iters": 2 if quick else 10,
         "repeats": 3 if quick else 10,
         "timeout_s": float(ctx.extra.get("timeout_s", DEFAULT_TIMEOUT_S)),  # type: ignore[arg-type]
+        "nvls": bool(ctx.nvls),
     }
 
 
@@ -165,8 +170,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def child_env(rank: int, world: int, port: int) -> dict[str, str]:
-    """Build one rank's environment: ours, the rendezvous variables, the safety switches."""
+def child_env(rank: int, world: int, port: int, nvls: bool = False) -> dict[str, str]:
+    """Build one rank's environment: ours, the rendezvous variables, the NVLS switches.
+
+    Without nvls the multicast switches are forced off whatever the caller's environment says;
+    with it they are removed, so NCCL picks NVLS where the system supports it.
+    """
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -178,7 +187,11 @@ def child_env(rank: int, world: int, port: int) -> dict[str, str]:
         "MASTER_PORT": str(port),
         "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),
     })
-    env.update(SAFE_ENV)  # always, whatever the caller's environment says
+    if nvls:
+        for key in SAFE_ENV:
+            env.pop(key, None)
+    else:
+        env.update(SAFE_ENV)
     return env
 
 
@@ -199,7 +212,8 @@ def launch(world: int, config: dict[str, Any], timeout_s: float) -> dict[str, An
                 procs.append(subprocess.Popen(
                     [sys.executable, "-m", "hwadvisor.trials._collective_worker", cfg_path,
                      out_path],
-                    env=child_env(rank, world, port), stdout=log, stderr=subprocess.STDOUT,
+                    env=child_env(rank, world, port, bool(config.get("nvls"))),
+                    stdout=log, stderr=subprocess.STDOUT,
                 ))
             _wait(procs, timeout_s, tmp)
         finally:
@@ -274,9 +288,11 @@ def to_result(data: dict[str, Any], started: float) -> TrialResult:
         largest = max(all_reduce, key=lambda m: int(m.params["bytes"]))
         effect["busbw_gbps"] = float(largest.value or 0.0)
     unsupported = [m.label for m in measurements if m.params.get("status") == "unsupported"]
+    nvls = "NVLS on" if data.get("nvls") else "NVLS off"
     summary = (
         f"{world} ranks ({data['backend']}"
-        + (f", NCCL {data['nccl_version']}" if data.get("nccl_version") else "") + "): "
+        + (f", NCCL {data['nccl_version']}" if data.get("nccl_version") else "")
+        + (f", {nvls}" if data["backend"] == "nccl" else "") + "): "
         + ", ".join(f"{m.label} {m.value:.1f} GB/s" for m in measurements if m.value)
         + (f"; unsupported: {', '.join(unsupported)}" if unsupported else "")
     )
@@ -286,7 +302,7 @@ def to_result(data: dict[str, Any], started: float) -> TrialResult:
         reason=("wrong collective results: " + "; ".join(wrong)) if wrong
         else (None if effect else "no collective ran"),
         measurements=measurements,
-        effect=effect,
+        effects=named_effects(effect),
         summary=summary,
         max_error=max(errors) if errors and max(errors) != float("inf") else None,
         environment=TrialEnvironment(device=f"{world} x {data.get('device')}",

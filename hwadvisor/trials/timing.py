@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
+from hwadvisor.models.trial import named_effects
 
 # H200 L2 is 60 MiB (NVIDIA H200 datasheet / Hopper tuning guide: 50 MB on H100 SXM, 60 MB on
 # H200); a rotation total of 4x the largest L2 we target keeps every timed call reading DRAM.
@@ -243,7 +244,7 @@ def variants_result(
         status="ok" if ok else "error",
         reason=skipped_note(measurements),
         measurements=measurements,
-        effect=effect,
+        effects=named_effects(effect),
         summary=summary,
         max_error=max_error(measurements),
     )

@@ -9,44 +9,23 @@ prediction error is the re-predicted factor against the original one.
 
 from __future__ import annotations
 
-from hwadvisor.models import (
-    Device,
-    Estimate,
-    ModelOptions,
-    Recommendation,
-    Report,
-    TrialResult,
-    Validation,
-    Workload,
-)
+from collections.abc import Callable
+
+from hwadvisor.models import Recommendation, Report, TrialResult, Validation
+from hwadvisor.validator.verdicts import metric_kind
+
+# Predicts a recommendation's factor again with a measured bus bandwidth (GB/s); None when the
+# rule no longer fires. The pipeline passes the rules engine's (pipeline.repredict).
+Repredict = Callable[[Report, Recommendation, float], "float | None"]
 
 
 def _better(metric: str, factor: float) -> bool:
     """Tell whether after/before of the metric is a gain (rates up, times and bytes down)."""
-    from hwadvisor.validator.runner import metric_kind  # noqa: PLC0415 - avoids an import cycle
-
     return factor > 1.0 if metric_kind(metric) == "rate" else factor < 1.0
 
 
-def repredict(report: Report, rec: Recommendation, busbw_gbps: float) -> float | None:
-    """Predict the rule's factor again with the measured bus bandwidth (None: no longer fires)."""
-    from hwadvisor.perfmodel import estimate
-    from hwadvisor.probe.target import primary_device
-    from hwadvisor.rules.engine import recommend
-
-    if report.workload is None or report.goal is None:
-        return None
-    device = primary_device(report)
-
-    def measured(workload: Workload, dev: Device, options: ModelOptions) -> Estimate:
-        return estimate(workload, dev, options, measured_busbw_gbps=busbw_gbps)
-
-    outcome = recommend(report.workload, device, report.goal, host=report.host, estimator=measured)
-    again = next((r for r in outcome.recommendations if r.id == rec.id), None)
-    return again.predicted.factor if again is not None else None
-
-
-def collectives_verdict(report: Report, rec: Recommendation, result: TrialResult) -> Validation:
+def collectives_verdict(report: Report, rec: Recommendation, result: TrialResult,
+                        repredict: Repredict) -> Validation:
     """Confirm or refute a communication-bound prediction from the measured bus bandwidth."""
     busbw = result.effect.get("busbw_gbps")
     if not busbw:
@@ -90,4 +69,11 @@ def transfer_verdict(report: Report, rec: Recommendation, result: TrialResult) -
     )
 
 
-INPUT_VERDICTS = {"collectives": collectives_verdict, "host-transfer": transfer_verdict}
+def input_verdict(report: Report, rec: Recommendation, result: TrialResult,
+                  repredict: Repredict | None) -> Validation:
+    """Return the verdict of advice whose trial measured an input of its prediction."""
+    if result.id == "host-transfer":
+        return transfer_verdict(report, rec, result)
+    if result.id == "collectives" and repredict is not None:
+        return collectives_verdict(report, rec, result, repredict)
+    return rec.validation

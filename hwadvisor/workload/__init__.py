@@ -17,8 +17,11 @@ from hwadvisor.workload.build import (
     preset_source,
     supported_model_types,
 )
+from hwadvisor.workload.request import WORKLOAD_OPTIONS, WorkloadRequest
 
 __all__ = [
+    "WORKLOAD_OPTIONS",
+    "WorkloadRequest",
     "DTYPES",
     "OPTIMIZERS",
     "PHASES",

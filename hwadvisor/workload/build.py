@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from hwadvisor.errors import UserError
 from hwadvisor.models.workload import Dtype, ModelSpec, Optimizer, Phase, Workload
 from hwadvisor.workload.configparse import parse_config, read_config_file, supported_model_types
+from hwadvisor.workload.params import count_params, moe_layer_count, param_breakdown
 
 __all__ = [
     "DTYPES",
@@ -215,117 +216,6 @@ def _unknown_model(model: str) -> UserError:
             "its path, or " + _presets_hint(),
         )
     return UserError(message, hint=_presets_hint())
-
-
-# ---------------------------------------------------------------- parameter counts
-
-
-def moe_layer_count(spec: ModelSpec) -> int:
-    """How many decoder layers have an MoE MLP (the rest are dense)."""
-    if spec.num_experts <= 0:
-        return 0
-    if spec.moe_layers is not None:
-        return min(spec.moe_layers, spec.num_layers)
-    freq = max(spec.moe_layer_freq, 1)
-    start = min(spec.dense_layers, spec.num_layers)
-    # DeepSeek's original rule: from first_k_dense_replace on, every moe_layer_freq-th layer.
-    return sum(1 for i in range(start, spec.num_layers) if i % freq == 0)
-
-
-def _mlp_params(hidden: int, width: int, gated: bool, bias: bool) -> int:
-    mats = 3 if gated else 2
-    params = mats * hidden * width
-    if bias:
-        params += (mats - 1) * width + hidden
-    return params
-
-
-def _attention_params(spec: ModelSpec) -> int:
-    h = spec.hidden_size
-    heads = spec.num_heads
-    if spec.attention == "mla":
-        rope = spec.qk_rope_head_dim or 0
-        nope = spec.qk_nope_head_dim or 0
-        v_dim = spec.v_head_dim or 0
-        kv_rank = spec.kv_lora_rank or 0
-        qk_dim = nope + rope
-        params = 0
-        if spec.q_lora_rank:
-            q_rank = spec.q_lora_rank
-            # q_a_proj (+bias) -> q_a_layernorm -> q_b_proj
-            params += h * q_rank + (q_rank if spec.qkv_bias else 0) + q_rank
-            params += q_rank * heads * qk_dim
-        else:
-            params += h * heads * qk_dim  # plain q_proj, never biased
-        # kv_a_proj_with_mqa (+bias) -> kv_a_layernorm -> kv_b_proj
-        params += h * (kv_rank + rope) + ((kv_rank + rope) if spec.qkv_bias else 0)
-        params += kv_rank + kv_rank * heads * (nope + v_dim)
-        params += heads * v_dim * h + (h if spec.o_bias else 0)
-        return params
-    d = spec.head_dim
-    q_out = heads * d
-    kv_out = spec.num_kv_heads * d
-    params = h * q_out + 2 * h * kv_out + q_out * h
-    if spec.qkv_bias:
-        params += q_out + 2 * kv_out
-    if spec.o_bias:
-        params += h
-    if spec.qk_norm:
-        params += 2 * d
-    return params
-
-
-def param_breakdown(spec: ModelSpec) -> dict[str, int]:
-    """Count parameters by part, for the whole model.
-
-    Keys: embedding, lm_head, attention, dense_mlp, router, routed_experts, shared_experts,
-    norms; and routed_expert_params, the size of one routed expert (not part of the total).
-    """
-    h = spec.hidden_size
-    layers = spec.num_layers
-    moe_layers = moe_layer_count(spec)
-    dense_layers = layers - moe_layers
-    expert_width = spec.moe_intermediate_size or spec.intermediate_size
-    one_expert = _mlp_params(h, expert_width, spec.gated_mlp, bias=False)
-    router = 0
-    routed = 0
-    shared = 0
-    if moe_layers:
-        router = spec.num_experts * h + (spec.num_experts if spec.router_score_bias else 0)
-        routed = spec.num_experts * one_expert
-        if spec.num_shared_experts and spec.shared_expert_intermediate_size:
-            shared = _mlp_params(
-                h, spec.shared_expert_intermediate_size, spec.gated_mlp, spec.mlp_bias
-            )
-        if spec.shared_expert_gate:
-            shared += h
-    norm_weights = 1 if spec.norm == "rmsnorm" else 2  # layernorm adds a bias
-    return {
-        "embedding": spec.vocab_size * h,
-        "lm_head": 0 if spec.tied_embeddings else spec.vocab_size * h,
-        "attention": layers * _attention_params(spec),
-        "dense_mlp": dense_layers
-        * _mlp_params(h, spec.intermediate_size, spec.gated_mlp, spec.mlp_bias),
-        "router": moe_layers * router,
-        "routed_experts": moe_layers * routed,
-        "shared_experts": moe_layers * shared,
-        "norms": (layers * spec.norms_per_layer + 1) * h * norm_weights,
-        "routed_expert_params": one_expert,
-    }
-
-
-def count_params(spec: ModelSpec) -> tuple[int, int]:
-    """(total, active per token) parameters, as transformers instantiates the model.
-
-    Active = total minus the routed experts a token does not visit
-    (num_experts - experts_per_token of them in every MoE layer).
-    """
-    parts = param_breakdown(spec)
-    one_expert = parts.pop("routed_expert_params")
-    total = sum(parts.values())
-    idle = max(spec.num_experts - spec.experts_per_token, 0)
-    active = total - moe_layer_count(spec) * idle * one_expert
-    return total, active
 
 
 # ---------------------------------------------------------------- building a workload

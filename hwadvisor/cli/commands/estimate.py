@@ -2,93 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Optional
-
 import typer
 from rich.table import Table
 
+from hwadvisor import units
 from hwadvisor.cli.console import JsonOpt, OutputOpt, console, print_notes, publish
-from hwadvisor.cli.modeloptions import (
-    AttentionOpt,
-    CommOverlapOpt,
-    CompiledOpt,
-    CudaGraphsOpt,
-    FusedOptimizerOpt,
-    NoMixedPrecisionOpt,
-    OffloadOpt,
-    PrefixHitOpt,
-    ShardingOpt,
-    SpeculativeOpt,
-    model_options,
-)
-from hwadvisor.cli.options import (
-    ActCkptOpt,
-    ActivationDtypeOpt,
-    BatchOpt,
-    GenLenOpt,
-    GpusOpt,
-    GpusPerNodeOpt,
-    GradAccumOpt,
-    InterNodeGbpsOpt,
-    KvDtypeOpt,
-    ModelOpt,
-    NodesOpt,
-    OptimizerOpt,
-    PhaseOpt,
-    PromptLenOpt,
-    WeightsDtypeOpt,
-    workload_from_options,
-    workload_values,
-)
+from hwadvisor.cli.options import DeviceOpt, model_options, workload_options
 from hwadvisor.models import Estimate, ModelOptions, Report, Workload
+from hwadvisor.workload import WorkloadRequest
 
-DeviceOpt = Annotated[
-    Optional[str],  # noqa: UP007, UP045
-    typer.Option("--device", help="Plan for a datasheet profile (see 'hwadvisor profiles list') "
-                 "instead of the probed hardware", show_default=False),
-]
-
-
-def build_estimate_report(
-    workload_options: Mapping[str, object],
-    device_id: str | None,
-    options: ModelOptions,
-) -> Report:
-    """Resolve the hardware and the workload, run the performance model, return the report."""
-    from hwadvisor.perfmodel import estimate
-    from hwadvisor.probe.target import MAX_PLANNED_DEVICES, primary_device, resolve_target
-
-    target = resolve_target(device_id, 1)
-    device = primary_device(target)
-    workload = workload_from_options(workload_options, device.memory_total_bytes,
-                                     target.device_class)
-    if device_id is not None and workload.gpus > 1:
-        # The report lists the devices of one node (the plan's per-node GPUs).
-        per_node = workload.gpus_per_node or workload.gpus // workload.nodes
-        target = resolve_target(device_id, min(per_node, MAX_PLANNED_DEVICES))
-    result = estimate(workload, device, options)
-    notes = list(target.notes)
-    if not target.devices:
-        notes.append("no accelerator found: estimated for the CPU (see the assumptions)")
-    return target.model_copy(update={
-        "kind": "estimate", "workload": workload, "estimate": result, "notes": notes,
-        "devices": target.devices or [device],
-    })
+DASH = "—"  # an unknown value in a table
 
 
 def _gb(value: float | int | None) -> str:
-    return "—" if value is None else f"{value / 1e9:.2f} GB"
+    return units.gb(value, DASH)
 
 
-def _time(value: float | None) -> str:
-    if value is None:
-        return "—"
-    if value >= 1.0:
-        return f"{value:.2f} s"
-    if value >= 1e-3:
-        return f"{value * 1e3:.2f} ms"
-    return f"{value * 1e6:.1f} µs"
+def _s(value: float | None) -> str:
+    return units.seconds(value, DASH)
 
 
 def memory_table(est: Estimate) -> Table:
@@ -119,18 +50,18 @@ def times_table(est: Estimate, workload: Workload) -> Table:
     table.add_column("compute", justify="right")
     table.add_column("memory", justify="right")
     if workload.phase == "training":
-        table.add_row("training step", _time(t.train_step_s), _time(t.train_compute_s),
-                      _time(t.train_memory_s))
-        table.add_row("optimizer step", _time(t.optimizer_s), "", "")
+        table.add_row("training step", _s(t.train_step_s), _s(t.train_compute_s),
+                      _s(t.train_memory_s))
+        table.add_row("optimizer step", _s(t.optimizer_s), "", "")
     else:
-        table.add_row("prefill", _time(t.prefill_s), _time(t.prefill_compute_s),
-                      _time(t.prefill_memory_s))
-        table.add_row("decode (per token)", _time(t.decode_step_s), _time(t.decode_compute_s),
-                      _time(t.decode_memory_s))
-    table.add_row("launch overhead", _time(t.launch_overhead_s), "", "")
+        table.add_row("prefill", _s(t.prefill_s), _s(t.prefill_compute_s),
+                      _s(t.prefill_memory_s))
+        table.add_row("decode (per token)", _s(t.decode_step_s), _s(t.decode_compute_s),
+                      _s(t.decode_memory_s))
+    table.add_row("launch overhead", _s(t.launch_overhead_s), "", "")
     if workload.gpus > 1:
         table.add_row("communication (exposed)",
-                      f"{_time(t.communication_s)} ({_time(t.communication_exposed_s)})", "", "")
+                      f"{_s(t.communication_s)} ({_s(t.communication_exposed_s)})", "", "")
     if est.tokens_per_s is not None:
         table.add_row("throughput", f"{est.tokens_per_s:,.0f} tok/s", "", "")
     return table
@@ -155,42 +86,19 @@ def render(report: Report) -> None:
         console.print(f"  [dim]· {line}[/]", highlight=False)
 
 
+@workload_options
+@model_options
 def estimate_command(
-    model: ModelOpt = None,
-    phase: PhaseOpt = None,
-    batch: BatchOpt = None,
-    prompt_len: PromptLenOpt = None,
-    gen_len: GenLenOpt = None,
-    weights_dtype: WeightsDtypeOpt = None,
-    kv_dtype: KvDtypeOpt = None,
-    activation_dtype: ActivationDtypeOpt = None,
-    optimizer: OptimizerOpt = None,
-    grad_accum: GradAccumOpt = None,
-    gpus: GpusOpt = None,
-    nodes: NodesOpt = None,
-    gpus_per_node: GpusPerNodeOpt = None,
-    inter_node_gbps: InterNodeGbpsOpt = None,
-    activation_checkpointing: ActCkptOpt = False,
-    sharding: ShardingOpt = None,
-    attention_kernel: AttentionOpt = None,
-    cuda_graphs: CudaGraphsOpt = False,
-    compiled: CompiledOpt = False,
-    fused_optimizer: FusedOptimizerOpt = False,
-    comm_overlap: CommOverlapOpt = False,
-    fp32_training: NoMixedPrecisionOpt = False,
-    offload_fraction: OffloadOpt = None,
-    prefix_cache_hit: PrefixHitOpt = None,
-    speculative_tokens: SpeculativeOpt = None,
+    request: WorkloadRequest,
+    options: ModelOptions,
     device: DeviceOpt = None,
     as_json: JsonOpt = False,
     output: OutputOpt = None,
 ) -> None:
     """Model a workload: memory by part, FLOPs, roofline times and the bottleneck (no GPU)."""
-    values = workload_values(locals())  # first, while locals() holds only the parameters
-    options = model_options(sharding, attention_kernel, cuda_graphs, compiled, fused_optimizer,
-                            comm_overlap, fp32_training, offload_fraction, prefix_cache_hit,
-                            speculative_tokens)
-    report = build_estimate_report(values, device, options)
+    from hwadvisor import pipeline
+
+    report = pipeline.estimate_report(request, device, options)
     print_notes(report.notes)
     publish(report, render, as_json, output)
 

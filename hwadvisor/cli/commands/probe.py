@@ -6,14 +6,17 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from hwadvisor import units
 from hwadvisor.cli.console import (
     JsonOpt,
     MarkdownOpt,
     OutputOpt,
     console,
     print_notes,
+    progress_bar,
     publish,
 )
+from hwadvisor.errors import ExitCode
 from hwadvisor.models import Device, Report
 
 if TYPE_CHECKING:
@@ -21,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def _gb(value: int | None) -> str:
-    return f"{value / 1e9:.1f} GB" if value else "—"
+    return units.gb(value, "—") if value else "—"
 
 
 def _fmt(value: object, unit: str = "") -> str:
@@ -140,24 +143,17 @@ def probe(
 
     With no GPU or driver the report lists none and says why on stderr (exit 0).
     """
-    from hwadvisor.probe import collect
+    import sys
 
-    report = collect()
-    if measure:  # the validator's trials; torch is imported only on this path
-        import sys
+    from hwadvisor import pipeline
 
-        from hwadvisor.validator.runner import measure_devices
-
-        report = measure_devices(report, progress=not as_json and sys.stderr.isatty())
-        for trial in report.trials:
-            if trial.status != "ok":
-                report.notes.append(f"--measure: trial {trial.id} {trial.status}: {trial.reason}")
+    with progress_bar(measure and not as_json and sys.stderr.isatty()) as progress:
+        report = pipeline.probe_report(measure, progress)
     print_notes(report.notes)
     publish(report, render, as_json, output, markdown)
     if measure and any(t.status in ("error", "interrupted") for t in report.trials):
-        from hwadvisor.errors import ExitCode
-
-        raise typer.Exit(130 if report.interrupted else int(ExitCode.TRIALS_FAILED))
+        code = ExitCode.INTERRUPTED if report.interrupted else ExitCode.TRIALS_FAILED
+        raise typer.Exit(int(code))
 
 
 def register(app: typer.Typer) -> None:

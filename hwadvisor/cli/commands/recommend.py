@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -16,49 +16,20 @@ from hwadvisor.cli.console import (
     console,
     exit_for_gates,
     print_notes,
+    progress_bar,
     publish,
 )
 from hwadvisor.cli.options import (
-    ActCkptOpt,
-    ActivationDtypeOpt,
-    BatchOpt,
-    GenLenOpt,
-    GpusOpt,
-    GpusPerNodeOpt,
-    GradAccumOpt,
-    InterNodeGbpsOpt,
-    KvDtypeOpt,
-    ModelOpt,
-    NodesOpt,
-    OptimizerOpt,
-    PhaseOpt,
-    PromptLenOpt,
-    WeightsDtypeOpt,
-    workload_from_options,
-    workload_values,
+    DeviceOpt,
+    FailOnOpt,
+    MinBandwidthFractionOpt,
+    workload_options,
 )
 from hwadvisor.errors import UserError
 from hwadvisor.models import Recommendation, Report
-from hwadvisor.models.recommend import Goal
-from hwadvisor.report.gates import FailOnOpt, MinBandwidthFractionOpt, apply_gates
-
-# Inference latency is the default goal: it applies on every device class (a phone, a laptop,
-# this CPU-only host, an H200), while training advice only makes sense where people train.
-DEFAULT_GOAL: Goal = "inference-latency"
-GOAL_ALIASES: dict[str, Goal] = {
-    "a": "training-throughput",
-    "training-throughput": "training-throughput",
-    "b": "inference-latency",
-    "inference-latency": "inference-latency",
-    "c": "memory-footprint",
-    "memory-footprint": "memory-footprint",
-}
-# The phase a goal implies when --phase is not given.
-GOAL_PHASE: dict[Goal, str] = {
-    "training-throughput": "training",
-    "inference-latency": "inference",
-    "memory-footprint": "inference",
-}
+from hwadvisor.report.gates import apply_gates
+from hwadvisor.rules.playbook import DEFAULT_GOAL, parse_goal
+from hwadvisor.workload import WorkloadRequest
 
 GoalOpt = Annotated[
     Optional[str],  # noqa: UP007, UP045
@@ -69,92 +40,11 @@ GoalOpt = Annotated[
         show_default=False,
     ),
 ]
-DeviceOpt = Annotated[
-    Optional[str],  # noqa: UP007, UP045
-    typer.Option(
-        "--device",
-        help="Plan for a datasheet profile instead of this machine, e.g. h200-sxm, rtx-4090, "
-        "m3-max (see 'hwadvisor profiles list'); --gpus N plans N of them.",
-        show_default=False,
-    ),
-]
 ValidateOpt = Annotated[
     bool,
     typer.Option("--validate", help="Run each recommendation's trial here to confirm or refute it "
                  "(needs torch; GPU trials need a GPU)."),
 ]
-
-
-def parse_goal(value: str | None) -> Goal:
-    """Return the goal for a name or alias (a, b, c); raise UserError listing the choices."""
-    if value is None:
-        return DEFAULT_GOAL
-    goal = GOAL_ALIASES.get(value.strip().lower())
-    if goal is None:
-        raise UserError(
-            f"unknown goal {value!r}",
-            hint="valid goals: training-throughput (a), inference-latency (b), "
-            "memory-footprint (c)",
-        )
-    return goal
-
-
-def _planned_count(options: Mapping[str, object]) -> int:
-    """How many devices to plan: --gpus, else nodes x gpus-per-node, else one."""
-    gpus, nodes, per_node = options.get("gpus"), options.get("nodes"), options.get("gpus_per_node")
-    if isinstance(gpus, int):
-        return gpus
-    if isinstance(per_node, int):
-        return (nodes if isinstance(nodes, int) else 1) * per_node
-    return 1
-
-
-def build_recommend_report(
-    goal: Goal,
-    device_id: str | None,
-    workload_options: Mapping[str, object],
-) -> Report:
-    """Resolve the hardware and workload, run the rules engine, and return the report."""
-    from hwadvisor.probe.target import primary_device, resolve_target
-    from hwadvisor.rules.engine import recommend
-
-    options = dict(workload_options)
-    if options.get("phase") is None:
-        options["phase"] = GOAL_PHASE[goal]
-    count = _planned_count(options)
-    target = resolve_target(device_id, count)
-    device = primary_device(target)
-    notes = list(target.notes)
-    layout_given = any(options.get(k) is not None for k in ("gpus", "nodes", "gpus_per_node"))
-    if device_id is None and not layout_given and len(target.devices) > 1 \
-            and options["phase"] == "training":
-        # Training on a multi-GPU host: plan the GPUs that are there (sharding advice needs it).
-        options["gpus"] = len(target.devices)
-        notes.append(f"planning training on all {len(target.devices)} probed GPUs; pass --gpus to "
-                     "plan fewer")
-    workload = workload_from_options(options, device.memory_total_bytes, device.device_class)
-    outcome = recommend(workload, device, goal, host=target.host)
-    if workload.is_default:
-        notes.append(
-            f"no --model given: recommending for the default workload {workload.model} "
-            f"({workload.phase}, batch {workload.batch}, prompt {workload.prompt_len}) chosen "
-            f"for {device.name}; pass --model to plan for yours"
-        )
-    if workload.phase != GOAL_PHASE[goal] and goal != "memory-footprint":
-        notes.append(f"goal {goal} with a {workload.phase} workload: most rules of the goal "
-                     "are rejected for the phase")
-    return Report(
-        kind="recommend",
-        host=target.host,
-        devices=target.devices,
-        device_class=device.device_class,
-        notes=notes + outcome.notes,
-        workload=workload,
-        estimate=outcome.estimate,
-        goal=goal,
-        recommendations=outcome.recommendations,
-        rejected=outcome.rejected,
-    )
 
 
 def recommend_table(report: Report) -> Table:
@@ -228,24 +118,11 @@ def register(app: typer.Typer) -> None:
     """Register `recommend`."""
 
     @app.command("recommend")
+    @workload_options
     def recommend_cmd(
+        request: WorkloadRequest,
         goal: GoalOpt = None,
         device: DeviceOpt = None,
-        model: ModelOpt = None,
-        phase: PhaseOpt = None,
-        batch: BatchOpt = None,
-        prompt_len: PromptLenOpt = None,
-        gen_len: GenLenOpt = None,
-        weights_dtype: WeightsDtypeOpt = None,
-        kv_dtype: KvDtypeOpt = None,
-        activation_dtype: ActivationDtypeOpt = None,
-        optimizer: OptimizerOpt = None,
-        grad_accum: GradAccumOpt = None,
-        gpus: GpusOpt = None,
-        nodes: NodesOpt = None,
-        gpus_per_node: GpusPerNodeOpt = None,
-        inter_node_gbps: InterNodeGbpsOpt = None,
-        activation_checkpointing: ActCkptOpt = False,
         validate: ValidateOpt = False,
         as_json: JsonOpt = False,
         output: OutputOpt = None,
@@ -257,18 +134,18 @@ def register(app: typer.Typer) -> None:
 
         Without options: inference-latency advice for this machine and a default model.
         """
-        workload_options = workload_values(locals())  # first: locals() is the parameters
-        chosen = parse_goal(goal)
-        report = build_recommend_report(chosen, device, workload_options)
+        from hwadvisor import pipeline
+
+        report = pipeline.recommend_report(parse_goal(goal), device, request)
         print_notes(report.notes, "note: ")
         if validate:
-            try:
-                from hwadvisor.validator.runner import validate_report
-            except ImportError as exc:  # the validator (or torch) is not installed
-                raise UserError(f"cannot validate: {exc}",
-                                hint="pip install 'hwadvisor[validate]'") from None
+            from hwadvisor.trials.base import TORCH_MISSING, torch_missing
 
-            report = validate_report(report, progress=not as_json)
+            if torch_missing():  # the validator's trials need torch
+                raise UserError("cannot validate: torch is not installed",
+                                hint=TORCH_MISSING.split(": ", 1)[1])
+            with progress_bar(not as_json and sys.stderr.isatty()) as progress:
+                report = pipeline.validate_recommendations(report, progress=progress)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
         publish(report, render, as_json, output, markdown)
         exit_for_gates(report)

@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from hwadvisor import units
 from hwadvisor.cli.console import MarkdownOpt, console, err_console, note
 from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.report.io import write_text_atomic
@@ -30,7 +31,7 @@ def schema() -> None:
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
-    return "—" if value is None else f"{value:.{digits}g}"
+    return units.number(value, digits, "—")
 
 
 def _comparison_tables(comparison: Comparison) -> list[Table]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,32 +18,18 @@ from hwadvisor.cli.console import (
     exit_for_gates,
     note,
     print_notes,
+    progress_bar,
     publish,
 )
 from hwadvisor.cli.options import (
-    ActCkptOpt,
-    ActivationDtypeOpt,
-    BatchOpt,
-    GenLenOpt,
-    GpusOpt,
-    GpusPerNodeOpt,
-    GradAccumOpt,
-    InterNodeGbpsOpt,
-    KvDtypeOpt,
-    ModelOpt,
-    NodesOpt,
-    OptimizerOpt,
-    PhaseOpt,
-    PromptLenOpt,
-    WeightsDtypeOpt,
-    workload_from_options,
-    workload_values,
+    FailOnOpt,
+    MinBandwidthFractionOpt,
+    workload_options,
 )
 from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.models import Report, TrialResult
-from hwadvisor.report.gates import FailOnOpt, MinBandwidthFractionOpt, apply_gates
-
-INTERRUPTED_EXIT = 130  # the shell's code for Ctrl-C (128 + SIGINT)
+from hwadvisor.report.gates import apply_gates
+from hwadvisor.workload import WorkloadRequest
 
 TrialOpt = Annotated[
     Optional[list[str]],  # noqa: UP007, UP045
@@ -61,6 +46,10 @@ FromReportOpt = Annotated[
                  "workload sizes the trials; the workload options are then ignored).",
                  dir_okay=False, show_default=False),
 ]
+NvlsOpt = Annotated[bool, typer.Option(
+    "--nvls/--no-nvls", help="Let NCCL use NVLink SHARP (multicast) in the collectives trial. "
+    "Off by default: on some shared hosts multicast can take GPUs out of service; on an "
+    "NVSwitch system it raises all-reduce bandwidth, so leaving it off under-reports it.")]
 
 
 def trial_table(report: Report) -> Table:
@@ -122,46 +111,6 @@ def _require_gpu() -> None:
                         code=ExitCode.NO_DEVICE)
 
 
-def run_validate(trial_ids: list[str] | None, quick: bool,
-                 workload_options: Mapping[str, object], progress: bool) -> Report:
-    """Probe, build the workload, run the trials; return the validate report (maybe partial)."""
-    from hwadvisor.probe import collect
-    from hwadvisor.trials.registry import trial_ids as all_ids
-    from hwadvisor.validator.runner import busy_note, context_for, run_trials
-
-    hardware = collect()
-    first = hardware.devices[0] if hardware.devices else None
-    workload = workload_from_options(
-        workload_options,
-        first.memory_total_bytes if first else hardware.host.memory_total_bytes,
-        first.device_class if first else hardware.device_class,
-    )
-    report = Report(kind="validate", host=hardware.host, devices=hardware.devices,
-                    device_class=hardware.device_class, notes=list(hardware.notes),
-                    workload=workload)
-    results, interrupted = run_trials(trial_ids or all_ids(), context_for(report, quick), progress)
-    report.trials = results
-    report.interrupted = interrupted
-    busy = busy_note(results)
-    if busy:
-        report.notes.append(busy)
-    return report
-
-
-def validate_from_report(path: Path, quick: bool, progress: bool) -> Report:
-    """Validate the recommendations of a saved recommend report."""
-    from hwadvisor.report.io import load_report
-    from hwadvisor.validator.runner import validate_report
-
-    report = load_report(path)
-    if not report.recommendations:
-        raise UserError(f"{path} has no recommendations to validate",
-                        hint="pass a report written by 'hwadvisor recommend --output FILE'")
-    report = validate_report(report, progress=progress, quick=quick)
-    report.kind = "validate"
-    return report
-
-
 def _failed(trials: list[TrialResult]) -> list[TrialResult]:
     return [t for t in trials if t.status == "error"]
 
@@ -170,27 +119,15 @@ def register(app: typer.Typer) -> None:
     """Register `validate`."""
 
     @app.command("validate")
+    @workload_options
     def validate_cmd(
+        request: WorkloadRequest,
         trial: TrialOpt = None,
         quick: QuickOpt = False,
         require_gpu: RequireGpuOpt = False,
         list_trials: ListOpt = False,
         from_report: FromReportOpt = None,
-        model: ModelOpt = None,
-        phase: PhaseOpt = None,
-        batch: BatchOpt = None,
-        prompt_len: PromptLenOpt = None,
-        gen_len: GenLenOpt = None,
-        weights_dtype: WeightsDtypeOpt = None,
-        kv_dtype: KvDtypeOpt = None,
-        activation_dtype: ActivationDtypeOpt = None,
-        optimizer: OptimizerOpt = None,
-        grad_accum: GradAccumOpt = None,
-        gpus: GpusOpt = None,
-        nodes: NodesOpt = None,
-        gpus_per_node: GpusPerNodeOpt = None,
-        inter_node_gbps: InterNodeGbpsOpt = None,
-        activation_checkpointing: ActCkptOpt = False,
+        nvls: NvlsOpt = False,
         as_json: JsonOpt = False,
         output: OutputOpt = None,
         markdown: MarkdownOpt = None,
@@ -202,7 +139,7 @@ def register(app: typer.Typer) -> None:
         Exit 4 when a trial could not run (error); unsupported trials are reported, not failed.
         Ctrl-C stops the run and still writes the partial report (exit 130).
         """
-        workload_options = workload_values(locals())  # first: locals() is the parameters
+        from hwadvisor import pipeline
         from hwadvisor.trials.registry import TRIALS, check_ids
 
         if list_trials:
@@ -213,17 +150,18 @@ def register(app: typer.Typer) -> None:
             check_ids(trial)
         if require_gpu:
             _require_gpu()
-        progress = not as_json and sys.stderr.isatty()
-        if from_report is not None:
-            report = validate_from_report(from_report, quick, progress)
-        else:
-            report = run_validate(trial, quick, workload_options, progress)
+        with progress_bar(not as_json and sys.stderr.isatty()) as progress:
+            if from_report is not None:
+                report = pipeline.validate_saved_report(from_report, quick, progress, nvls=nvls)
+            else:
+                report = pipeline.validate_trials_report(trial, quick, request, progress,
+                                                         nvls=nvls)
         print_notes(report.notes, "note: ")
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
         publish(report, render, as_json, output, markdown)
         if report.interrupted:
             note("interrupted: the report holds the trials that finished")
-            raise typer.Exit(INTERRUPTED_EXIT)
+            raise typer.Exit(int(ExitCode.INTERRUPTED))
         failed = _failed(report.trials)
         if failed:
             for result in failed:

@@ -1,0 +1,180 @@
+"""The one place the stages chain: probe → workload → perfmodel → rules → validator → report.
+
+Each function builds one command's report from plain inputs and returns it; the CLI only
+parses options, calls one of these, and renders or writes what comes back. Heavy stages are
+imported inside the functions that need them, so `probe` never loads the rules and no stage
+loads torch unless trials run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hwadvisor.errors import UserError
+from hwadvisor.models import (
+    Device,
+    Estimate,
+    ModelOptions,
+    Recommendation,
+    Report,
+    Workload,
+)
+from hwadvisor.models.recommend import Goal
+
+if TYPE_CHECKING:  # the probe path must not import the workload package
+    from hwadvisor.workload import WorkloadRequest
+
+# Told (trial id, trials done, trials in all) as trials run; the CLI draws a progress bar.
+Progress = Callable[[str, int, int], None]
+
+
+def probe_report(measure: bool = False, progress: Progress | None = None) -> Report:
+    """Probe this machine; with measure, also run the bandwidth and matmul trials on it."""
+    from hwadvisor.probe import collect
+
+    report = collect()
+    if measure:  # the validator's trials; torch is imported only on this path
+        from hwadvisor.validator.runner import measure_devices
+
+        report = measure_devices(report, progress=progress)
+        for trial in report.trials:
+            if trial.status != "ok":
+                report.notes.append(f"--measure: trial {trial.id} {trial.status}: {trial.reason}")
+    return report
+
+
+def estimate_report(request: WorkloadRequest, device_id: str | None,
+                    options: ModelOptions) -> Report:
+    """Resolve the hardware and the workload, run the performance model, return the report."""
+    from hwadvisor.perfmodel import estimate
+    from hwadvisor.probe.target import MAX_PLANNED_DEVICES, primary_device, resolve_target
+
+    target = resolve_target(device_id, 1)
+    device = primary_device(target)
+    workload = request.build(device.memory_total_bytes, target.device_class)
+    if device_id is not None and workload.gpus > 1:
+        # The report lists the devices of one node (the plan's per-node GPUs).
+        per_node = workload.gpus_per_node or workload.gpus // workload.nodes
+        target = resolve_target(device_id, min(per_node, MAX_PLANNED_DEVICES))
+    result = estimate(workload, device, options)
+    notes = list(target.notes)
+    if not target.devices:
+        notes.append("no accelerator found: estimated for the CPU (see the assumptions)")
+    return target.model_copy(update={
+        "kind": "estimate", "workload": workload, "estimate": result, "notes": notes,
+        "devices": target.devices or [device],
+    })
+
+
+def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest) -> Report:
+    """Resolve the hardware and workload, run the rules engine, and return the report."""
+    from hwadvisor.probe.target import primary_device, resolve_target
+    from hwadvisor.rules.engine import recommend
+    from hwadvisor.rules.playbook import GOAL_PHASE
+
+    if request.phase is None:
+        request = request.with_changes(phase=GOAL_PHASE[goal])
+    target = resolve_target(device_id, request.planned_count())
+    device = primary_device(target)
+    notes = list(target.notes)
+    if device_id is None and not request.layout_given() and len(target.devices) > 1 \
+            and request.phase == "training":
+        # Training on a multi-GPU host: plan the GPUs that are there (sharding advice needs it).
+        request = request.with_changes(gpus=len(target.devices))
+        notes.append(f"planning training on all {len(target.devices)} probed GPUs; pass --gpus to "
+                     "plan fewer")
+    workload = request.build(device.memory_total_bytes, device.device_class)
+    outcome = recommend(workload, device, goal, host=target.host)
+    if workload.is_default:
+        notes.append(
+            f"no --model given: recommending for the default workload {workload.model} "
+            f"({workload.phase}, batch {workload.batch}, prompt {workload.prompt_len}) chosen "
+            f"for {device.name}; pass --model to plan for yours"
+        )
+    if workload.phase != GOAL_PHASE[goal] and goal != "memory-footprint":
+        notes.append(f"goal {goal} with a {workload.phase} workload: most rules of the goal "
+                     "are rejected for the phase")
+    return Report(
+        kind="recommend",
+        host=target.host,
+        devices=target.devices,
+        device_class=device.device_class,
+        notes=notes + outcome.notes,
+        workload=workload,
+        estimate=outcome.estimate,
+        goal=goal,
+        recommendations=outcome.recommendations,
+        rejected=outcome.rejected,
+    )
+
+
+def repredict(report: Report, rec: Recommendation, busbw_gbps: float) -> float | None:
+    """Predict a recommendation's factor again with a measured bus bandwidth (GB/s).
+
+    None when the rule no longer fires with that bandwidth. The validator calls this for
+    advice whose trial measures an input of the prediction (the collectives trial).
+    """
+    from hwadvisor.perfmodel import estimate
+    from hwadvisor.probe.target import primary_device
+    from hwadvisor.rules.engine import recommend
+
+    if report.workload is None or report.goal is None:
+        return None
+    device = primary_device(report)
+
+    def measured(workload: Workload, dev: Device, options: ModelOptions) -> Estimate:
+        return estimate(workload, dev, options, measured_busbw_gbps=busbw_gbps)
+
+    outcome = recommend(report.workload, device, report.goal, host=report.host, estimator=measured)
+    again = next((r for r in outcome.recommendations if r.id == rec.id), None)
+    return again.predicted.factor if again is not None else None
+
+
+def validate_recommendations(report: Report, progress: Progress | None = None,
+                             quick: bool = False, nvls: bool = False) -> Report:
+    """Run each recommendation's trial here and set its verdict (recommend --validate)."""
+    from hwadvisor.validator.runner import validate_report
+
+    return validate_report(report, progress=progress, quick=quick, repredict=repredict, nvls=nvls)
+
+
+def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: WorkloadRequest,
+                           progress: Progress | None = None, nvls: bool = False) -> Report:
+    """Probe, build the workload, run the trials; return the validate report (maybe partial)."""
+    from hwadvisor.probe import collect
+    from hwadvisor.trials.registry import trial_ids as all_ids
+    from hwadvisor.validator.runner import busy_note, context_for, run_trials
+
+    hardware = collect()
+    first = hardware.devices[0] if hardware.devices else None
+    workload = request.build(
+        first.memory_total_bytes if first else hardware.host.memory_total_bytes,
+        first.device_class if first else hardware.device_class,
+    )
+    report = Report(kind="validate", host=hardware.host, devices=hardware.devices,
+                    device_class=hardware.device_class, notes=list(hardware.notes),
+                    workload=workload)
+    results, interrupted = run_trials(trial_ids or all_ids(),
+                                      context_for(report, quick, nvls=nvls), progress)
+    report.trials = results
+    report.interrupted = interrupted
+    busy = busy_note(results)
+    if busy:
+        report.notes.append(busy)
+    return report
+
+
+def validate_saved_report(path: Path, quick: bool, progress: Progress | None = None,
+                          nvls: bool = False) -> Report:
+    """Validate the recommendations of a saved recommend report."""
+    from hwadvisor.report.io import load_report
+
+    report = load_report(path)
+    if not report.recommendations:
+        raise UserError(f"{path} has no recommendations to validate",
+                        hint="pass a report written by 'hwadvisor recommend --output FILE'")
+    report = validate_recommendations(report, progress=progress, quick=quick, nvls=nvls)
+    report.kind = "validate"
+    return report

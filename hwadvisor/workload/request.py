@@ -1,0 +1,57 @@
+"""The workload as a user asked for it: each option given or not (None), before any default."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from hwadvisor.models.workload import Workload
+
+
+@dataclass(frozen=True)
+class WorkloadRequest:
+    """The workload options of estimate, recommend and validate; None means "not given"."""
+
+    model: str | None = None
+    phase: str | None = None
+    batch: int | None = None
+    prompt_len: int | None = None
+    gen_len: int | None = None
+    weights_dtype: str | None = None
+    kv_dtype: str | None = None
+    activation_dtype: str | None = None
+    optimizer: str | None = None
+    grad_accum: int | None = None
+    gpus: int | None = None
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    inter_node_gbps: float | None = None
+    activation_checkpointing: bool = False
+
+    def with_changes(self, **changes: Any) -> WorkloadRequest:
+        """Return a copy with some options set (e.g. the phase a goal implies)."""
+        return dataclasses.replace(self, **changes)
+
+    def layout_given(self) -> bool:
+        """Tell whether the user said how many GPUs or nodes to plan."""
+        return any(v is not None for v in (self.gpus, self.nodes, self.gpus_per_node))
+
+    def planned_count(self) -> int:
+        """How many devices to plan: --gpus, else nodes x gpus-per-node, else one."""
+        if self.gpus is not None:
+            return self.gpus
+        if self.gpus_per_node is not None:
+            return (self.nodes or 1) * self.gpus_per_node
+        return 1
+
+    def build(self, device_memory_bytes: int | None = None,
+              device_class: object = None) -> Workload:
+        """Validate the options, fill the defaults for the device, and return the Workload."""
+        from hwadvisor.workload.build import build_workload
+
+        return build_workload(**dataclasses.asdict(self), device_memory_bytes=device_memory_bytes,
+                              device_class=device_class)
+
+
+WORKLOAD_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WorkloadRequest))

@@ -1,0 +1,175 @@
+"""The import rules of the house (docs/architecture.md), checked on the real import graph.
+
+Every import counts, also those inside functions: a lazy import still makes one module need
+another, and a lazy import that hides a cycle is the kind of tangle this test is here to stop.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "hwadvisor"
+
+# package -> packages (and top modules) it must never import
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "probe": ("trials", "cli", "rules", "validator", "report"),
+    "rules": ("trials", "validator", "cli", "report"),
+    "perfmodel": ("rules", "trials", "validator", "cli", "probe"),
+    "trials": ("cli", "rules", "validator", "report"),
+    "workload": ("rules", "trials", "validator", "cli"),
+    "report": ("cli", "rules", "trials", "validator"),
+}
+# models is the contract at the ground floor: it may lean on nothing above it. The root
+# package (hwadvisor/__init__.py) holds only the version string the report carries.
+MODELS_MAY_IMPORT = ("models", "errors", "units", "")
+# third-party libraries and the one package allowed to import each
+CONFINED = {"typer": "cli", "rich": "cli", "torch": "trials"}
+MAX_LOOSE_MODULES = 6
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+@lru_cache(maxsize=1)
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _resolve(module: str, level: int, current: str, is_package: bool) -> str:
+    if level == 0:
+        return module
+    base = current.split(".") if is_package else current.split(".")[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+@lru_cache(maxsize=1)
+def _imports() -> dict[str, set[str]]:
+    """Module -> every module it imports (hwadvisor modules by name, others by top name)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                target = _resolve(node.module or "", node.level, name, is_package)
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    found.add(sub if sub in modules else target)
+        graph[name] = found
+    return graph
+
+
+def _package_of(module: str) -> str:
+    """'hwadvisor.rules.engine' -> 'rules'; 'hwadvisor.errors' -> 'errors'; root -> ''."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _internal(module: str) -> bool:
+    return module == "hwadvisor" or module.startswith("hwadvisor.")
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_package_imports_run_one_way(package: str) -> None:
+    bad = []
+    for module, imported in _imports().items():
+        if _package_of(module) != package:
+            continue
+        for target in imported:
+            if _internal(target) and _package_of(target) in FORBIDDEN[package]:
+                bad.append(f"{module} imports {target}")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_models_import_only_the_ground_floor() -> None:
+    bad = [
+        f"{module} imports {target}"
+        for module, imported in _imports().items()
+        if _package_of(module) == "models"
+        for target in imported
+        if _internal(target) and _package_of(target) not in MODELS_MAY_IMPORT
+    ]
+    assert not bad, "\n".join(sorted(bad))
+
+
+@pytest.mark.parametrize("library", sorted(CONFINED))
+def test_heavy_libraries_stay_in_their_package(library: str) -> None:
+    home = CONFINED[library]
+    bad = [
+        f"{module} imports {target}"
+        for module, imported in _imports().items()
+        if _package_of(module) != home
+        for target in imported
+        if target == library or target.startswith(library + ".")
+    ]
+    assert not bad, "\n".join(sorted(bad))
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in graph:
+                continue
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    graph = {m: {t for t in imported if t in _modules()} for m, imported in _imports().items()}
+    # A package's __init__ re-exporting its own modules is not a cycle of dependencies.
+    for module in graph:
+        graph[module] = {t for t in graph[module] if not (
+            module.startswith(t + ".") and _modules()[t].name == "__init__.py")}
+    assert _cycles(graph) == []
+
+
+def test_few_loose_modules_at_the_top() -> None:
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if not p.name.startswith("__"))
+    assert len(loose) <= MAX_LOOSE_MODULES, loose
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
