@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One batched run on a lent GPU machine (see docs/benchmarks.md): installs hwadvisor without
+# One batched run on a GPU host without network access (see docs/benchmarks.md): installs hwadvisor without
 # network (wheels carried in .whl/), runs the GPU tests, the probe, the trials and the
 # benchmarks, and leaves everything under $OUT/res packed as $OUT/results.tgz.
 # Usage: bash benchmarks/run_on_device.sh [tests|startup|bench|multi|final]

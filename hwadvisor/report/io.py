@@ -82,7 +82,7 @@ def load_report(path: Path) -> Report:
     if not isinstance(data, dict) or "schema_version" not in data:
         raise UserError(f"{path} is not an hwadvisor report (no schema_version)",
                         hint="pass a file written by hwadvisor --output")
-    from hwadvisor.report.compat import upgrade_with_notes  # noqa: PLC0415 - only on this path
+    from hwadvisor.report.compat import upgrade_with_notes  # only on this path
 
     data, notes = upgrade_with_notes(data, path)
     try:

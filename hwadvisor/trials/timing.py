@@ -202,7 +202,7 @@ def guarded(label: str, measure: Callable[[], Measurement]) -> Measurement:
         return measure()
     except CorrectnessError:
         raise
-    except Exception as exc:  # noqa: BLE001 - each variant is independently guarded by design
+    except Exception as exc:  # each variant is independently guarded by design
         if "OutOfMemory" in type(exc).__name__:
             _empty_cache()
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

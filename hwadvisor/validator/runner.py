@@ -56,7 +56,7 @@ def trial_environment(ctx: TrialContext, device: str | None) -> TrialEnvironment
             + (f" ({p.used_memory_bytes / 2**30:.1f} GiB)" if p.used_memory_bytes else "")
             for p in others(procs, ctx.extra.get(PIDS_BEFORE))
         ]
-    except Exception:  # noqa: BLE001 - the environment is context; a failed read must not fail a trial
+    except Exception:  # the environment is context; a failed read must not fail a trial
         pass
     return env
 
@@ -88,7 +88,7 @@ def _pids_before(ctx: TrialContext) -> None:
         procs = nvml.gpu_processes(index)
         if procs is not None:
             ctx.extra[PIDS_BEFORE] = {p.pid for p in procs}
-    except Exception:  # noqa: BLE001 - context only; without it every non-self PID counts
+    except Exception:  # context only; without it every non-self PID counts
         pass
 
 
@@ -110,7 +110,7 @@ def run_one(trial_id: str, ctx: TrialContext,
             result = trial.run(ctx)
     except KeyboardInterrupt:
         raise
-    except Exception as exc:  # noqa: BLE001 - one failing trial must not stop the others
+    except Exception as exc:  # one failing trial must not stop the others
         out_of_memory = "OutOfMemory" in type(exc).__name__
         environment.free_device_memory()
         message = ("out of device memory: " if out_of_memory else "") + _first_line(exc)
@@ -120,7 +120,7 @@ def run_one(trial_id: str, ctx: TrialContext,
     if result.status in ("ok", "error"):
         try:
             result.environment = trial_environment(ctx, environment.device_for(ctx))
-        except Exception:  # noqa: BLE001 - see trial_environment
+        except Exception:  # see trial_environment
             pass
         result.busy_gpu = result.busy_gpu or bool(result.environment.other_processes)
     return result
