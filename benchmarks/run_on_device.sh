@@ -2,7 +2,7 @@
 # One batched run on a GPU host without network access (see docs/benchmarks.md): installs hwadvisor without
 # network (wheels carried in .whl/), runs the GPU tests, the probe, the trials and the
 # benchmarks, and leaves everything under $OUT/res packed as $OUT/results.tgz.
-# Usage: bash benchmarks/run_on_device.sh [tests|startup|bench|multi|final]
+# Usage: bash benchmarks/run_on_device.sh [tests|startup|bench|multi|e2e|final]
 set -u
 mode=${1:-tests}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -55,6 +55,13 @@ bench)
     HWADVISOR_SUITE_REPORT="$res/validate_h200.json" timeout 240 python3 benchmarks/validate_h200.py --out "$res/validate_bench.json" 2>&1 | tee "$res/validate_bench.txt" | tail -30
     timeout 150 python3 -m hwadvisor recommend --goal b --model llama-3-8b --batch 1 --validate --json --output "$res/recommend_b_h200.json" >/dev/null 2>"$res/recommend_b.err"
     timeout 150 python3 -m hwadvisor recommend --goal c --model llama-3-70b --validate --json --output "$res/recommend_c_h200.json" >/dev/null 2>"$res/recommend_c.err"
+    ;;
+e2e)
+    # Whole models in plain PyTorch + transformers (calibrates --engine hf), the GPU tests on
+    # the current layout, and the validate suite's trials at the default workload.
+    timeout 420 python3 benchmarks/e2e_torch.py --out "$res/e2e_torch.json" 2>&1 | grep -v -i warn | tee "$res/e2e_torch.txt" | tail -30
+    timeout 200 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/test_schema.py -m gpu -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -6
+    timeout 150 python3 -m hwadvisor validate --json --output "$res/validate.json" >/dev/null 2>"$res/validate.err"; echo "validate exit $?"
     ;;
 final)
     # Everything once more on a two-GPU machine: GPU 0 serves the single-GPU work.
