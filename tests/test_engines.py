@@ -1,0 +1,292 @@
+"""The engine data (hwadvisor/rules/engines.toml): schema, coverage, and the config renderer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hwadvisor.errors import ExitCode, UserError
+from hwadvisor.rules import engines as eng
+from hwadvisor.rules.engines import (
+    DEVICE_CLASSES,
+    ENGINE_IDS,
+    LAYOUT_KEYS,
+    PHASES,
+    PLACEHOLDERS,
+    STEP_IDS,
+    default_engine,
+    get_engine,
+    load_engines,
+    load_text,
+    placeholders,
+    render_config,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+EXPECTED_IDS = {"hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx", "executorch",
+                "mlc-llm", "litert", "torchtitan", "megatron", "deepspeed"}
+
+# A full set of plan values: every placeholder filled, so every step of every engine renders.
+VALUES: dict[str, object] = {
+    "model": "meta-llama/Llama-3.1-8B-Instruct", "tp": 2, "pp": 2, "dp": 2, "dp_shard": 8,
+    "dp_replicate": 2, "ep": 4, "cp": 2, "gpus": 16, "nodes": 2, "gpus_per_node": 8, "batch": 4,
+    "max_batch": 64, "prompt_len": 2048, "gen_len": 256, "context": 8192, "chunk": 4096,
+    "kv_dtype": "fp8", "weights_dtype": "bf16", "spec_tokens": 4, "gpu_layers": 99,
+    "grad_accum": 8, "lora_rank": 16, "threads": 8, "offload_fraction": 0.5,
+}
+
+
+@pytest.fixture(scope="module")
+def engines() -> dict[str, eng.Engine]:
+    return load_engines()
+
+
+def test_the_shipped_file_loads_and_has_every_engine(engines):
+    assert set(engines) == EXPECTED_IDS
+    assert tuple(engines) == ENGINE_IDS
+    assert all(engines[key].id == key for key in engines)
+
+
+def test_load_is_cached():
+    assert eng._load_file() is eng._load_file()
+
+
+@pytest.mark.parametrize("engine_id", sorted(EXPECTED_IDS))
+def test_every_engine_names_its_version_and_sources(engines, engine_id):
+    engine = engines[engine_id]
+    assert engine.version and engine.defaults.version
+    for url in engine.sources + engine.defaults.sources:
+        assert url.startswith("https://"), url
+
+
+@pytest.mark.parametrize("engine_id", sorted(EXPECTED_IDS))
+def test_rule_ids_are_plan_step_ids(engines, engine_id):
+    engine = engines[engine_id]
+    config = engine.config
+    named = (set(engine.applies) | set(engine.unsupported) | set(config.not_expressed)
+             | set().union(*engine.unsupported_on.values()))
+    assert named <= set(STEP_IDS)
+    assert set(config.steps) | set(config.step_notes) <= set(STEP_IDS) | set(LAYOUT_KEYS)
+
+
+@pytest.mark.parametrize("engine_id", sorted(EXPECTED_IDS))
+def test_every_placeholder_is_known(engines, engine_id):
+    config = engines[engine_id].config
+    texts = [config.command or "", *config.step_notes.values(), *config.all_settings()]
+    for text in texts:
+        assert placeholders(text) <= PLACEHOLDERS, text
+
+
+def test_every_playbook_rule_is_a_plan_step():
+    from hwadvisor.rules.playbook import load_rules
+
+    assert {rule.id for rule in load_rules()} <= set(STEP_IDS)
+
+
+def test_engines_toml_does_not_break_the_playbook_loader():
+    # engines.toml sits next to the playbooks; the playbook loader must skip it.
+    from hwadvisor.rules.playbook import load_rules
+
+    load_rules.cache_clear()
+    assert load_rules()
+
+
+@pytest.mark.parametrize("device_class", DEVICE_CLASSES)
+@pytest.mark.parametrize("phase", PHASES)
+def test_default_engine_covers_every_class_and_phase(engines, device_class, phase):
+    engine = engines[default_engine(device_class, phase)]
+    assert phase in engine.phases
+    assert device_class in engine.device_classes
+
+
+def test_default_engines_follow_the_hardware_brief():
+    assert default_engine("datacenter-gpu", "inference") == "vllm"
+    assert default_engine("consumer-gpu", "inference") == "llamacpp"
+    assert default_engine("apple-silicon", "inference") == "mlx"
+    assert default_engine("mobile-soc", "inference") == "executorch"
+    assert default_engine("cpu", "inference") == "llamacpp"
+    assert default_engine("datacenter-gpu", "training") == "torchtitan"
+    for device_class in ("consumer-gpu", "apple-silicon", "cpu"):
+        assert default_engine(device_class, "training") == "hf"
+
+
+def test_default_engine_refuses_unknown_class_and_phase():
+    with pytest.raises(UserError):
+        default_engine("toaster", "inference")
+    with pytest.raises(UserError):
+        default_engine("cpu", "serving")
+
+
+def test_unknown_engine_is_a_user_error_with_a_hint():
+    with pytest.raises(UserError) as info:
+        get_engine("vllmm")
+    assert info.value.code == ExitCode.USAGE
+    assert info.value.hint is not None
+    assert "did you mean vllm" in info.value.hint
+    for engine_id in EXPECTED_IDS:
+        assert engine_id in info.value.hint
+
+
+def test_key_defaults_as_read_from_the_sources(engines):
+    vllm, sglang = engines["vllm"].defaults, engines["sglang"].defaults
+    llama = engines["llamacpp"]
+    assert (vllm.prefill_chunk_tokens, vllm.max_concurrent_sequences) == (8192, 1024)
+    assert vllm.cuda_graphs and vllm.prefix_caching and vllm.chunked_prefill
+    assert sglang.prefill_chunk_tokens == 8192
+    assert llama.defaults.prefill_chunk_tokens == 512
+    assert llama.defaults.max_concurrent_sequences == 4
+    assert engines["mlx"].defaults.prefill_chunk_tokens == 2048
+    assert engines["torchtitan"].defaults.sharding == "fsdp"
+    assert engines["deepspeed"].defaults.sharding == "ddp"
+
+
+def test_never_recommend_what_the_engine_does(engines):
+    assert engines["vllm"].does_by_default("prefix-caching")
+    assert engines["vllm"].does_by_default("cuda-graphs", "datacenter-gpu")
+    assert not engines["vllm"].does_by_default("kv-cache-quantization")
+    llama = engines["llamacpp"]
+    assert llama.does_by_default("cuda-graphs", "consumer-gpu")
+    assert llama.cannot("cuda-graphs", "apple-silicon")
+    assert not llama.does_by_default("cuda-graphs", "apple-silicon")
+
+
+def test_torchtitan_renders_parseable_toml(engines):
+    steps = ["torch-compile", "fp8-training", "hsdp", "context-parallel",
+             "activation-checkpointing", "tensor-parallel-in-node", "pipeline-parallel"]
+    rendered = render_config(engines["torchtitan"], steps, VALUES)
+    assert rendered.format == "toml"
+    data = tomllib.loads(rendered.text)
+    assert data["compile"]["enable"] is True
+    assert data["parallelism"]["data_parallel_shard_degree"] == 8
+    assert data["parallelism"]["data_parallel_replicate_degree"] == 2
+    assert "activation-checkpointing" in rendered.defaulted  # selective AC is the default
+    assert data["model"]["converters"] == ["quantize.linear.float8"]
+    assert data["quantize"]["linear"]["float8"]["enable_fsdp_float8_all_gather"] is True
+    assert "[parallelism]" in rendered.text  # grouped into sections, not dotted keys
+    steps_traced = {line.step for line in rendered.lines}
+    assert {"torch-compile", "fp8-training", "hsdp", "tp", "pp"} <= steps_traced
+
+
+def test_deepspeed_renders_valid_json(engines):
+    steps = ["fsdp2-zero3", "bf16-mixed-precision", "optimizer-offload", "fused-adamw"]
+    rendered = render_config(engines["deepspeed"], steps, VALUES)
+    data = json.loads(rendered.text)
+    assert data["zero_optimization"]["stage"] == 3
+    assert data["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    assert data["bf16"]["enabled"] is True
+    assert data["train_micro_batch_size_per_gpu"] == 4
+    assert data["optimizer"]["type"] == "AdamW"
+
+
+def test_deepspeed_explains_what_it_cannot_say(engines):
+    rendered = render_config(engines["deepspeed"], ["activation-checkpointing"], VALUES)
+    [skipped] = rendered.not_expressed
+    assert skipped.step == "activation-checkpointing"
+    assert "model code" in skipped.reason
+
+
+def test_vllm_command_has_the_fp8_kv_flag(engines):
+    rendered = render_config(engines["vllm"], ["kv-cache-quantization"], VALUES)
+    assert rendered.text.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct")
+    assert "--kv-cache-dtype fp8" in rendered.text
+    assert {"setting": "--kv-cache-dtype fp8", "step": "kv-cache-quantization"} in [
+        line.model_dump() for line in rendered.lines]
+    assert "--tensor-parallel-size 2" in rendered.text  # layout in use: tp = 2
+
+
+def test_vllm_defaults_are_not_rendered(engines):
+    rendered = render_config(engines["vllm"], ["prefix-caching", "cuda-graphs"], {"model": "m"})
+    assert rendered.defaulted == ["prefix-caching", "cuda-graphs"]
+    assert rendered.text == "vllm serve m"
+
+
+def test_layout_keys_follow_the_values(engines):
+    small = render_config(engines["vllm"], [], {"model": "m", "tp": 1})
+    assert "--tensor-parallel-size" not in small.text
+    explicit = render_config(engines["llamacpp"], ["gpu_layers"], {"model": "m.gguf",
+                                                                   "gpu_layers": 20})
+    assert "--n-gpu-layers 20" in explicit.text
+
+
+def test_mlc_overrides_merge_into_one_flag(engines):
+    rendered = render_config(engines["mlc-llm"], ["chunked-prefill", "speculative-decoding"],
+                             {**VALUES, "pp": 1})
+    assert rendered.text.count("--overrides") == 1
+    assert "max_num_sequence=64;" in rendered.text
+
+
+def test_cli_values_are_shell_quoted(engines):
+    rendered = render_config(engines["llamacpp"], [], {"model": "my model.gguf"})
+    assert rendered.text == "llama-server -m 'my model.gguf'"
+
+
+def test_python_settings_for_hf(engines):
+    rendered = render_config(engines["hf"], ["bf16-mixed-precision", "activation-checkpointing"],
+                             VALUES)
+    assert rendered.format == "python"
+    assert "bf16=True  # TrainingArguments" in rendered.text.splitlines()
+
+
+def test_every_step_of_every_engine_renders(engines):
+    for engine in engines.values():
+        steps = [s for s in engine.config.steps if s not in LAYOUT_KEYS]
+        rendered = render_config(engine, steps, VALUES)
+        if engine.config.format == "toml":
+            tomllib.loads(rendered.text)
+        elif engine.config.format == "json":
+            json.loads(rendered.text)
+        assert rendered.text.strip()
+
+
+def test_unknown_steps_and_missing_values_are_refused(engines):
+    with pytest.raises(UserError, match="unknown plan step"):
+        render_config(engines["vllm"], ["kv-cache-quantisation"], VALUES)
+    with pytest.raises(UserError, match="spec_tokens"):
+        render_config(engines["vllm"], ["speculative-decoding"], {"model": "m"})
+
+
+def test_steps_without_a_setting_are_listed_with_a_reason(engines):
+    rendered = render_config(engines["torchtitan"], ["lora", "int4-weights"], VALUES)
+    reasons = {n.step: n.reason for n in rendered.not_expressed}
+    assert "full weights" in reasons["lora"]
+    assert "no torchtitan setting" in reasons["int4-weights"]
+
+
+def _shipped_text() -> str:
+    from importlib import resources
+
+    return resources.files("hwadvisor.rules").joinpath("engines.toml").read_text("utf-8")
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ('attention_kernel = "flash"    # FlashAttention', 'attention_kernal = "flash"    #',
+     "attention_kernal"),
+    ('kv-cache-quantization = ["--kv-cache-dtype fp8"]',
+     'kv-cache-quantization = ["--kv-cache-dtype {kv_type}"]', "kv_type"),
+    ('applies = ["flash-attention", "prefix-caching", "paged-kv',
+     'applies = ["flash-atention", "prefix-caching", "paged-kv', "flash-atention"),
+    ('inference = "vllm"', 'inference = "vlm"', "vlm"),
+    ('fsdp2-zero3 = ["zero_optimization.stage = 3", ',
+     'fsdp2-zero3 = ["zero_optimization.stage = three", ', "not a json value"),
+])
+def test_typos_fail_at_load_time(old, new, message):
+    text = _shipped_text()
+    assert old in text
+    with pytest.raises(ValueError, match=message):
+        load_text(text.replace(old, new, 1), "engines.toml")
+
+
+def test_rules_package_imports_no_cli_or_torch():
+    banned = ("typer", "rich", "torch", "hwadvisor.trials", "hwadvisor.validator",
+              "hwadvisor.cli", "hwadvisor.report")
+    code = ("import sys, hwadvisor.rules.engines as e; e.load_engines(); "
+            f"print([m for m in {banned!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
