@@ -105,7 +105,7 @@ class AppleBackend:
         """Return the Apple Silicon GPU on a Mac; nothing elsewhere. Never raises."""
         try:
             return self._probe()
-        except Exception as exc:  # noqa: BLE001 - a probe must not crash the CLI
+        except Exception as exc:  # a probe must not crash the CLI
             return BackendResult(notes=[f"apple: probe failed ({exc})"])
 
     def _probe(self) -> BackendResult:

@@ -64,7 +64,7 @@ class IosBackend:
         """Return the iPhone's SoC on iOS; nothing elsewhere. Never raises."""
         try:
             return self._probe()
-        except Exception as exc:  # noqa: BLE001 - a probe must not crash the CLI
+        except Exception as exc:  # a probe must not crash the CLI
             return BackendResult(notes=[f"ios: probe failed ({exc})"])
 
     def _probe(self) -> BackendResult:
