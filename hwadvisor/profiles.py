@@ -583,8 +583,9 @@ def choose_variant(
                                  f"configuration {variant.name} chosen by its GPU core count "
                                  f"({gpu_cores})")
         if not by_cores:
-            return VariantChoice(None, [], f"{gpu_cores} GPU cores match no configuration of "
-                                 f"{profile.name}; the top configuration's figures are used")
+            return VariantChoice(None, [], f"configuration unknown: {gpu_cores} GPU cores match "
+                                 f"no configuration of {profile.name}; the top configuration's "
+                                 "figures are used")
     remaining = list(profile.variants)
     evidence: list[str] = []
     filters: list[tuple[str, Any]] = []
@@ -622,6 +623,8 @@ def _resolved(device: Device, profile: Profile) -> tuple[Profile, str | None, li
         chosen = profile.variant(device.variant)
         if chosen is not None:
             return profile.for_variant(chosen), chosen.name, []
+    if any(note.startswith("configuration ") for note in device.notes):
+        return profile, None, []  # the backend already weighed more readings and said why
     choice = choose_variant(profile, gpu_cores=device.compute_units,
                             memory_bytes=device.memory_total_bytes)
     notes = [choice.note] if choice.note else []
@@ -780,6 +783,14 @@ def _enriched_interconnect(device: Device, profile: Profile, device_count: int,
     if link is None or link.gpu_link_kind is None:
         return current
     if current is not None and current.gpu_link_kind is not None:
+        if (current.gpu_link_domain is None and current.gpu_link_kind != "pcie"
+                and link.gpu_link_kind != "pcie"):
+            # NVLink seen, but not where it goes: the datasheet's domain, capped at the GPUs here.
+            domain = min(link.gpu_link_domain or 1, max(device_count, 1))
+            notes.append(f"GPU link domain {domain} is the datasheet's ({profile.id}, "
+                         f"{link.gpu_link_domain}) capped at the {device_count} GPU(s) found; "
+                         "the probe could not tell which GPUs the links reach")
+            current = current.model_copy(update={"gpu_link_domain": domain})
         return current
     saw_nvlink = current is not None and current.nvlink is not None
     if not (link.gpu_link_kind == "pcie" or (_probe_cannot_see_links(device) and not saw_nvlink)):

@@ -424,7 +424,8 @@ def test_device_ids_of_mi300_variants_and_virtual_functions(device_id, name):
 
 
 def test_sriov_virtual_function_matches_the_mi300x_profile(tmp_path):
-    (gpu,) = backend(tmp_path, {"amd-smi": fixture("amd-smi-static-mi300x-vf.json")}).probe().devices
+    outputs = {"amd-smi": fixture("amd-smi-static-mi300x-vf.json")}
+    (gpu,) = backend(tmp_path, outputs).probe().devices
     assert gpu.name == "AMD Instinct MI300X VF"
     assert gpu.device_class == DeviceClass.DATACENTER_GPU.value
     assert match(gpu).id == "mi300x"
@@ -530,7 +531,8 @@ def test_old_rocm_smi_plain_text(tmp_path):
 
 def test_rocm_smi_csv(tmp_path):
     run = flag_runner({("rocm-smi", "--csv"): fixture("rocm-smi-csv-rx7900xt.csv")})
-    (gpu,) = AmdBackend(runner=run, importer=no_module, sys_root=tmp_path, modules={}).probe().devices
+    amd_backend = AmdBackend(runner=run, importer=no_module, sys_root=tmp_path, modules={})
+    (gpu,) = amd_backend.probe().devices
     assert gpu.name == "AMD Radeon RX 7900 XT"
     assert gpu.pci_device_id == "0x744c" and gpu.compute_capability == "gfx1100"
     assert gpu.memory_total_bytes == 21458059264
