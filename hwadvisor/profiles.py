@@ -12,6 +12,7 @@ import functools
 import re
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hwadvisor.errors import UserError
 from hwadvisor.models import Device, DeviceClass, Interconnect, NvLinkInfo, PcieLink
+from hwadvisor.models.hardware import GpuLinkKind, NpuInfo
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,6 +35,7 @@ GIB = 2**30
 PEAK_FORMATS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
 SOURCE_GROUPS = (
     "memory", "bandwidth", "compute", "power", "interconnect", "architecture", "match", "mobile",
+    "npu", "system", "variants",
 )
 _ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _PCI_HEX_RE = re.compile(r"^[0-9a-f]{4}$")
@@ -61,6 +64,23 @@ class ProfileInterconnect(_ProfileBase):
         None, gt=0, description="Scale-out network per GPU in the vendor's reference system, "
         "one direction, GB/s (planning across nodes uses it when --inter-node-gbps is not given)"
     )
+    gpu_link_kind: GpuLinkKind | None = Field(
+        None, description="How this GPU reaches its peers: nvlink, nvlink-bridge, xgmi or pcie"
+    )
+    gpu_link_gbps: float | None = Field(
+        None, gt=0, description="That link's bandwidth per GPU, ONE direction, GB/s"
+    )
+    gpu_link_domain: int | None = Field(
+        None, ge=1, description="How many GPUs the link joins in the reference system "
+        "(8 on HGX/DGX/MI300X boards, 2 for bridged card pairs, 1 when there is none)"
+    )
+
+    @model_validator(mode="after")
+    def _link_complete(self) -> ProfileInterconnect:
+        given = [self.gpu_link_kind, self.gpu_link_gbps, self.gpu_link_domain]
+        if any(v is not None for v in given) and any(v is None for v in given):
+            raise ValueError("gpu_link_kind, gpu_link_gbps and gpu_link_domain go together")
+        return self
 
 
 class ProfileMatch(_ProfileBase):
@@ -81,10 +101,69 @@ class ProfileMatch(_ProfileBase):
 
 
 class ProfileMobile(_ProfileBase):
-    """Per-app memory on a phone: an estimate, with the reasoning in `basis`."""
+    """Per-app memory and sustained performance on a phone, each with its reasoning."""
 
     app_memory_limit_fraction: float = Field(gt=0, le=1)
     basis: str
+    sustained_fraction: float | None = Field(
+        None, gt=0, le=1, description="Share of peak the phone sustains after minutes of load "
+        "(phones throttle within minutes); from published stress tests"
+    )
+    sustained_basis: str | None = Field(
+        None, description="Which published test the sustained fraction comes from"
+    )
+
+    @model_validator(mode="after")
+    def _sustained_explained(self) -> ProfileMobile:
+        if (self.sustained_fraction is None) != (self.sustained_basis is None):
+            raise ValueError("mobile.sustained_fraction needs mobile.sustained_basis (and back)")
+        return self
+
+
+class ProfileNpu(_ProfileBase):
+    """A neural engine / NPU, with the figures its vendor publishes (none invented)."""
+
+    name: str
+    int8_tops: float | None = Field(None, gt=0)
+    int4_tops: float | None = Field(None, gt=0)
+    fp16_tops: float | None = Field(None, gt=0)
+    unstated_tops: float | None = Field(
+        None, gt=0, description="A TOPS figure the vendor states without saying its precision"
+    )
+    note: str = Field(description="Where the figures come from, or why there are none")
+
+    def tops(self) -> dict[str, float]:
+        """Return the published TOPS by format ('unstated' when the vendor gives no precision)."""
+        pairs = {"int8": self.int8_tops, "int4": self.int4_tops, "fp16": self.fp16_tops,
+                 "unstated": self.unstated_tops}
+        return {fmt: value for fmt, value in pairs.items() if value is not None}
+
+
+class ProfileSystem(_ProfileBase):
+    """The reference system planning assumes when the hardware is not present."""
+
+    name: str = Field(description="e.g. 'NVIDIA DGX H100', or 'a typical desktop'")
+    gpus_per_node: int = Field(ge=1)
+    host_memory_gib: float = Field(gt=0)
+    assumption: bool = Field(
+        False, description="True when no vendor reference system exists and these are assumed"
+    )
+    basis: str
+
+
+class ProfileVariant(_ProfileBase):
+    """One configuration of a chip sold in several (GPU cores, CPU cores, memory, bandwidth)."""
+
+    id: str = Field(description="'<profile id>-<suffix>', e.g. m3-max-30c; --device accepts it")
+    name: str = Field(description="What Device.variant says, e.g. '30-core GPU'")
+    gpu_cores: int | None = Field(None, ge=1)
+    cpu_cores: list[int] = Field(default_factory=list, description="CPU core counts sold with it")
+    performance_cores: list[int] = Field(
+        default_factory=list, description="Performance-core counts (sysctl hw.perflevel0)"
+    )
+    memory_options_gib: list[float] = Field(default_factory=list)
+    memory_bandwidth_gbps: float = Field(gt=0)
+    peak_tflops: dict[str, float] = Field(default_factory=dict)
 
 
 class Profile(_ProfileBase):
@@ -105,7 +184,9 @@ class Profile(_ProfileBase):
     unified_memory: bool = False
     memory_bandwidth_gbps: float = Field(gt=0)
     power_w: float | None = Field(None, description="Typical board power / TDP")
-    npu_tops: float | None = Field(None, description="NPU / Neural Engine figure, as stated")
+    status: Literal["shipping", "announced"] = Field(
+        "shipping", description="announced: planned from announced figures, not a shipping part"
+    )
     formats: list[str] = Field(default_factory=list)
     peak_tflops: dict[str, float] = Field(
         default_factory=dict, description="Dense peaks by format; int8 in TOPS"
@@ -116,6 +197,15 @@ class Profile(_ProfileBase):
     interconnect: ProfileInterconnect | None = None
     match: ProfileMatch = Field(default_factory=ProfileMatch)
     mobile: ProfileMobile | None = None
+    npu: ProfileNpu | None = None
+    system: ProfileSystem | None = None
+    variants: list[ProfileVariant] = Field(
+        default_factory=list, description="Configurations sold; the top-level figures are the top"
+    )
+    variant_of: str | None = Field(
+        None, description="Set (never in a file) on a profile resolved from another's variants"
+    )
+    variant_name: str | None = Field(None, description="That variant's name; never in a file")
     sources: dict[str, list[str]]
     notes: list[str] = Field(default_factory=list)
 
@@ -129,12 +219,7 @@ class Profile(_ProfileBase):
     @field_validator("peak_tflops")
     @classmethod
     def _peak_keys(cls, value: dict[str, float]) -> dict[str, float]:
-        unknown = sorted(set(value) - set(PEAK_FORMATS))
-        if unknown:
-            raise ValueError(f"unknown peak formats {unknown}; use {', '.join(PEAK_FORMATS)}")
-        if any(v <= 0 for v in value.values()):
-            raise ValueError("peaks must be positive; leave a format out when it is unknown")
-        return value
+        return _checked_peaks(value)
 
     @field_validator("sources")
     @classmethod
@@ -150,8 +235,13 @@ class Profile(_ProfileBase):
     @model_validator(mode="after")
     def _every_figure_sourced(self) -> Profile:
         needed = {"memory", "bandwidth"}
-        if self.peak_tflops or self.npu_tops is not None:
+        if self.peak_tflops:
             needed.add("compute")
+        for optional, group in ((self.npu, "npu"), (self.system, "system")):
+            if optional is not None:
+                needed.add(group)
+        if self.variants:
+            needed.add("variants")
         if self.power_w is not None:
             needed.add("power")
         if self.interconnect is not None:
@@ -167,6 +257,68 @@ class Profile(_ProfileBase):
             raise ValueError(f"figures without sources: add sources.{', sources.'.join(missing)}")
         return self
 
+    @model_validator(mode="after")
+    def _announced_says_so(self) -> Profile:
+        if self.status == "announced" and not any("announced" in n.lower() for n in self.notes):
+            raise ValueError("an announced part must say so in its notes (which announcement)")
+        return self
+
+    @model_validator(mode="after")
+    def _variants_consistent(self) -> Profile:
+        if not self.variants:
+            return self
+        ids = [v.id for v in self.variants]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"duplicate variant ids in {self.id}: {ids}")
+        for variant in self.variants:
+            if not (_ID_RE.match(variant.id) and variant.id.startswith(f"{self.id}-")):
+                raise ValueError(f"variant id {variant.id!r} must read '{self.id}-<suffix>'")
+            _checked_peaks(variant.peak_tflops)
+        if self.top_variant() is None:
+            raise ValueError(
+                f"{self.id}: one variant must be the top configuration (its gpu_cores, bandwidth "
+                "and peaks equal the profile's own figures)"
+            )
+        return self
+
+    def top_variant(self) -> ProfileVariant | None:
+        """Return the variant whose figures are the profile's own (the top configuration)."""
+        for variant in self.variants:
+            cores_agree = variant.gpu_cores is None or variant.gpu_cores == self.compute_units
+            if (cores_agree and variant.memory_bandwidth_gbps == self.memory_bandwidth_gbps
+                    and variant.peak_tflops == self.peak_tflops):
+                return variant
+        return None
+
+    def variant(self, key: str) -> ProfileVariant | None:
+        """Return the variant with this id or name (case ignored); None when there is none."""
+        wanted = key.strip().lower()
+        for variant in self.variants:
+            if wanted in (variant.id, variant.name.lower()):
+                return variant
+        return None
+
+    def for_variant(self, variant: ProfileVariant) -> Profile:
+        """Return the profile with a variant's figures: what `--device <variant id>` plans with."""
+        if variant is self.top_variant():
+            return self
+        sizes = variant.memory_options_gib or self.memory_options_gib
+        update: dict[str, Any] = {
+            "id": variant.id,
+            "name": f"{self.name} ({variant.name})",
+            "compute_units": variant.gpu_cores or self.compute_units,
+            "memory_bandwidth_gbps": variant.memory_bandwidth_gbps,
+            "peak_tflops": dict(variant.peak_tflops),
+            "memory_options_gib": list(sizes),
+            "memory_gib": max(sizes) if sizes else self.memory_gib,
+            "variants": [],
+            "variant_of": self.id,
+            "variant_name": variant.name,
+            "notes": [f"configuration {variant.name} of {self.name} (profile {self.id})",
+                      *self.notes],
+        }
+        return self.model_copy(update=update)
+
     def is_derived(self, figure: str) -> bool:
         """Whether a figure ('memory_bandwidth_gbps', 'peak_tflops.fp32' ...) is computed."""
         return figure in self.derived_figures
@@ -175,6 +327,15 @@ class Profile(_ProfileBase):
     def memory_total_bytes(self) -> int:
         """The profile's memory in bytes."""
         return int(self.memory_gib * GIB)
+
+
+def _checked_peaks(value: dict[str, float]) -> dict[str, float]:
+    unknown = sorted(set(value) - set(PEAK_FORMATS))
+    if unknown:
+        raise ValueError(f"unknown peak formats {unknown}; use {', '.join(PEAK_FORMATS)}")
+    if any(v <= 0 for v in value.values()):
+        raise ValueError("peaks must be positive; leave a format out when it is unknown")
+    return value
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -205,6 +366,8 @@ def parse_profile(file_name: str, data: bytes) -> Profile:
         raise ValueError(
             f"profile {file_name} has id {profile.id!r}; name the file {profile.id}.toml"
         )
+    if profile.variant_of is not None or profile.variant_name is not None:
+        raise ValueError(f"profile {file_name}: variant_of/variant_name are set by hwadvisor only")
     return profile
 
 
@@ -212,33 +375,46 @@ def parse_profile(file_name: str, data: bytes) -> Profile:
 def load_all() -> tuple[Profile, ...]:
     """Every shipped profile, sorted by id (read once, cached)."""
     profiles = [parse_profile(name, data) for name, data in _profile_files()]
-    ids = [p.id for p in profiles]
+    ids = [p.id for p in profiles] + [v.id for p in profiles for v in p.variants]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
-        raise ValueError(f"duplicate profile ids: {duplicates}")
+        raise ValueError(f"duplicate profile or variant ids: {duplicates}")
     return tuple(sorted(profiles, key=lambda p: p.id))
 
 
 def ids() -> list[str]:
-    """Return the ids of every profile, sorted."""
+    """Return the ids of every profile file, sorted (variant ids: variant_ids())."""
     return [p.id for p in load_all()]
+
+
+def variant_ids() -> list[str]:
+    """Return the ids of every configuration listed under a profile's [[variants]], sorted."""
+    return sorted(v.id for p in load_all() for v in p.variants)
 
 
 def suggest(text: str, limit: int = 3) -> list[str]:
     """Known ids close to text: ids containing it first ('h200' -> h200-sxm), then difflib's."""
     wanted = text.strip().lower()
-    known = ids()
+    known = ids() + variant_ids()
     containing = [i for i in known if wanted and wanted in i]
     similar = difflib.get_close_matches(wanted, known, n=limit, cutoff=0.4)
     return list(dict.fromkeys([*containing, *similar]))[:limit]
 
 
 def get(profile_id: str) -> Profile:
-    """Return the profile with this id; an unknown id is a UserError (exit 2) naming close ids."""
+    """Return the profile with this id, or a variant id resolved to that configuration.
+
+    `m3-max` is the top configuration; `m3-max-30c` is the same profile with the 30-core GPU
+    variant's figures. An unknown id is a UserError (exit 2) naming close ids.
+    """
     wanted = profile_id.strip().lower()
     for profile in load_all():
         if profile.id == wanted:
             return profile
+    for profile in load_all():
+        variant = profile.variant(wanted)
+        if variant is not None and variant.id == wanted:
+            return profile.for_variant(variant)
     close = suggest(wanted)
     hint = f"did you mean {', '.join(close)}? " if close else ""
     raise UserError(
@@ -360,6 +536,103 @@ def match(device: Device, profiles: Iterable[Profile] | None = None) -> Profile 
     return max(named, key=rank)[0]
 
 
+# --- variants ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VariantChoice:
+    """The configuration a probed chip is taken to be, and the readings that chose it."""
+
+    variant: ProfileVariant | None
+    evidence: list[str]
+    note: str
+
+
+# macOS reports the RAM exactly (sysctl hw.memsize), so a configuration's memory size is told
+# apart within a narrow band, not the wide SKU band used for matching GPUs.
+VARIANT_MEMORY_BAND = (0.97, 1.03)
+
+
+def _fits_memory(variant: ProfileVariant, memory_bytes: int) -> bool:
+    low, high = VARIANT_MEMORY_BAND
+    return any(low <= memory_bytes / (size * GIB) <= high for size in variant.memory_options_gib)
+
+
+def choose_variant(
+    profile: Profile,
+    gpu_cores: int | None = None,
+    cpu_cores: int | None = None,
+    performance_cores: int | None = None,
+    memory_bytes: int | None = None,
+) -> VariantChoice:
+    """Pick the configuration of a chip sold in several, from what was read.
+
+    The GPU core count decides when it was read. Failing that, CPU core counts and the memory
+    size narrow the configurations down; when several remain, the top one's figures are kept
+    (the profile's own) and the note says the configuration is unknown. Only readings that
+    were actually given are named as evidence.
+    """
+    top = profile.top_variant()
+    if not profile.variants:
+        return VariantChoice(None, [], "")
+    if gpu_cores is not None:
+        by_cores = [v for v in profile.variants if v.gpu_cores == gpu_cores]
+        if len(by_cores) == 1:
+            variant = by_cores[0]
+            return VariantChoice(variant, [f"{gpu_cores} GPU cores"],
+                                 f"configuration {variant.name} chosen by its GPU core count "
+                                 f"({gpu_cores})")
+        if not by_cores:
+            return VariantChoice(None, [], f"configuration unknown: {gpu_cores} GPU cores match "
+                                 f"no configuration of {profile.name}; the top configuration's "
+                                 "figures are used")
+    remaining = list(profile.variants)
+    evidence: list[str] = []
+    filters: list[tuple[str, Any]] = []
+    if cpu_cores is not None:
+        filters.append((f"{cpu_cores} CPU cores",
+                        lambda v: not v.cpu_cores or cpu_cores in v.cpu_cores))
+    if performance_cores is not None:
+        filters.append((f"{performance_cores} performance cores",
+                        lambda v: (not v.performance_cores
+                                   or performance_cores in v.performance_cores)))
+    if memory_bytes:
+        filters.append((f"{memory_bytes / GIB:.0f} GiB memory",
+                        lambda v: not v.memory_options_gib or _fits_memory(v, memory_bytes)))
+    for label, keep in filters:
+        narrowed = [v for v in remaining if keep(v)]
+        if narrowed and len(narrowed) < len(remaining):
+            evidence.append(label)
+            remaining = narrowed
+    if len(remaining) == 1:
+        variant = remaining[0]
+        return VariantChoice(variant, evidence, f"configuration {variant.name} chosen by "
+                             f"{' and '.join(evidence)}")
+    read = ", ".join(label for label, _ in filters) or "no core count or memory size"
+    names = " or ".join(v.name for v in remaining)
+    top_name = top.name if top is not None else "top"
+    return VariantChoice(None, [], f"configuration unknown ({names}; read: {read}); the "
+                         f"{top_name} configuration's figures are used, an upper bound")
+
+
+def _resolved(device: Device, profile: Profile) -> tuple[Profile, str | None, list[str]]:
+    """Return the profile (or variant) a probed device is planned with, its name and notes."""
+    if not profile.variants:
+        return profile, None, []
+    if device.variant:
+        chosen = profile.variant(device.variant)
+        if chosen is not None:
+            return profile.for_variant(chosen), chosen.name, []
+    if any(note.startswith("configuration ") for note in device.notes):
+        return profile, None, []  # the backend already weighed more readings and said why
+    choice = choose_variant(profile, gpu_cores=device.compute_units,
+                            memory_bytes=device.memory_total_bytes)
+    notes = [choice.note] if choice.note else []
+    if choice.variant is None:
+        return profile, None, notes
+    return profile.for_variant(choice.variant), choice.variant.name, notes
+
+
 # --- devices from profiles -----------------------------------------------------------------
 
 
@@ -393,13 +666,68 @@ def _interconnect_from(profile: Profile) -> Interconnect | None:
     if link.nvlink_gbps_bidirectional is not None:
         one_way = _nvlink_one_direction_gbps(profile)
         nvlink = NvLinkInfo(version=link.nvlink_version, bandwidth_gbps=one_way)
-    return Interconnect(pcie=pcie, nvlink=nvlink, network_gbps=link.network_gbps_per_gpu)
+    return Interconnect(pcie=pcie, nvlink=nvlink, network_gbps=link.network_gbps_per_gpu,
+                        gpu_link_kind=link.gpu_link_kind, gpu_link_gbps=link.gpu_link_gbps,
+                        gpu_link_domain=link.gpu_link_domain)
+
+
+def npu_info(profile: Profile) -> NpuInfo | None:
+    """Return the profile's NPU as the report model carries it (None when it has none)."""
+    if profile.npu is None:
+        return None
+    return NpuInfo(name=profile.npu.name, tops=profile.npu.tops(), note=profile.npu.note)
+
+
+def _mobile_os(profile: Profile) -> str | None:
+    if profile.device_class != DeviceClass.MOBILE_SOC:
+        return None
+    return "ios" if profile.vendor == "apple" else "android"
+
+
+def mobile_app_memory_limit_bytes(profile: Profile) -> int | None:
+    """Estimate the per-app memory limit on a phone (None for other classes).
+
+    The rule lives in hwadvisor.probe.mobile; this applies it to the profile's nominal RAM.
+    """
+    mobile_os = _mobile_os(profile)
+    if mobile_os is None:
+        return None
+    from hwadvisor.probe.mobile import app_memory_limit_for
+
+    fraction = profile.mobile.app_memory_limit_fraction if profile.mobile else None
+    return app_memory_limit_for(profile.memory_total_bytes, mobile_os, fraction)
+
+
+def _device_app_memory_limit(device: Device, profile: Profile) -> int | None:
+    if _mobile_os(profile) is None or device.device_class != DeviceClass.MOBILE_SOC.value:
+        return None
+    from hwadvisor.probe.mobile import app_memory_limit_bytes
+
+    fraction = profile.mobile.app_memory_limit_fraction if profile.mobile else None
+    return app_memory_limit_bytes(device, profile_fraction=fraction)
+
+
+def _profile_extras(profile: Profile) -> dict[str, Any]:
+    """Return the Device fields every device built or enriched from a profile carries."""
+    return {
+        "status": profile.status if profile.status != "shipping" else None,
+        "npu": npu_info(profile),
+        "sustained_fraction": profile.mobile.sustained_fraction if profile.mobile else None,
+        "gpus_per_node": profile.system.gpus_per_node if profile.system else None,
+    }
+
+
+def _status_notes(profile: Profile) -> list[str]:
+    if profile.status == "announced":
+        return [f"{profile.name} is announced, not shipping: its figures are the vendor's "
+                "announced ones and may change"]
+    return []
 
 
 def device_from_profile(profile_id: str, index: int = 0) -> Device:
     """Build a planned device from a profile (source 'profile'); unknown ids raise UserError."""
     profile = get(profile_id)
-    return Device(
+    device = Device(
         index=index,
         vendor=profile.vendor,
         device_class=profile.device_class,
@@ -419,55 +747,99 @@ def device_from_profile(profile_id: str, index: int = 0) -> Device:
         source="profile",
         profile_id=profile.id,
         interconnect=_interconnect_from(profile),
-        notes=[f"planned from the datasheet profile {profile.id}; nothing was measured"]
-        + list(profile.notes),
+        variant=profile.variant_name,
+        notes=[f"planned from the datasheet profile {profile.id}; nothing was measured",
+               *_status_notes(profile), *profile.notes],
+        **_profile_extras(profile),
     )
+    limit = _device_app_memory_limit(device, profile)
+    return device.model_copy(update={"app_memory_limit_bytes": limit}) if limit else device
 
 
-def mobile_app_memory_limit_bytes(profile: Profile) -> int | None:
-    """Estimate the per-app memory limit on a phone (None for other classes)."""
-    if profile.mobile is None:
-        return None
-    return int(profile.memory_total_bytes * profile.mobile.app_memory_limit_fraction)
+def _probe_cannot_see_links(device: Device) -> bool:
+    """AMD's sources give no GPU-to-GPU link facts; NVML reads NVLink (so none is invented)."""
+    return device.vendor != "nvidia"
 
 
-def _enriched_interconnect(device: Device, profile: Profile) -> Interconnect | None:
-    """Fill a missing NVLink bandwidth of the probed interconnect from the datasheet.
+def _enriched_interconnect(device: Device, profile: Profile, device_count: int,
+                           notes: list[str]) -> Interconnect | None:
+    """Fill link facts the probe could not read from the datasheet, inventing no fast link.
 
-    Only where the probe saw NVLink: a GPU with no NVLink entry (a single-GPU VM slice, or
-    links NVML could not read) gets none invented, so no plan counts on links that are absent.
+    NVLink bandwidth is filled only where the probe saw NVLink links (a single-GPU VM slice,
+    or links NVML could not read, get none, so no plan counts on links that are absent). The
+    GPU link is taken from the profile where the probe cannot see links at all (AMD's xGMI),
+    its domain capped at the GPUs present, or where the profile says PCIe (always there).
     """
-    one_way = _nvlink_one_direction_gbps(profile)
     current = device.interconnect
-    if one_way is None or current is None or current.nvlink is None:
+    link = profile.interconnect
+    one_way = _nvlink_one_direction_gbps(profile)
+    if current is not None and current.nvlink is not None and one_way is not None:
+        nvlink = current.nvlink
+        if nvlink.bandwidth_gbps is None and nvlink.links_active != 0:
+            current = current.model_copy(update={
+                "nvlink": nvlink.model_copy(update={"bandwidth_gbps": one_way})})
+            if current.gpu_link_kind == "nvlink" and current.gpu_link_gbps is None:
+                current = current.model_copy(update={"gpu_link_gbps": one_way})
+    if link is None or link.gpu_link_kind is None:
         return current
-    nvlink = current.nvlink
-    if nvlink.bandwidth_gbps is not None or nvlink.links_active == 0:
+    if current is not None and current.gpu_link_kind is not None:
+        if (current.gpu_link_domain is None and current.gpu_link_kind != "pcie"
+                and link.gpu_link_kind != "pcie"):
+            # NVLink seen, but not where it goes: the datasheet's domain, capped at the GPUs here.
+            domain = min(link.gpu_link_domain or 1, max(device_count, 1))
+            notes.append(f"GPU link domain {domain} is the datasheet's ({profile.id}, "
+                         f"{link.gpu_link_domain}) capped at the {device_count} GPU(s) found; "
+                         "the probe could not tell which GPUs the links reach")
+            current = current.model_copy(update={"gpu_link_domain": domain})
         return current
-    filled = nvlink.model_copy(update={"bandwidth_gbps": one_way})
-    return current.model_copy(update={"nvlink": filled})
+    saw_nvlink = current is not None and current.nvlink is not None
+    if not (link.gpu_link_kind == "pcie" or (_probe_cannot_see_links(device) and not saw_nvlink)):
+        return current
+    domain = min(link.gpu_link_domain or 1, max(device_count, 1))
+    filled = (current or Interconnect()).model_copy(update={
+        "gpu_link_kind": link.gpu_link_kind,
+        "gpu_link_gbps": link.gpu_link_gbps,
+        "gpu_link_domain": domain,
+    })
+    if link.gpu_link_kind != "pcie":
+        notes.append(f"GPU link {link.gpu_link_kind} {link.gpu_link_gbps:g} GB/s per direction "
+                     f"is the datasheet's (profile {profile.id}), not read; domain {domain} of "
+                     f"{link.gpu_link_domain} as {device_count} GPU(s) were found")
+    return filled
 
 
-def enrich_device(device: Device, profile: Profile) -> Device:
+def enrich_device(device: Device, profile: Profile, device_count: int = 1) -> Device:
     """Fill a probed device's gaps from its profile; what the probe read always wins."""
-    update: dict[str, Any] = {"profile_id": profile.id}
     notes = list(device.notes)
-    if profile.peak_tflops and not device.peak_tflops:
-        update["peak_tflops"] = dict(profile.peak_tflops)
-        update["peak_tflops_source"] = _peak_source(profile)
+    effective, variant_name, variant_notes = _resolved(device, profile)
+    notes.extend(variant_notes)
+    update: dict[str, Any] = {"profile_id": effective.id}
+    if effective.peak_tflops and not device.peak_tflops:
+        update["peak_tflops"] = dict(effective.peak_tflops)
+        update["peak_tflops_source"] = _peak_source(effective)
     if device.memory_bandwidth_gbps is None:
-        update["memory_bandwidth_gbps"] = profile.memory_bandwidth_gbps
-        update["memory_bandwidth_source"] = _bandwidth_source(profile)
+        update["memory_bandwidth_gbps"] = effective.memory_bandwidth_gbps
+        update["memory_bandwidth_source"] = _bandwidth_source(effective)
     # what the probe read stays as read; the profile adds its formats below fp32
-    update["formats"] = list(dict.fromkeys([*device.formats, *low_precision(profile.formats)]))
+    update["formats"] = list(dict.fromkeys([*device.formats, *low_precision(effective.formats)]))
     for field in ("memory_type", "compute_capability", "architecture", "compute_units", "power_w"):
-        if getattr(device, field) is None and getattr(profile, field) is not None:
-            update[field] = getattr(profile, field)
-    update["interconnect"] = _enriched_interconnect(device, profile)
-    if memory_fits(device, profile) is False and device.memory_total_bytes:
+        if getattr(device, field) is None and getattr(effective, field) is not None:
+            update[field] = getattr(effective, field)
+    update["interconnect"] = _enriched_interconnect(device, effective, device_count, notes)
+    for field, value in _profile_extras(effective).items():
+        if getattr(device, field) in (None, False) and value is not None:
+            update[field] = value
+    if variant_name is not None:
+        update["variant"] = variant_name
+    limit = _device_app_memory_limit(device.model_copy(update={"profile_id": effective.id}),
+                                     effective)
+    if limit is not None and device.app_memory_limit_bytes is None:
+        update["app_memory_limit_bytes"] = limit
+    notes.extend(_status_notes(effective))
+    if memory_fits(device, effective) is False and device.memory_total_bytes:
         notes.append(
-            f"memory {device.memory_total_bytes / GIB:.1f} GiB does not fit profile {profile.id} "
-            f"({profile.memory_gib:g} GiB); its datasheet figures may not apply"
+            f"memory {device.memory_total_bytes / GIB:.1f} GiB does not fit profile "
+            f"{effective.id} ({effective.memory_gib:g} GiB); its datasheet figures may not apply"
         )
     update["notes"] = notes
     return device.model_copy(update=update)
@@ -498,5 +870,5 @@ def enrich_devices(devices: list[Device]) -> tuple[list[Device], list[str]]:
             if hint not in hints:
                 hints.append(hint)
             continue
-        enriched.append(enrich_device(device, profile))
+        enriched.append(enrich_device(device, profile, device_count=len(devices)))
     return enriched, hints

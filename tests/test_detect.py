@@ -74,6 +74,25 @@ def test_empty_nvidia_then_amd_gives_amd():
     assert "no NVIDIA GPU" in report.notes
 
 
+def test_report_class_comes_from_every_device_not_device_0():
+    # GPU 0 could not be named (consumer by default); GPU 1 is an Instinct: the host is datacenter.
+    unnamed = gpu("amd", "AMD GPU 0x1234", DeviceClass.CONSUMER_GPU, 24 * GIB)
+    second = MI300X.model_copy(update={"index": 1})
+    report = collect([FakeBackend("amd", [unnamed, second])])
+    assert report.device_class == DeviceClass.DATACENTER_GPU.value
+    assert [d.device_class for d in report.devices] == ["consumer-gpu", "datacenter-gpu"]
+    note = next(n for n in report.notes if n.startswith("devices differ in class"))
+    assert "0: consumer-gpu" in note and "1: datacenter-gpu" in note
+
+
+def test_report_class_ranks_and_says_nothing_when_all_agree():
+    assert detect.report_class([]) == (DeviceClass.CPU, [])
+    assert detect.report_class([MI300X, MI300X]) == (DeviceClass.DATACENTER_GPU, [])
+    apple = gpu("apple", "Apple M3 Max", DeviceClass.APPLE_SILICON)
+    phone = gpu("qualcomm", "x", DeviceClass.MOBILE_SOC)
+    assert detect.report_class([phone, apple])[0] == DeviceClass.APPLE_SILICON
+
+
 def test_first_finder_wins_even_when_later_ones_would_find():
     result = run_backends([FakeBackend("nvidia", [H200]), FakeBackend("amd", [MI300X])])
     assert [d.vendor for d in result.devices] == ["nvidia"]
@@ -109,6 +128,8 @@ def test_mobile_device_sets_the_host_app_memory_limit():
     assert report.device_class == DeviceClass.MOBILE_SOC.value
     assert report.devices[0].profile_id == "snapdragon-8-gen-3"
     assert report.host.mobile_app_memory_limit_bytes == 6 * GIB
+    assert report.devices[0].app_memory_limit_bytes == 6 * GIB
+    assert report.devices[0].sustained_fraction == 0.5
 
 
 def test_real_backends_on_this_machine_do_not_raise():

@@ -24,6 +24,33 @@ def test_resolve_with_a_device_builds_profile_devices_on_the_real_host():
     assert Report.model_validate_json(report.model_dump_json()) == report
 
 
+def test_planned_report_takes_host_memory_and_gpus_per_node_from_the_reference_system():
+    report = hardware.resolve_target("h200-sxm", count=8)
+    assert report.host.memory_total_bytes == 2048 * GIB  # DGX H200: 2 TB, not this machine's
+    assert report.host.memory_available_bytes is None
+    assert all(d.gpus_per_node == 8 for d in report.devices)
+    assert all(d.interconnect.gpu_link_kind == "nvlink" for d in report.devices)
+    assert any("NVIDIA DGX H200" in note and "not this machine" in note for note in report.notes)
+    desktop = hardware.resolve_target("rtx-4090")
+    assert desktop.host.memory_total_bytes == 64 * GIB
+    assert any("an assumption" in note for note in desktop.notes)
+
+
+def test_resolve_a_variant_id():
+    report = hardware.resolve_target("m3-max-30c")
+    (device,) = report.devices
+    assert device.profile_id == "m3-max-30c" and device.variant == "30-core GPU"
+    assert device.memory_bandwidth_gbps == 300 and device.compute_units == 30
+    top = hardware.resolve_target("m3-max").devices[0]
+    assert top.memory_bandwidth_gbps == 400 and top.compute_units == 40
+
+
+def test_resolve_an_announced_part_says_so():
+    report = hardware.resolve_target("r100")
+    assert report.devices[0].status == "announced"
+    assert any("announced" in note for note in report.notes)
+
+
 def test_resolve_for_a_phone_sets_the_per_app_memory_estimate():
     report = hardware.resolve_target("a17-pro")
     assert report.device_class == "mobile-soc"

@@ -18,17 +18,20 @@ def fixture(name: str) -> str:
     return (FIXTURES / name).read_text()
 
 
-def mac_runner(brand: str | None, memsize: str | None, displays: str | None):
-    """Replay sysctl keys and system_profiler; record each argv and its timeout."""
+def mac_runner(brand: str | None, memsize: str | None, displays: str | None,
+               ncpu: str | None = None, perflevel0: str | None = None,
+               displays_text: str | None = None):
+    """Replay sysctl keys and system_profiler (JSON and plain); record each argv and timeout."""
     calls: list[tuple[list[str], float]] = []
-    by_key = {"machdep.cpu.brand_string": brand, "hw.memsize": memsize}
+    by_key = {"machdep.cpu.brand_string": brand, "hw.memsize": memsize, "hw.ncpu": ncpu,
+              "hw.perflevel0.physicalcpu": perflevel0}
 
     def run(argv: list[str], timeout_s: float) -> str | None:
         calls.append((argv, timeout_s))
         if argv[:2] == ["sysctl", "-n"]:
             return by_key.get(argv[2])
         if argv[0] == "system_profiler":
-            return displays
+            return displays if "-json" in argv else displays_text
         return None
 
     run.calls = calls  # type: ignore[attr-defined]
@@ -56,6 +59,61 @@ def test_m3_max():
     (enriched,), _ = enrich_devices([chip])
     assert enriched.profile_id == "m3-max"
     assert enriched.memory_bandwidth_gbps == 400
+    assert chip.variant == enriched.variant == "40-core GPU"
+
+
+def test_m3_max_30_core_configuration_gets_its_own_bandwidth_and_peaks():
+    run = mac_runner(fixture("sysctl-brand-m3-max.txt"), fixture("sysctl-memsize-36g.txt"),
+                     fixture("system-profiler-displays-m3-max-30c.json"))
+    (chip,) = probe(run).devices
+    assert chip.compute_units == 30 and chip.variant == "30-core GPU"
+    assert any("chosen by its GPU core count (30)" in note for note in chip.notes)
+    (enriched,), _ = enrich_devices([chip])
+    assert enriched.profile_id == "m3-max-30c"
+    assert enriched.memory_bandwidth_gbps == 300
+    assert enriched.peak_tflops["fp32"] == pytest.approx(10.6)
+    assert enriched.compute_units == 30
+
+
+def test_cpu_cores_and_memory_choose_the_configuration_without_gpu_cores():
+    # system_profiler gives nothing (both forms); sysctl's CPU counts and RAM say 32-core M4 Max.
+    run = mac_runner(fixture("sysctl-brand-m4-max.txt"), fixture("sysctl-memsize-36g.txt"), None,
+                     ncpu=fixture("sysctl-ncpu-14.txt"),
+                     perflevel0=fixture("sysctl-perflevel0-10.txt"))
+    (chip,) = probe(run).devices
+    assert chip.compute_units is None and chip.variant == "32-core GPU"
+    note = next(n for n in chip.notes if n.startswith("configuration"))
+    assert "14 CPU cores" in note and "GPU core" not in note
+    (enriched,), _ = enrich_devices([chip])
+    assert enriched.memory_bandwidth_gbps == 410 and enriched.compute_units == 32
+    assert ["sysctl", "-n", "hw.perflevel0.physicalcpu"] in [argv for argv, _ in run.calls]
+
+
+def test_plain_text_system_profiler():
+    run = mac_runner(fixture("sysctl-brand-m1-pro.txt"), fixture("sysctl-memsize-32g.txt"),
+                     "not json", ncpu=fixture("sysctl-ncpu-10.txt"),
+                     perflevel0=fixture("sysctl-perflevel0-8.txt"),
+                     displays_text=fixture("system-profiler-displays-m1-pro.txt"))
+    (chip,) = probe(run).devices
+    assert chip.name == "Apple M1 Pro" and chip.compute_units == 14
+    assert chip.variant == "14-core GPU"
+    assert ["system_profiler", "SPDisplaysDataType"] in [argv for argv, _ in run.calls]
+    assert apple.parse_displays_text(fixture("system-profiler-displays-m1-pro.txt")) == (
+        "Apple M1 Pro", 14)
+
+
+def test_configuration_that_nothing_tells_apart_keeps_the_top_figures():
+    # Both M1 Max GPUs came with the 10-core CPU and 32 GB: the variant stays unknown.
+    run = mac_runner(fixture("sysctl-brand-m1-max.txt"), fixture("sysctl-memsize-32g.txt"), None,
+                     ncpu=fixture("sysctl-ncpu-10.txt"),
+                     perflevel0=fixture("sysctl-perflevel0-8.txt"))
+    (chip,) = probe(run).devices
+    assert chip.variant is None
+    (enriched,), _ = enrich_devices([chip])
+    assert enriched.profile_id == "m1-max" and enriched.peak_tflops["fp32"] == 10.4
+    config_notes = [n for n in enriched.notes if n.startswith("configuration")]
+    assert len(config_notes) == 1 and "configuration unknown" in config_notes[0]
+    assert "chosen by" not in config_notes[0]
 
 
 def test_early_brand_string_uses_gpu_model_without_prefix():

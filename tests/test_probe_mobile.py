@@ -178,7 +178,16 @@ def test_simulator_and_unknown_identifier():
     (sim,) = ios_probe("ios-ver-simulator.json").devices
     assert any("simulator" in note for note in sim.notes)
     (new,) = ios_probe("ios-ver-unknown-model.json").devices
-    assert new.name == "Apple iPhone18,1"
+    assert new.name == "Apple iPhone19,1"
+
+
+def test_iphone_17_pro_max_is_a19_pro_with_npu_and_app_limit():
+    (soc,) = ios_probe("ios-ver-iphone18-2.json", ram=12 * GIB).devices
+    assert soc.name == "Apple A19 Pro (iPhone18,2)"
+    (enriched,), _ = enrich_devices([soc])
+    assert enriched.profile_id == "a19-pro"
+    assert enriched.npu is not None and enriched.npu.name.startswith("Apple Neural Engine")
+    assert enriched.app_memory_limit_bytes == 6 * GIB  # probe/mobile.py's rule, on the device
 
 
 def test_old_python_without_ios_ver():
@@ -195,6 +204,8 @@ def test_chip_table():
     assert ios.chip_name("iPhone17,1") == "Apple A18 Pro"
     assert ios.chip_name("iPhone15,4") == "Apple A16 Bionic"
     assert ios.chip_name("iPad14,1") is None
+    assert ios.chip_name("iPhone18,3") == "Apple A19"
+    assert ios.chip_name("iPhone18,4") == "Apple A19 Pro"
 
 
 # --- per-app memory rule ----------------------------------------------------------------------
@@ -219,6 +230,33 @@ def test_app_memory_limit_rule():
 def test_app_memory_limit_prefers_profile_fraction(monkeypatch):
     monkeypatch.setattr(mobile, "_profile_fraction", lambda profile_id: 0.25)
     assert mobile.app_memory_limit_bytes(phone("apple", 8 * GIB, "a17-pro")) == 2 * GIB
+
+
+def test_app_memory_limit_is_computed_in_one_place():
+    # profiles.py and probe/target.py get the limit from probe/mobile.py's app_memory_limit_for.
+    from hwadvisor import profiles
+    from hwadvisor.probe import target
+
+    profile = profiles.get("snapdragon-8-elite")
+    expected = mobile.app_memory_limit_for(profile.memory_total_bytes, "android", 0.5)
+    assert profiles.mobile_app_memory_limit_bytes(profile) == expected
+    assert profiles.device_from_profile("snapdragon-8-elite").app_memory_limit_bytes == expected
+    report = target.resolve_target("snapdragon-8-elite")
+    assert report.host.mobile_app_memory_limit_bytes == expected
+    assert report.devices[0].app_memory_limit_bytes == expected
+    assert mobile.app_memory_limit_for(None, "ios") is None
+    assert mobile.app_memory_limit_for(8 * GIB, "ios") == int(
+        8 * GIB * mobile.APP_MEMORY_RULES["ios"].fraction)
+
+
+def test_android_phone_gets_sustained_fraction_from_its_profile():
+    backend, _ = android_backend(fixture("android", "getprop-old-platform-only.txt"),
+                                 psutil_total=8 * GIB)
+    (soc,) = backend.probe().devices
+    (enriched,), _ = enrich_devices([soc])
+    assert enriched.profile_id == "snapdragon-8-gen-2"
+    assert enriched.sustained_fraction == pytest.approx(0.72)
+    assert enriched.app_memory_limit_bytes == 4 * GIB
 
 
 def test_rules_cite_sources():

@@ -213,6 +213,36 @@ def test_h200x2_nvlinks(h200x2):
         assert nvlink.bandwidth_gbps == 450.0  # 18 x 25 GB/s, one direction
 
 
+def test_h200x2_gpu_link(h200x2):
+    result, _, _ = h200x2
+    for device in result.devices:
+        link = device.interconnect
+        assert (link.gpu_link_kind, link.gpu_link_gbps, link.gpu_link_domain) == ("nvlink", 450, 2)
+
+
+def test_single_h200_without_readable_links_has_no_gpu_link(h200):
+    assert h200.devices[0].interconnect.gpu_link_kind is None  # nothing invented
+
+
+def test_links_without_destinations_leave_the_domain_to_the_profile():
+    from hwadvisor.profiles import enrich_devices
+
+    result = probe(h200x2_fake(), lambda argv, timeout_s: None)  # no topo -m either
+    assert {d.interconnect.gpu_link_domain for d in result.devices} == {None}
+    devices, _ = enrich_devices(result.devices)
+    assert {d.interconnect.gpu_link_domain for d in devices} == {2}  # 8 on HGX, 2 GPUs here
+    assert any("capped at the 2 GPU(s)" in note for note in devices[0].notes)
+
+
+def test_no_active_links_is_pcie():
+    from hwadvisor.models import Interconnect, PcieLink
+    from hwadvisor.probe.nvidia import _LinkReading
+
+    link = Interconnect(pcie=PcieLink(generation_max=4, width_max=16))
+    NvidiaBackend._set_gpu_link(link, _LinkReading(links_active=0), set(), 2)
+    assert (link.gpu_link_kind, link.gpu_link_gbps, link.gpu_link_domain) == ("pcie", 31.5, 1)
+
+
 def test_h200x2_peers(h200x2):
     result, runner, fake = h200x2
     gpu0, gpu1 = result.devices
@@ -252,6 +282,9 @@ def test_peer_link_from_nvml_remote_pci_info_without_topo():
 
     result = probe(fake, no_topo)
     assert result.devices[0].interconnect.peers[0].link == "NV18"
+    # Links to a switch join every GPU present.
+    assert result.devices[0].interconnect.gpu_link_domain == 2
+    assert result.devices[0].interconnect.gpu_link_kind == "nvlink"
 
 
 def test_topo_missing_leaves_link_null():

@@ -24,7 +24,14 @@ REQUIRED_IDS = {
     "rtx-3090", "rtx-4090", "rtx-5090", "mi250x", "mi300x", "mi325x", "rx-7900-xtx",
     "m1-max", "m2-ultra", "m3-max", "m3-ultra", "m4-max",
     "snapdragon-8-gen-3", "snapdragon-8-elite", "a17-pro", "a18-pro",
+    # devices people actually have
+    "t4", "v100-sxm2", "a10g", "a10", "l40", "rtx-a6000", "rtx-6000-ada", "rtx-3060",
+    "rtx-4060-ti", "rtx-4070", "rtx-4080", "b300", "r100", "w7900", "mi210", "rx-7900-xt",
+    "m1", "m1-pro", "m1-ultra", "m2", "m2-pro", "m2-max", "m3", "m3-pro", "m4", "m4-pro",
+    "snapdragon-8-gen-2", "a19-pro", "a19",
 }
+MOBILE_IDS = {"snapdragon-8-gen-2", "snapdragon-8-gen-3", "snapdragon-8-elite", "a17-pro",
+              "a18-pro", "a19-pro", "a19"}
 runner = CliRunner()
 
 
@@ -47,7 +54,7 @@ def probed(name: str, memory_gib: float | None = None, pci: str | None = None, *
 
 def test_every_file_validates_and_is_named_after_its_id():
     files = sorted(REPO_PROFILES.glob("*.toml"))
-    assert len(files) >= len(REQUIRED_IDS)
+    assert len(files) >= len(REQUIRED_IDS) >= 40
     for path in files:
         profile = profiles.parse_profile(path.name, path.read_bytes())
         assert path.stem == profile.id
@@ -68,9 +75,11 @@ def test_profiles_ship_as_package_data():
 
 @pytest.mark.parametrize("profile", profiles.load_all(), ids=lambda p: p.id)
 def test_sanity_bounds(profile):
-    # Plausible ranges for 2020-2025 devices: phones 4 GB .. GPUs/Macs 512 GB; 30 GB/s .. 10 TB/s.
+    # Plausible ranges: phones 4 GB .. GPUs/Macs 512 GB; 30 GB/s .. 10 TB/s for shipping parts,
+    # 25 TB/s for announced ones (Rubin's HBM4: 22 TB/s).
     assert 4 <= profile.memory_gib <= 512
-    assert 30 <= profile.memory_bandwidth_gbps <= 10_000
+    ceiling = 25_000 if profile.status == "announced" else 10_000
+    assert 30 <= profile.memory_bandwidth_gbps <= ceiling
     peaks = profile.peak_tflops
     if "fp32" in peaks:
         assert 1 <= peaks["fp32"] <= 200
@@ -91,6 +100,21 @@ def test_sanity_bounds(profile):
         assert profile.mobile is not None and "stimate" in profile.mobile.basis
     if profile.unified_memory:
         assert profile.device_class.value in ("apple-silicon", "mobile-soc")
+    if profile.device_class.value in ("datacenter-gpu", "consumer-gpu"):
+        # Every GPU says how it reaches its peers and in what reference system.
+        link = profile.interconnect
+        assert link is not None and link.gpu_link_kind is not None, "model the GPU link"
+        assert link.gpu_link_domain >= 1 and link.gpu_link_gbps > 0
+        assert profile.system is not None and "system" in profile.sources
+        if profile.system.assumption:
+            assert "ssumption" in profile.system.basis
+    if profile.status == "announced":
+        assert any("announced" in note.lower() for note in profile.notes)
+    for variant in profile.variants:
+        assert variant.id.startswith(profile.id + "-")
+        assert variant.memory_bandwidth_gbps <= profile.memory_bandwidth_gbps
+        for fmt, value in variant.peak_tflops.items():
+            assert value <= profile.peak_tflops[fmt], "the profile's figures are the top config"
 
 
 def test_h200_figures_match_the_datasheet():
@@ -189,14 +213,38 @@ def test_pci_id_of_another_vendor_does_not_match():
     ("AMD Instinct MI325X", 255.5, "mi325x"),
     ("AMD Radeon RX 7900 XTX", 24, "rx-7900-xtx"),
     ("Apple M3 Max", 36, "m3-max"),
-    ("Apple M3 Pro", 36, None),
+    ("Apple M3 Pro", 36, "m3-pro"),
+    ("Apple M3", 16, "m3"),
+    ("Apple M1 Ultra", 128, "m1-ultra"),
+    ("Apple M4 Pro", 48, "m4-pro"),
     ("iPhone16,2", 7.5, "a17-pro"),
     ("iPhone17,1", 7.5, "a18-pro"),
     ("iPhone16,10", 7.5, None),
     ("SM8650", 11.2, "snapdragon-8-gen-3"),
     ("Qualcomm Snapdragon 8 Elite", 11.2, "snapdragon-8-elite"),
     ("Snapdragon 8 Elite Gen 5", 11.2, None),
-    ("Tesla T4", 15, None),
+    ("Qualcomm Snapdragon 8 Gen 2 (SM8550)", 11.2, "snapdragon-8-gen-2"),
+    ("Tesla T4", 15, "t4"),
+    ("Tesla V100-SXM2-32GB", 31.7, "v100-sxm2"),
+    ("NVIDIA A10G", 22.3, "a10g"),
+    ("NVIDIA A10", 22.3, "a10"),
+    ("NVIDIA L40", 44.5, "l40"),
+    ("NVIDIA L40S", 44.5, "l40s"),
+    ("NVIDIA RTX A6000", 47.5, "rtx-a6000"),
+    ("NVIDIA RTX 6000 Ada Generation", 47.5, "rtx-6000-ada"),
+    ("NVIDIA GeForce RTX 3060", 12, "rtx-3060"),
+    ("NVIDIA GeForce RTX 3060 Ti", 8, None),
+    ("NVIDIA GeForce RTX 4060 Ti", 16, "rtx-4060-ti"),
+    ("NVIDIA GeForce RTX 4070", 12, "rtx-4070"),
+    ("NVIDIA GeForce RTX 4070 SUPER", 12, None),
+    ("NVIDIA GeForce RTX 4080", 16, "rtx-4080"),
+    ("NVIDIA GeForce RTX 4080 SUPER", 16, None),
+    ("NVIDIA B300 SXM6 AC", 279, "b300"),
+    ("AMD Radeon PRO W7900", 48, "w7900"),
+    ("AMD Instinct MI210", 64, "mi210"),
+    ("AMD Radeon RX 7900 XT", 20, "rx-7900-xt"),
+    ("iPhone18,2", 11.5, "a19-pro"),
+    ("iPhone18,3", 7.5, "a19"),
 ])
 def test_name_matching(name, memory_gib, expected):
     found = profiles.match(probed(name, memory_gib))
@@ -204,11 +252,11 @@ def test_name_matching(name, memory_gib, expected):
 
 
 def test_unknown_device_keeps_its_readings_and_gets_a_hint():
-    device = probed("Tesla T4", 15, memory_bandwidth_gbps=320.0, memory_bandwidth_source="probe")
+    device = probed("NVIDIA A16", 15, memory_bandwidth_gbps=200.0, memory_bandwidth_source="probe")
     devices, hints = profiles.enrich_devices([device])
     assert devices[0] == device
     assert devices[0].profile_id is None
-    assert len(hints) == 1 and "Tesla T4" in hints[0] and "--device" in hints[0]
+    assert len(hints) == 1 and "NVIDIA A16" in hints[0] and "--device" in hints[0]
 
 
 def test_enrich_fills_gaps_but_keeps_probe_readings():
@@ -294,8 +342,7 @@ def test_cli_list_class_filter():
     result = runner.invoke(app, ["profiles", "list", "--class", "mobile-soc", "--json"])
     assert result.exit_code == 0
     data = json.loads(result.stdout)
-    assert {row["id"] for row in data} == {
-        "snapdragon-8-gen-3", "snapdragon-8-elite", "a17-pro", "a18-pro"}
+    assert {row["id"] for row in data} == MOBILE_IDS
     assert all(row["device_class"] == "mobile-soc" for row in data)
 
 
@@ -341,3 +388,172 @@ def test_replayed_h200_probe_is_enriched_from_its_profile():
             # What NVML read stays: the probe's bandwidth is not replaced by the datasheet's.
             assert after.memory_bandwidth_gbps == before.memory_bandwidth_gbps
             assert after.memory_total_bytes == before.memory_total_bytes
+
+
+# --- schema additions: status, npu, mobile, links, reference systems, variants --------------
+
+
+def test_announced_part_is_marked_and_planned_devices_say_so():
+    rubin = profiles.get("r100")
+    assert rubin.status == "announced"
+    device = profiles.device_from_profile("r100")
+    assert device.status == "announced"
+    assert any("announced" in note for note in device.notes)
+    assert profiles.get("h200-sxm").status == "shipping"
+    assert profiles.device_from_profile("h200-sxm").status is None
+    doc = _valid_doc() | {"status": "announced"}  # announced without saying so in the notes
+    with pytest.raises(ValidationError, match="announced"):
+        profiles.Profile.model_validate(doc)
+
+
+def test_b300_uses_announced_hgx_figures_and_says_so():
+    b300 = profiles.get("b300")
+    assert b300.memory_gib == 288 and b300.memory_bandwidth_gbps == 8000
+    assert b300.peak_tflops["fp4"] == 13500 and b300.peak_tflops["bf16"] == 2250
+    assert any(note.startswith("Announced figures") for note in b300.notes)
+    assert b300.is_derived("peak_tflops.fp4")
+
+
+@pytest.mark.parametrize("profile_id,kind,gbps,domain", [
+    ("h100-sxm", "nvlink", 450, 8),
+    ("h200-sxm", "nvlink", 450, 8),
+    ("h100-pcie", "nvlink-bridge", 300, 2),  # bridges join pairs; 8 cards talk over PCIe
+    ("rtx-a6000", "nvlink-bridge", 56.25, 2),
+    ("mi300x", "xgmi", 448, 8),  # Infinity Fabric, not PCIe
+    ("mi325x", "xgmi", 448, 8),
+    ("mi250x", "xgmi", 200, 8),
+    ("rtx-4090", "pcie", 31.5, 1),
+    ("rtx-4060-ti", "pcie", 15.8, 1),  # a Gen4 x8 card
+])
+def test_gpu_links(profile_id, kind, gbps, domain):
+    device = profiles.device_from_profile(profile_id)
+    link = device.interconnect
+    assert (link.gpu_link_kind, link.gpu_link_gbps, link.gpu_link_domain) == (kind, gbps, domain)
+
+
+def test_link_fields_go_together():
+    doc = _valid_doc() | {"interconnect": {"gpu_link_kind": "pcie"}}
+    with pytest.raises(ValidationError, match="go together"):
+        profiles.Profile.model_validate(doc)
+
+
+def test_reference_systems():
+    assert profiles.get("h200-sxm").system.host_memory_gib == 2048
+    assert profiles.get("h200-sxm").system.gpus_per_node == 8
+    desktop = profiles.get("rtx-4090").system
+    assert desktop.gpus_per_node == 1 and desktop.host_memory_gib == 64 and desktop.assumption
+    assert profiles.device_from_profile("mi300x").gpus_per_node == 8
+
+
+def test_mi250x_profile_is_one_gcd_with_the_module_in_notes():
+    gcd = profiles.get("mi250x")
+    assert gcd.compute_units == 110 and gcd.memory_gib == 64
+    assert gcd.memory_bandwidth_gbps == pytest.approx(1638.4)
+    assert gcd.peak_tflops["bf16"] == pytest.approx(191.5)
+    assert any("220 CUs" in note and "383" in note for note in gcd.notes)
+
+
+def test_npu_figures_only_where_published():
+    a17 = profiles.device_from_profile("a17-pro")
+    assert a17.npu.name.startswith("Apple Neural Engine") and a17.npu.tops == {"unstated": 35}
+    snapdragon = profiles.device_from_profile("snapdragon-8-gen-3")
+    assert snapdragon.npu.name == "Qualcomm Hexagon NPU" and snapdragon.npu.tops == {}
+    assert profiles.get("m4").npu.tops() == {"unstated": 38}
+
+
+def test_phones_carry_sustained_fraction_and_app_limit():
+    phone = profiles.device_from_profile("snapdragon-8-gen-2")
+    assert phone.sustained_fraction == pytest.approx(0.72)
+    assert phone.app_memory_limit_bytes == int(12 * GIB * 0.5)
+    assert "Wild Life" in profiles.get("snapdragon-8-gen-2").mobile.sustained_basis
+    doc = _valid_doc() | {"mobile": {"app_memory_limit_fraction": 0.5, "basis": "Estimate",
+                                     "sustained_fraction": 0.7}}
+    with pytest.raises(ValidationError, match="sustained_basis"):
+        profiles.Profile.model_validate(doc)
+
+
+def test_variant_ids_resolve_and_the_base_id_is_the_top_configuration():
+    top = profiles.get("m3-max")
+    assert top.compute_units == 40 and top.memory_bandwidth_gbps == 400
+    low = profiles.get("m3-max-30c")
+    assert low.compute_units == 30 and low.memory_bandwidth_gbps == 300
+    assert low.peak_tflops["fp32"] == pytest.approx(10.6)
+    assert low.variant_of == "m3-max" and low.variant_name == "30-core GPU"
+    assert profiles.get("m3-max-40c") == top
+    planned = profiles.device_from_profile("m3-max-30c")
+    assert planned.variant == "30-core GPU" and planned.profile_id == "m3-max-30c"
+    assert planned.memory_bandwidth_gbps == 300
+    assert "m4-max-32c" in profiles.variant_ids() and "m4-max-32c" not in profiles.ids()
+    assert "m3-max-30c" in profiles.suggest("m3-max-3")
+
+
+def test_variant_schema_needs_a_top_configuration():
+    doc = _valid_doc() | {"compute_units": 40, "variants": [
+        {"id": "x-1-30c", "name": "30-core GPU", "gpu_cores": 30, "memory_bandwidth_gbps": 300,
+         "peak_tflops": {"fp32": 20}}],
+        "sources": _valid_doc()["sources"] | {"variants": ["https://a"]}}
+    with pytest.raises(ValidationError, match="top configuration"):
+        profiles.Profile.model_validate(doc)
+    doc["variants"][0]["id"] = "other-30c"
+    with pytest.raises(ValidationError, match="must read"):
+        profiles.Profile.model_validate(doc)
+
+
+@pytest.mark.parametrize("chip,cores,cpu,perf,memory_gib,expected", [
+    ("m3-max", 30, None, None, None, "30-core GPU"),
+    ("m3-max", 40, None, None, None, "40-core GPU"),
+    ("m3-max", None, 14, 10, 36, "30-core GPU"),  # CPU and memory both say 30-core
+    ("m3-max", None, None, None, 96, "30-core GPU"),  # 96 GB was sold with 30 cores only
+    ("m3-max", None, None, None, 64, "40-core GPU"),
+    ("m4-max", None, 14, None, None, "32-core GPU"),
+    ("m4-pro", None, 12, 8, 24, "16-core GPU"),
+    ("m3-pro", None, 11, 5, None, "14-core GPU"),
+    ("m2-ultra", 60, None, None, None, "60-core GPU"),
+    ("m3-ultra", None, None, None, 512, "80-core GPU"),
+])
+def test_choose_variant(chip, cores, cpu, perf, memory_gib, expected):
+    memory = int(memory_gib * GIB) if memory_gib else None
+    choice = profiles.choose_variant(profiles.get(chip), gpu_cores=cores, cpu_cores=cpu,
+                                     performance_cores=perf, memory_bytes=memory)
+    assert choice.variant is not None and choice.variant.name == expected
+
+
+def test_ambiguous_variant_keeps_the_top_figures_and_claims_no_evidence():
+    # M1 Max: both GPUs came with the 10-core CPU and 32 or 64 GB: nothing tells them apart.
+    choice = profiles.choose_variant(profiles.get("m1-max"), cpu_cores=10, memory_bytes=32 * GIB)
+    assert choice.variant is None and "configuration unknown" in choice.note
+    assert "chosen by" not in choice.note
+    none_read = profiles.choose_variant(profiles.get("m2-max"))
+    assert none_read.variant is None and "no core count or memory size" in none_read.note
+    odd = profiles.choose_variant(profiles.get("m3-max"), gpu_cores=35)
+    assert odd.variant is None and "match no configuration" in odd.note
+
+
+def test_enrich_picks_the_variant_from_gpu_cores():
+    device = probed("Apple M3 Max", 36, vendor="apple", device_class="apple-silicon",
+                    compute_units=30)
+    (out,), _ = profiles.enrich_devices([device])
+    assert out.variant == "30-core GPU" and out.profile_id == "m3-max-30c"
+    assert out.memory_bandwidth_gbps == 300 and out.peak_tflops["fp32"] == pytest.approx(10.6)
+    assert any("chosen by its GPU core count (30)" in note for note in out.notes)
+
+
+def test_enrich_fills_links_for_amd_capped_at_the_gpus_present():
+    amd = dict(vendor="amd", pci_device_id="0x74a1")
+    one = Device(index=0, device_class="datacenter-gpu", name="AMD Instinct MI300X",
+                 memory_total_bytes=192 * GIB, source="probe", **amd)
+    (out,), _ = profiles.enrich_devices([one])
+    assert out.interconnect.gpu_link_kind == "xgmi" and out.interconnect.gpu_link_domain == 1
+    eight = [one.model_copy(update={"index": i}) for i in range(8)]
+    outs, _ = profiles.enrich_devices(eight)
+    assert {d.interconnect.gpu_link_domain for d in outs} == {8}
+    assert all(d.gpus_per_node == 8 for d in outs)
+    assert any("not read" in note for note in outs[0].notes)
+
+
+def test_enrich_invents_no_nvlink_but_fills_pcie_from_the_profile():
+    (h200,), _ = profiles.enrich_devices([probed("NVIDIA H200", 140.4)])
+    assert h200.interconnect is None  # NVML saw no links: nothing invented
+    (card,), _ = profiles.enrich_devices([probed("NVIDIA GeForce RTX 4090", 23.99,
+                                                 device_class="consumer-gpu")])
+    assert card.interconnect.gpu_link_kind == "pcie" and card.interconnect.gpu_link_domain == 1

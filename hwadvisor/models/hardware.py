@@ -73,6 +73,9 @@ class PeerLink(Strict):
     p2p: bool | None = None
 
 
+GpuLinkKind = Literal["nvlink", "nvlink-bridge", "xgmi", "pcie"]
+
+
 class Interconnect(Strict):
     """PCIe, NVLink and topology facts of one device."""
 
@@ -84,6 +87,17 @@ class Interconnect(Strict):
     network_gbps: float | None = Field(
         None, description="Scale-out network per GPU, one direction, GB/s, in the vendor's "
         "reference system (from the profile: DGX H200 has one 400 Gb/s NIC per GPU = 50)"
+    )
+    gpu_link_kind: GpuLinkKind | None = Field(
+        None, description="The link this GPU uses to reach its peers: nvlink (NVLink, switched or "
+        "direct), nvlink-bridge (a two-card bridge), xgmi (AMD Infinity Fabric), or pcie"
+    )
+    gpu_link_gbps: float | None = Field(
+        None, description="GPU-to-GPU bandwidth of that link, ONE direction, per GPU, GB/s"
+    )
+    gpu_link_domain: int | None = Field(
+        None, ge=1, description="How many GPUs the fast link joins (8 on an HGX/DGX or MI300X "
+        "board, 2 for NVLink-bridged card pairs, 1 when there is no GPU-to-GPU link)"
     )
 
 
@@ -120,6 +134,17 @@ class NvidiaDetails(Strict):
     unsupported_fields: list[str] = Field(
         default_factory=list, description="NVML fields this driver or GPU does not support"
     )
+
+
+class NpuInfo(Strict):
+    """A neural engine / NPU next to the GPU (phones, Apple chips), as the vendor states it."""
+
+    name: str | None = None
+    tops: dict[str, float] = Field(
+        default_factory=dict, description="TOPS by format ('int8', 'int4', 'fp16'); 'unstated' "
+        "when the vendor gives a figure without its precision"
+    )
+    note: str | None = None
 
 
 class Measured(Strict):
@@ -165,4 +190,24 @@ class Device(Strict):
     interconnect: Interconnect | None = None
     nvidia: NvidiaDetails | None = None
     measured: Measured | None = None
+    status: str | None = Field(
+        None, description="'announced' for a part planned from announced, not shipping, figures"
+    )
+    npu: NpuInfo | None = None
+    sustained_fraction: float | None = Field(
+        None, gt=0, le=1, description="Share of peak a phone sustains after minutes of load "
+        "(published throttling tests; see the profile's mobile.sustained_basis)"
+    )
+    app_memory_limit_bytes: int | None = Field(
+        None, description="Phones: the memory one app may hold before the OS ends it (estimate)"
+    )
+    gpus_per_node: int | None = Field(
+        None, ge=1, description="GPUs per node in the profile's reference system"
+    )
+    variant: str | None = Field(
+        None, description="The configuration chosen, e.g. '30-core GPU' (chips sold in several)"
+    )
+    model_guessed: bool = Field(
+        False, description="The model name was inferred (from memory, ids or gfx target), not read"
+    )
     notes: list[str] = Field(default_factory=list)

@@ -237,7 +237,7 @@ class AndroidBackend:
         """Return the phone's SoC on Android; nothing elsewhere. Never raises."""
         try:
             return self._probe()
-        except Exception as exc:  # noqa: BLE001 - a probe must not crash the CLI
+        except Exception as exc:  # a probe must not crash the CLI
             return BackendResult(notes=[f"android: probe failed ({exc})"])
 
     def _memory(self) -> int | None:

@@ -1,8 +1,11 @@
-"""Apple Silicon backend (macOS): sysctl for the chip and RAM, system_profiler for GPU cores.
+"""Apple Silicon backend (macOS): sysctl for chip, RAM and CPU cores; system_profiler for the GPU.
 
 Only runs where the platform is Darwin. The GPU shares the RAM with the CPU (unified memory), so
 memory_total_bytes is hw.memsize; bandwidth and peaks are left to the chip's profile
-(hwadvisor.profiles.enrich_devices), since macOS reports neither.
+(hwadvisor.profiles.enrich_devices), since macOS reports neither. Chips sold in several
+configurations (an M3 Max with a 30- or 40-core GPU) differ in bandwidth and peaks: the GPU core
+count chooses the configuration, else the CPU core counts and memory size do, and the choice is
+recorded in Device.variant.
 """
 
 from __future__ import annotations
@@ -29,6 +32,15 @@ FORMATS_BY_FIRST_GENERATION: tuple[tuple[int, str], ...] = ((1, "fp16"), (1, "in
 
 # "Apple M3 Max", "M1 Max", "Apple M2": generation and tier.
 _CHIP = re.compile(r"\bM(\d+)(?:\s+(Pro|Max|Ultra))?\b", re.IGNORECASE)
+# The plain (non-JSON) SPDisplaysDataType output: "Chipset Model: Apple M1 Pro" and
+# "Total Number of Cores: 14" lines under each GPU.
+_TEXT_FIELD = re.compile(r"^\s*(Chipset Model|Total Number of Cores|Vendor)\s*:\s*(.+?)\s*$")
+
+# CPU topology sysctls (sysctl(3); "hw.perflevel0" is the fastest core type on Apple Silicon).
+SYSCTL_CPU_KEYS: dict[str, str] = {
+    "cpu_cores": "hw.ncpu",
+    "performance_cores": "hw.perflevel0.physicalcpu",
+}
 
 
 def parse_chip(text: str | None) -> tuple[int, str] | None:
@@ -77,6 +89,26 @@ def parse_displays(text: str | None) -> tuple[str | None, int | None]:
     return None, None
 
 
+def parse_displays_text(text: str | None) -> tuple[str | None, int | None]:
+    """From plain `system_profiler SPDisplaysDataType`: (Apple GPU's chipset model, its cores)."""
+    model: str | None = None
+    cores: int | None = None
+    for line in (text or "").splitlines():
+        found = _TEXT_FIELD.match(line)
+        if found is None:
+            continue
+        key, value = found.group(1), found.group(2)
+        if key == "Chipset Model":
+            if model is not None and parse_chip(model):
+                break  # the next GPU's block: the Apple GPU was the one before
+            model, cores = value, None
+        elif key == "Total Number of Cores" and value.isdigit():
+            cores = int(value)
+    if model is None or not parse_chip(model):
+        return None, None
+    return model, cores
+
+
 def _int_or_none(text: str | None) -> int | None:
     if text is None:
         return None
@@ -105,7 +137,7 @@ class AppleBackend:
         """Return the Apple Silicon GPU on a Mac; nothing elsewhere. Never raises."""
         try:
             return self._probe()
-        except Exception as exc:  # noqa: BLE001 - a probe must not crash the CLI
+        except Exception as exc:  # a probe must not crash the CLI
             return BackendResult(notes=[f"apple: probe failed ({exc})"])
 
     def _probe(self) -> BackendResult:
@@ -118,6 +150,10 @@ class AppleBackend:
         memsize = _int_or_none(self._sysctl("hw.memsize"))
         model, cores = parse_displays(self.runner(
             ["system_profiler", "SPDisplaysDataType", "-json"], SYSTEM_PROFILER_TIMEOUT_S))
+        if model is None:
+            # Older macOS (or a failed -json call): the plain-text listing has the same facts.
+            model, cores = parse_displays_text(self.runner(
+                ["system_profiler", "SPDisplaysDataType"], SYSTEM_PROFILER_TIMEOUT_S))
         notes: list[str] = []
         # The brand string names the chip on current macOS; early releases said only
         # "Apple processor", so the GPU's sppci_model is the second source.
@@ -145,4 +181,27 @@ class AppleBackend:
             source="probe",
             notes=notes,
         )
+        if chip is not None:
+            device = self._with_variant(device)
         return BackendResult(devices=[device])
+
+    def _with_variant(self, device: Device) -> Device:
+        """Record which configuration of the chip this is, from every reading taken.
+
+        The profile's [[variants]] list the configurations Apple sold; profiles.choose_variant
+        decides from the GPU cores first, then CPU core counts and memory size.
+        """
+        from hwadvisor import profiles  # local: only Macs need the datasheet files here
+
+        profile = profiles.match(device)
+        if profile is None or not profile.variants:
+            return device
+        counts = {field: _int_or_none(self._sysctl(key)) for field, key in SYSCTL_CPU_KEYS.items()}
+        choice = profiles.choose_variant(
+            profile, gpu_cores=device.compute_units, cpu_cores=counts["cpu_cores"],
+            performance_cores=counts["performance_cores"], memory_bytes=device.memory_total_bytes)
+        notes = [*device.notes, choice.note] if choice.note else device.notes
+        update: dict[str, object] = {"notes": notes}
+        if choice.variant is not None:
+            update["variant"] = choice.variant.name
+        return device.model_copy(update=update)

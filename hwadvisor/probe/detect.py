@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from hwadvisor.models import DeviceClass, Report
+from hwadvisor.models import Device, DeviceClass, Report
 from hwadvisor.probe.base import Backend, BackendResult
 from hwadvisor.probe.host import probe_host
 
@@ -57,7 +57,7 @@ def run_backends(backends: Iterable[Backend]) -> BackendResult:
     for backend in backends:
         try:
             result = backend.probe()
-        except Exception as exc:  # noqa: BLE001 - one broken backend must not stop the probe
+        except Exception as exc:  # one broken backend must not stop the probe
             name = getattr(backend, "name", type(backend).__name__)
             notes.append(f"{name}: backend failed ({type(exc).__name__}: {exc})")
             continue
@@ -76,14 +76,15 @@ def collect(backends: Sequence[Backend] | None = None) -> Report:
 
     devices, hints = enrich_devices(found.devices)
     found = BackendResult(devices=devices, notes=found.notes + hints)
-    device_class = DeviceClass(found.devices[0].device_class) if found.devices else DeviceClass.CPU
+    device_class, class_notes = report_class(found.devices)
     host = probe_host()
     if device_class == DeviceClass.MOBILE_SOC:
         from hwadvisor.probe.mobile import app_memory_limit_bytes
 
-        limit = app_memory_limit_bytes(found.devices[0])
+        phone = next(d for d in found.devices if d.device_class == DeviceClass.MOBILE_SOC.value)
+        limit = phone.app_memory_limit_bytes or app_memory_limit_bytes(phone)
         host = host.model_copy(update={"mobile_app_memory_limit_bytes": limit})
-    notes = found.notes if found.devices else _no_device_notes(found.notes)
+    notes = found.notes + class_notes if found.devices else _no_device_notes(found.notes)
     return Report(
         kind="probe",
         host=host,
@@ -91,6 +92,30 @@ def collect(backends: Sequence[Backend] | None = None) -> Report:
         device_class=device_class,
         notes=notes,
     )
+
+
+# Most capable first: the report's class is the most capable one among its devices, so an
+# 8-GPU host whose GPU 0 a backend could not name still gets datacenter advice.
+CLASS_RANK: tuple[DeviceClass, ...] = (
+    DeviceClass.DATACENTER_GPU, DeviceClass.CONSUMER_GPU, DeviceClass.APPLE_SILICON,
+    DeviceClass.MOBILE_SOC, DeviceClass.CPU,
+)
+
+
+def report_class(devices: Sequence[Device]) -> tuple[DeviceClass, list[str]]:
+    """Derive the report's device class from every device: the most capable one present.
+
+    A note names the devices' own classes when they differ; cpu when there is no device.
+    """
+    if not devices:
+        return DeviceClass.CPU, []
+    classes = [DeviceClass(d.device_class) for d in devices]
+    chosen = min(classes, key=CLASS_RANK.index)
+    if len(set(classes)) == 1:
+        return chosen, []
+    per_device = ", ".join(f"{d.index}: {c.value}" for d, c in zip(devices, classes, strict=True))
+    return chosen, [f"devices differ in class ({per_device}); the report's class is the most "
+                    f"capable present, {chosen.value}"]
 
 
 def _no_device_notes(notes: list[str]) -> list[str]:

@@ -28,6 +28,12 @@ IPHONE_CHIPS: dict[str, str] = {
     "iPhone17,1": "A18 Pro", "iPhone17,2": "A18 Pro",  # 16 Pro, 16 Pro Max
     "iPhone17,3": "A18", "iPhone17,4": "A18",  # 16, 16 Plus
     "iPhone17,5": "A18",  # 16e
+    # iPhone 17 family (2025): identifiers as device tables list them (e.g. the public
+    # iOS-device lists on GitHub); chips from Apple's product pages. The Air's A19 Pro has a
+    # 5-core GPU, the 17 Pro's 6.
+    "iPhone18,1": "A19 Pro", "iPhone18,2": "A19 Pro",  # 17 Pro, 17 Pro Max
+    "iPhone18,3": "A19",  # 17
+    "iPhone18,4": "A19 Pro",  # Air
 }
 
 IOS_SYSTEMS = ("iOS", "iPadOS")
@@ -64,7 +70,7 @@ class IosBackend:
         """Return the iPhone's SoC on iOS; nothing elsewhere. Never raises."""
         try:
             return self._probe()
-        except Exception as exc:  # noqa: BLE001 - a probe must not crash the CLI
+        except Exception as exc:  # a probe must not crash the CLI
             return BackendResult(notes=[f"ios: probe failed ({exc})"])
 
     def _probe(self) -> BackendResult:

@@ -2,6 +2,8 @@
 
 The Android and iOS backends live in android.py and ios.py; both build a mobile-soc Device
 whose memory_total_bytes is the phone's RAM (unified memory, shared with the OS and other apps).
+This module owns the per-app memory limit: the profiles (hwadvisor.profiles), the planned
+devices (probe/target.py) and the probe report all get it from app_memory_limit_for.
 """
 
 from __future__ import annotations
@@ -69,23 +71,37 @@ def _profile_fraction(profile_id: str | None) -> float | None:
 
     try:
         profile = profiles.get(profile_id)
-    except Exception:  # noqa: BLE001 - an unknown id only means: use the OS rule
+    except Exception:  # an unknown id only means: use the OS rule
         return None
     return profile.mobile.app_memory_limit_fraction if profile.mobile is not None else None
 
 
-def app_memory_limit_bytes(device: Device) -> int | None:
+def app_memory_limit_for(memory_total_bytes: int | None, mobile_os: str,
+                         profile_fraction: float | None = None) -> int | None:
+    """Compute the per-app limit for this much RAM: the profile's share, else the OS rule's.
+
+    This is the one place the limit is computed. None when the RAM is unknown.
+    """
+    if not memory_total_bytes:
+        return None
+    rule = APP_MEMORY_RULES.get(mobile_os)
+    fraction = profile_fraction if profile_fraction is not None else (
+        rule.fraction if rule is not None else None)
+    return int(memory_total_bytes * fraction) if fraction is not None else None
+
+
+def app_memory_limit_bytes(device: Device, profile_fraction: float | None = None) -> int | None:
     """Per-app memory limit a phone implies: its RAM times the profile's or the OS rule's share.
 
+    The profile's share is looked up from device.profile_id unless the caller passes it.
     None for devices that are not phones or whose RAM is unknown.
     """
     mobile_os = mobile_os_of(device)
     if mobile_os is None or not device.memory_total_bytes:
         return None
-    fraction = _profile_fraction(device.profile_id)
-    if fraction is None:
-        fraction = APP_MEMORY_RULES[mobile_os].fraction
-    return int(device.memory_total_bytes * fraction)
+    fraction = profile_fraction if profile_fraction is not None else (
+        _profile_fraction(device.profile_id))
+    return app_memory_limit_for(device.memory_total_bytes, mobile_os, fraction)
 
 
 FileReader = Callable[[Path], str | None]
@@ -117,5 +133,5 @@ def psutil_memory_total_bytes() -> int | None:
         import psutil
 
         return int(psutil.virtual_memory().total)
-    except Exception:  # noqa: BLE001 - psutil raises assorted errors on unsupported platforms
+    except Exception:  # psutil raises assorted errors on unsupported platforms
         return None

@@ -32,6 +32,7 @@ from hwadvisor.probe.topology import (
     nvlink_bandwidth_gbps,
     nvlink_generation,
     nvlinks_in_code,
+    pcie_bandwidth_gbps,
     read_topo_matrix,
 )
 
@@ -391,6 +392,7 @@ class NvidiaBackend:
                     peer_index=peer.index, link=code, nvlinks=nvlinks_in_code(code),
                     p2p=self._p2p(device.index, peer.index),
                 ))
+            self._set_gpu_link(interconnect, reading, gpu_buses, len(devices))
             if len(devices) > 1 and self._topo is not None:
                 # topo -m was read anyway: use it for affinity NVML did not give.
                 if interconnect.cpu_affinity is None:
@@ -398,6 +400,38 @@ class NvidiaBackend:
                 if interconnect.numa_node is None:
                     interconnect.numa_node = self._topo.numa_node.get(device.index)
             device.interconnect = interconnect
+
+    @staticmethod
+    def _set_gpu_link(interconnect: Interconnect, reading: _LinkReading,
+                      gpu_buses: set[str], gpu_count: int) -> None:
+        """Set the GPU-to-GPU link as NVML read it: NVLink when links are up, else PCIe.
+
+        Nothing is set when NVML could not read the link state (no NVLink invented). Links
+        that reach a bus which is no GPU go to an NVSwitch, which joins every GPU here; links
+        whose far ends are all GPUs and reach one peer are a two-card bridge. The domain counts
+        this GPU and its NVLink peers; it stays None when neither NVML nor topo -m said where
+        the links go.
+        """
+        if reading.links_active is None:
+            return
+        pcie = interconnect.pcie
+        if reading.links_active == 0:
+            interconnect.gpu_link_kind = "pcie"
+            interconnect.gpu_link_gbps = pcie_bandwidth_gbps(
+                pcie.generation_max if pcie else None, pcie.width_max if pcie else None)
+            interconnect.gpu_link_domain = 1
+            return
+        nvlink = interconnect.nvlink
+        interconnect.gpu_link_gbps = nvlink.bandwidth_gbps if nvlink is not None else None
+        remotes = [bus for bus in reading.remote_bus_ids if bus]
+        switched = any(bus not in gpu_buses for bus in remotes)
+        nvlink_peers = [p for p in interconnect.peers if p.nvlinks]
+        bridge = bool(remotes) and not switched and len(nvlink_peers) == 1
+        interconnect.gpu_link_kind = "nvlink-bridge" if bridge else "nvlink"
+        if switched:
+            interconnect.gpu_link_domain = gpu_count
+        elif nvlink_peers or gpu_count == 1:
+            interconnect.gpu_link_domain = 1 + len(nvlink_peers)
 
     def _nvml_link_code(self, index: int, peer: int, reading: _LinkReading,
                         peer_bus: str | None, gpu_buses: set[str]) -> str | None:

@@ -73,7 +73,7 @@ def _decode(value: Any) -> Any:
 
 
 def _import_pynvml() -> Any:
-    import pynvml  # noqa: PLC0415 - imported on first use only: keeps `import hwadvisor` light
+    import pynvml  # imported on first use only: keeps `import hwadvisor` light
 
     return pynvml
 
@@ -106,7 +106,7 @@ class Nvml:
                 return False
         try:
             self._backend.nvmlInit()
-        except Exception as exc:  # noqa: BLE001 - any failure to start means "no NVML here"
+        except Exception as exc:  # any failure to start means "no NVML here"
             self._reason = self._library_reason(exc)
             return False
         return True
@@ -137,7 +137,7 @@ class Nvml:
         if self._started and self._reason is None and self._backend is not None:
             try:
                 self._backend.nvmlShutdown()
-            except Exception:  # noqa: BLE001, S110 - shutting down must never fail the probe
+            except Exception:  # shutting down must never fail the probe
                 pass
         self._started = False
         self._reason = None
@@ -158,7 +158,7 @@ class Nvml:
             return 0
         try:
             return int(self._backend.nvmlDeviceGetCount())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self._reason = self._library_reason(exc)
             return 0
 
@@ -170,7 +170,7 @@ class Nvml:
             return None
         try:
             handle = self._backend.nvmlDeviceGetHandleByIndex(index)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self._classify(index, "handle", exc)
             return None
         self._handles[index] = handle
@@ -182,7 +182,7 @@ class Nvml:
             return None
         try:
             return _decode(getattr(self._backend, function)(*args))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self._classify(-1, field, exc)
             return None
 
@@ -198,7 +198,7 @@ class Nvml:
             return None
         try:
             return _decode(func(handle, *args))
-        except Exception as exc:  # noqa: BLE001 - see _classify
+        except Exception as exc:  # see _classify
             self._classify(index, field, exc)
             return None
 
@@ -215,7 +215,7 @@ class Nvml:
                 return None
             try:
                 return _decode(getattr(self._backend, function)(handle, *args))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 if self._is_fatal(index, field, exc):
                     return None
         self.note_missing(index, field)
@@ -233,7 +233,7 @@ class Nvml:
             return None
         try:
             return _decode(func(handle, *args))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self._is_fatal(index, function, exc)
             return None
 
@@ -315,7 +315,7 @@ class Nvml:
         """Name a GPU process: NVML's name (the driver's PID view), else psutil's."""
         try:
             name = _decode(self._backend.nvmlSystemGetProcessName(pid))
-        except Exception:  # noqa: BLE001 - the name is a nicety; psutil may still know it
+        except Exception:  # the name is a nicety; psutil may still know it
             name = None
         if name:
             return str(name).rsplit("/", 1)[-1]
@@ -324,7 +324,7 @@ class Nvml:
 
 def process_name(pid: int) -> str | None:
     """Name a process through psutil; None when it cannot be read (another container, gone)."""
-    import psutil  # noqa: PLC0415
+    import psutil  # imported on first use only
 
     try:
         return psutil.Process(pid).name() or None

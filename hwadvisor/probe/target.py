@@ -5,6 +5,8 @@ No torch on this path: planning for a device you do not have must stay fast and 
 
 from __future__ import annotations
 
+from typing import Any
+
 from hwadvisor.errors import UserError
 from hwadvisor.models import Device, DeviceClass, HostInfo, Report
 
@@ -37,9 +39,14 @@ def resolve_target(device_id: str | None, count: int = 1) -> Report:
         f"planning for {count} x {profile.name} from its datasheet profile ({profile.id}); "
         "these devices were not probed and the host is this machine"
     ]
-    limit = profiles.mobile_app_memory_limit_bytes(profile)
+    if profile.status == "announced":
+        notes.append(f"{profile.name} is announced, not shipping: the plan uses announced figures")
+    host, system_notes = _reference_host(host, profile)
+    notes.extend(system_notes)
+    limit = devices[0].app_memory_limit_bytes
     if limit is not None:
-        # The per-app cap is what a phone plan must fit; it lives on HostInfo by contract.
+        # The per-app cap is what a phone plan must fit; probe/mobile.py computed it for the
+        # device, and HostInfo carries it too by contract.
         host = host.model_copy(update={"mobile_app_memory_limit_bytes": limit})
         fraction = profile.mobile.app_memory_limit_fraction if profile.mobile else 0.0
         notes.append(
@@ -53,6 +60,25 @@ def resolve_target(device_id: str | None, count: int = 1) -> Report:
         device_class=profile.device_class,
         notes=notes,
     )
+
+
+def _reference_host(host: HostInfo, profile: Any) -> tuple[HostInfo, list[str]]:
+    """Give a planned report the host memory of the profile's reference system.
+
+    Planning for hardware that is not here (an 8-GPU DGX from a laptop) should count on the
+    memory of the machine the GPUs come in, not this one's; the rest of HostInfo stays this
+    machine's, and the note says which is which. Phones and Macs are their own host: unchanged.
+    """
+    system = profile.system
+    if system is None or profile.device_class.value in ("mobile-soc", "apple-silicon"):
+        return host, []
+    memory = int(system.host_memory_gib * 2**30)
+    kind = "an assumption" if system.assumption else "the vendor's reference system"
+    note = (f"host memory {system.host_memory_gib:g} GiB is {system.name}'s ({kind}, "
+            f"{system.gpus_per_node} GPU(s) per node), not this machine's; the other host "
+            "fields are this machine's")
+    updated = host.model_copy(update={"memory_total_bytes": memory, "memory_available_bytes": None})
+    return updated, [note]
 
 
 def cpu_vendor(host: HostInfo) -> str:

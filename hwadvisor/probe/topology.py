@@ -27,6 +27,13 @@ NVML_NVLINK_VERSION_TO_GENERATION: dict[int, int] = {1: 1, 2: 2, 3: 2, 4: 3, 5: 
 NVLINK_GBPS_PER_LINK_PER_DIRECTION: dict[int, float] = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0,
                                                          5: 50.0}
 
+# PCIe GB/s per lane in ONE direction, by generation: the raw rate after line coding (8b/10b for
+# Gen1-2, 128b/130b for Gen3-5, FLIT/PAM4 for Gen6), per the PCI-SIG base specifications
+# (https://pcisig.com/specifications): Gen3 8 GT/s = 0.985, Gen4 = 1.969, Gen5 = 3.938.
+PCIE_GBPS_PER_LANE_PER_DIRECTION: dict[int, float] = {
+    1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563,
+}
+
 # `nvidia-smi topo -m` legend codes, nearest first.
 PCIE_LINK_CODES: tuple[str, ...] = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
@@ -56,6 +63,14 @@ def nvlink_bandwidth_gbps(links_active: int | None, generation: int | None) -> f
         return None
     per_link = NVLINK_GBPS_PER_LINK_PER_DIRECTION.get(generation)
     return None if per_link is None else links_active * per_link
+
+
+def pcie_bandwidth_gbps(generation: int | None, width: int | None) -> float | None:
+    """PCIe GB/s one direction for a link generation and width (None when either is unknown)."""
+    if not generation or not width:
+        return None
+    per_lane = PCIE_GBPS_PER_LANE_PER_DIRECTION.get(generation)
+    return None if per_lane is None else round(per_lane * width, 1)
 
 
 def nvlinks_in_code(code: str | None) -> int | None:
