@@ -128,7 +128,7 @@ def inference(config: dict[str, Any], device: Any, repeats: int, prompt: int,
             ids = torch.randint(0, vocab, (batch, prompt), device=device)
             logits = model(ids, use_cache=False).logits
             assert torch.isfinite(logits).all(), "prefill logits not finite"
-            out[f"prefill_b{batch}"] = summary(timed(lambda ids=ids: model(ids, use_cache=False),
+            out[f"prefill_b{batch}"] = summary(timed(lambda ids=ids, m=model: m(ids, use_cache=False),
                                                      device, max(3, repeats // 3)))
         for batch in batches:
             ids = torch.randint(0, vocab, (batch, prompt), device=device)
@@ -136,9 +136,9 @@ def inference(config: dict[str, Any], device: Any, repeats: int, prompt: int,
             model(ids, past_key_values=cache, use_cache=True)
             step_ids = torch.randint(0, vocab, (batch, 1), device=device)
 
-            def eager_step(cache: Any = cache, step_ids: Any = step_ids) -> Any:
+            def eager_step(cache: Any = cache, step_ids: Any = step_ids, m: Any = model) -> Any:
                 # Same position each time: crop the cache back so the context stays `prompt`.
-                result = model(step_ids, past_key_values=cache, use_cache=True)
+                result = m(step_ids, past_key_values=cache, use_cache=True)
                 _drop_last(cache, prompt)
                 return result
 
@@ -149,8 +149,8 @@ def inference(config: dict[str, Any], device: Any, repeats: int, prompt: int,
         new = 128 if device.type == "cuda" else 8
         model.generation_config.pad_token_id = 0
 
-        def generate() -> Any:
-            return model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False)
+        def generate(m: Any = model) -> Any:
+            return m.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False)
 
         samples = timed(generate, device, max(3, repeats // 5), warmup=1)
         out["generate_b1"] = {**summary(samples), "new_tokens": new,

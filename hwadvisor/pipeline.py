@@ -30,6 +30,25 @@ if TYPE_CHECKING:  # the probe path must not import the workload package
 Progress = Callable[[str, int, int], None]
 
 
+def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
+                   device_class: object) -> Workload:
+    """Build the workload and settle its engine: --engine, the format's, or the default."""
+    from hwadvisor.rules.engines import get_engine, pick_engine
+
+    cls = str(getattr(device_class, "value", device_class) or "cpu")
+    draft = request.build(device_memory_bytes, device_class)
+    given_dtype = draft.weights_dtype if request.weights_dtype is not None else None
+    engine, why = pick_engine(request.engine, given_dtype, cls, draft.phase)
+    update: dict[str, object] = {"engine": engine, "engine_source": why}
+    if given_dtype is None and draft.weights_dtype not in get_engine(engine).weight_formats:
+        # The checkpoint's own format (an FP8 release, say) is not one this engine runs.
+        update["weights_dtype"] = "bf16"
+        update["weights_dtype_source"] = (
+            f"{get_engine(engine).name} does not run the checkpoint's {draft.weights_dtype} "
+            "weights: planned in bf16 (convert the checkpoint, or pass --engine)")
+    return draft.model_copy(update=update)
+
+
 def probe_report(measure: bool = False, progress: Progress | None = None) -> Report:
     """Probe this machine; with measure, also run the bandwidth and matmul trials on it."""
     from hwadvisor.probe import collect
@@ -53,7 +72,7 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
 
     target = resolve_target(device_id, 1)
     device = primary_device(target)
-    workload = request.build(device.memory_total_bytes, target.device_class)
+    workload = build_workload(request, device.memory_total_bytes, target.device_class)
     if device_id is not None and workload.gpus > 1:
         # The report lists the devices of one node (the plan's per-node GPUs).
         per_node = workload.gpus_per_node or workload.gpus // workload.nodes
@@ -85,7 +104,7 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
         request = request.with_changes(gpus=len(target.devices))
         notes.append(f"planning training on all {len(target.devices)} probed GPUs; pass --gpus to "
                      "plan fewer")
-    workload = request.build(device.memory_total_bytes, device.device_class)
+    workload = build_workload(request, device.memory_total_bytes, device.device_class)
     outcome = recommend(workload, device, goal, host=target.host)
     if workload.is_default:
         notes.append(
@@ -149,7 +168,8 @@ def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: Wo
 
     hardware = collect()
     first = hardware.devices[0] if hardware.devices else None
-    workload = request.build(
+    workload = build_workload(
+        request,
         first.memory_total_bytes if first else hardware.host.memory_total_bytes,
         first.device_class if first else hardware.device_class,
     )

@@ -227,9 +227,9 @@ def test_app_memory_limit_rule():
         phone("amd", 24 * GIB, device_class=DeviceClass.CONSUMER_GPU)) is None
 
 
-def test_app_memory_limit_prefers_profile_fraction(monkeypatch):
-    monkeypatch.setattr(mobile, "_profile_fraction", lambda profile_id: 0.25)
-    assert mobile.app_memory_limit_bytes(phone("apple", 8 * GIB, "a17-pro")) == 2 * GIB
+def test_app_memory_limit_prefers_profile_fraction():
+    assert mobile.app_memory_limit_bytes(phone("apple", 8 * GIB, "a17-pro"),
+                                         profile_fraction=0.25) == 2 * GIB
 
 
 def test_app_memory_limit_is_computed_in_one_place():

@@ -31,6 +31,7 @@ from hwadvisor.models import ModelOptions
 from hwadvisor.report.gates import FailOn
 from hwadvisor.workload import (
     DTYPES,
+    ENGINES,
     OPTIMIZERS,
     PHASES,
     WorkloadRequest,
@@ -97,6 +98,10 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
     Param("inter_node_gbps", _opt("--inter-node-gbps", "Network bandwidth between nodes, GB/s "
                                   "per GPU, one direction (400 Gb/s InfiniBand NDR = 50)", float,
                                   _WORKLOAD_PANEL)),
+    Param("engine", _opt("--engine", "Engine that runs the model: " + ", ".join(ENGINES)
+                         + " [default: by device and phase, e.g. vllm on datacenter GPUs, "
+                         "llamacpp on consumer GPUs, mlx on Apple, torchtitan for datacenter "
+                         "training]", str, _WORKLOAD_PANEL)),
     Param("activation_checkpointing", _flag(
         "--activation-checkpointing/--no-activation-checkpointing",
         "Recompute activations in the backward pass (training)", _WORKLOAD_PANEL), False),

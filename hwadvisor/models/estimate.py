@@ -49,6 +49,12 @@ class Times(Strict):
     decode_tokens_per_forward: float | None = Field(
         None, description="Tokens per sequence one decode forward yields; decode_step_s is per "
         "token, the decode_*_s roofline terms are per forward")
+    ttft_s: float | None = Field(
+        None, description="Time to first token: the batch's prefill (in chunks where the engine "
+        "chunks it) plus one decode step")
+    tpot_s: float | None = Field(None, description="Time per output token after the first")
+    request_latency_s: float | None = Field(
+        None, description="One request end to end: ttft_s + (gen_len - 1) x tpot_s")
 
 
 class Estimate(Strict):
@@ -94,10 +100,19 @@ class ModelOptions(Strict):
         False, description="torch.compile: fused elementwise ops, fewer launches"
     )
     attention_kernel: Literal["math", "flash"] = Field(
-        "math", description="math materialises the score matrix; flash streams it (SDPA/FA)"
+        "flash", description="flash streams the score matrix (SDPA/FlashAttention: every engine "
+        "and PyTorch since 2.0); math materialises it"
     )
     fused_optimizer: bool = Field(False, description="One fused AdamW kernel instead of per-tensor")
-    sharding: Literal["none", "ddp", "fsdp", "tp"] = "none"
+    sharding: Literal["none", "ddp", "fsdp", "hsdp", "tp"] = Field(
+        "none", description="ddp: replicas (data parallel); fsdp: fully sharded; hsdp: sharded "
+        "inside a node, replicated across nodes; tp: tensor parallel (tp_size GPUs per group)")
+    tp_size: int | None = Field(
+        None, ge=1, description="Tensor-parallel group size under tp (None: all GPUs of a node "
+        "in training, all GPUs in inference); the other GPUs hold replicas")
+    pipeline_stages: int = Field(1, ge=1, description="Pipeline-parallel stages")
+    context_parallel: int = Field(1, ge=1, description="GPUs one sequence is split over")
+    expert_parallel: bool = Field(False, description="MoE experts spread over the GPUs (EP)")
     comm_overlap: bool = Field(False, description="Communication overlapped behind compute")
     offload_fraction: float = Field(0.0, ge=0.0, le=1.0, description="Weights kept in host RAM")
     prefix_cache_hit: float = Field(
@@ -107,3 +122,29 @@ class ModelOptions(Strict):
         1.0, ge=1.0, description="Accepted tokens per target forward (speculative decoding)"
     )
     mixed_precision: bool = Field(True, description="bf16 compute with fp32 master weights")
+    prefill_chunk_tokens: int | None = Field(
+        None, ge=1, description="Chunked prefill: tokens per forward (the engine's budget); None "
+        "prefills each batch's prompts in one forward")
+    host_overhead_s: float | None = Field(
+        None, ge=0.0, description="Host time per forward outside the kernels (engine scheduling, "
+        "sampling, Python); None: the engine's figure in perfmodel/constants.py")
+    kernels_per_layer: float | None = Field(
+        None, gt=0, description="Kernels one decoder layer launches (None: from compiled)")
+    eager_op_s: float | None = Field(
+        None, gt=0, description="Host cost of one eager op (None: the model's default)")
+    logits_all_positions: bool = Field(
+        False, description="Prefill computes the logits of every prompt position (plain "
+        "transformers forward), not only the last one (serving engines)")
+    quant_kernel: str | None = Field(
+        None, description="Kernel family of quantised weights: marlin, torch-int4, llamacpp, "
+        "mlx, exllamav2 ... (None: the usual one for the format and device)")
+    finetune: Literal["full", "lora", "qlora"] = Field(
+        "full", description="lora/qlora: frozen base weights (bf16 / 4-bit NF4), trained "
+        "low-rank adapters")
+    lora_rank: int = Field(16, ge=1, le=4096, description="LoRA rank r")
+    optimizer_offload: bool = Field(
+        False, description="Optimizer states, master weights and the step in host RAM "
+        "(ZeRO-Offload / FSDP2 CPUOffloadPolicy)")
+    selective_checkpointing: bool = Field(
+        False, description="With activation checkpointing: recompute attention only (Korthikanti "
+        "et al.), not the whole layer")

@@ -8,9 +8,19 @@ from pydantic import Field
 
 from hwadvisor.models.hardware import Strict
 
-Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
+# Tensor dtypes, then weight formats: int4 is AWQ/GPTQ-style (group 128, 16-bit embeddings),
+# nf4 bitsandbytes' 4-bit NormalFloat (QLoRA), q*/iq* llama.cpp's GGUF formats, mlx-* MLX's.
+Dtype = Literal[
+    "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "nf4",
+    "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "iq4_xs", "mlx-4bit", "mlx-8bit",
+]
 Phase = Literal["inference", "training"]
 Optimizer = Literal["adamw", "adamw-8bit", "sgd"]
+# The engines a workload can run on (hwadvisor/rules/engines.toml describes each).
+EngineId = Literal[
+    "hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx", "executorch", "mlc-llm",
+    "litert", "torchtitan", "megatron", "deepspeed",
+]
 
 
 class ModelSpec(Strict):
@@ -68,6 +78,11 @@ class ModelSpec(Strict):
         "None: every layer from dense_layers on, every moe_layer_freq-th",
     )
     max_position_embeddings: int | None = None
+    native_weights_dtype: Dtype | None = Field(
+        None, description="The checkpoint's own weights format (quantization_config or "
+        "torch_dtype); None when the config does not say")
+    native_dtype_source: str | None = Field(
+        None, description="Where native_weights_dtype was read, in words")
     source: str | None = Field(None, description="Preset id or config path, and its reference")
 
 
@@ -80,6 +95,12 @@ class Workload(Strict):
     prompt_len: int = Field(2048, gt=0, description="Prompt length; sequence length in training")
     gen_len: int = Field(256, ge=0)
     weights_dtype: Dtype = "bf16"
+    weights_dtype_source: str | None = Field(
+        None, description="Why this weights dtype: --weights-dtype, the checkpoint's format, or "
+        "the default")
+    engine: EngineId = Field("hf", description="The serving or training engine that runs it")
+    engine_source: str | None = Field(
+        None, description="Why this engine: --engine, or the default for the device and phase")
     activation_dtype: Dtype = "bf16"
     kv_dtype: Dtype = "bf16"
     optimizer: Optimizer = "adamw"

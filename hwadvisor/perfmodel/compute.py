@@ -120,7 +120,7 @@ def weight_read_bytes(setup: Setup, tokens: float) -> tuple[float, float]:
     parts, spec = setup.parts, setup.spec
     full = model_weight_bytes(setup)
     if parts.moe_layers and spec.num_experts:
-        experts = expert_weight_bytes(parts, working_weight_dtype(setup))
+        experts = expert_weight_bytes(parts, spec, working_weight_dtype(setup))
         touched = expected_experts_touched(spec, tokens) / spec.num_experts
         full = full - experts + experts * touched
     per_gpu = full / setup.layout.tp

@@ -25,12 +25,18 @@ DTYPE_BITS: dict[str, float] = {
     "int8": 8.0,  # per-channel scales: negligible
     "int4": INT4_EFFECTIVE_BITS,
     "fp4": FP4_EFFECTIVE_BITS,
+    # Weight formats as element sizes (layer weights; perfmodel/formats.py has the whole
+    # picture). q8_0 and q4_0 are also llama.cpp's KV-cache types (--cache-type-k/-v).
+    "nf4": 4.0 + 8.0 / 64 + 32.0 / (64 * 256),
+    "q4_0": 4.5,
+    "q4_k_m": 4.5,
+    "q5_k_m": 5.5,
+    "q6_k": 6.5625,
+    "q8_0": 8.5,
+    "iq4_xs": 4.25,
+    "mlx-4bit": 4.5,
+    "mlx-8bit": 8.5,
 }
-# Quantized weights (below 16 bits) leave the embedding table and lm_head in 16-bit: AutoAWQ and
-# GPTQ leave lm_head and embed_tokens unquantized, llm-compressor's FP8 recipes ignore lm_head,
-# llama.cpp's Q4_K_M keeps the output matrix at Q6_K. Checks: Llama-3-8B AWQ checkpoint 5.7 GB,
-# FP8 checkpoint 9.1 GB; both match this rule (without it, 4-bit would come out ~1 GB lighter).
-KEEP_EMBEDDINGS_16BIT_BELOW_BITS = 16.0
 
 # --- Runtime allowance, by device class ------------------------------------------------------
 # CUDA/ROCm: the context with PyTorch's kernels loaded (lazy loading on) is ~0.5-1 GB

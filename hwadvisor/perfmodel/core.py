@@ -203,6 +203,8 @@ def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | 
         bytes_per_decode_step=dec.device_bytes + dec.host_bytes,
         arithmetic_intensity=phase.flops / phase.device_bytes if phase.device_bytes else None,
         times=Times(prefill_s=prefill_s, decode_step_s=decode_step_s,
+                    ttft_s=prefill_s, tpot_s=decode_step_s if wl.gen_len > 0 else None,
+                    request_latency_s=prefill_s + max(wl.gen_len - 1, 0) * decode_step_s,
                     prefill_compute_s=p_compute, prefill_memory_s=p_memory,
                     decode_compute_s=d_compute, decode_memory_s=d_memory,
                     launch_overhead_s=launch, communication_s=phase_comm.total_s,

@@ -6,6 +6,7 @@ import math
 
 from hwadvisor.models import MemoryEstimate, ModelSpec
 from hwadvisor.perfmodel import constants as C
+from hwadvisor.perfmodel import formats
 from hwadvisor.perfmodel.constants import bytes_per_element
 from hwadvisor.perfmodel.context import Setup
 from hwadvisor.workload.params import (
@@ -17,17 +18,14 @@ from hwadvisor.workload.params import (
 )
 
 
-def weight_bytes(parts: ParamBreakdown, dtype: str) -> float:
-    """Bytes of all weights in dtype; embeddings and lm_head stay 16-bit when quantized."""
-    bits = C.DTYPE_BITS[dtype]
-    if bits < C.KEEP_EMBEDDINGS_16BIT_BELOW_BITS:
-        return (parts.total - parts.embeddings) * bits / 8.0 + parts.embeddings * 2.0
-    return parts.total * bits / 8.0
+def weight_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str) -> float:
+    """Bytes of all weights in this format (perfmodel/formats.py: embeddings, mixes)."""
+    return formats.weight_bytes(parts, spec, dtype)
 
 
-def expert_weight_bytes(parts: ParamBreakdown, dtype: str) -> float:
+def expert_weight_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str) -> float:
     """Bytes of all routed experts (quantized like the other layer weights)."""
-    return parts.routed_experts * C.DTYPE_BITS[dtype] / 8.0
+    return formats.routed_expert_bytes(parts, spec, dtype)
 
 
 # --- KV cache ---------------------------------------------------------------------------------
@@ -195,7 +193,7 @@ def working_weight_dtype(setup: Setup) -> str:
 
 def model_weight_bytes(setup: Setup) -> float:
     """Bytes of the whole model's weights in the working dtype (unsharded)."""
-    return weight_bytes(setup.parts, working_weight_dtype(setup))
+    return weight_bytes(setup.parts, setup.spec, working_weight_dtype(setup))
 
 
 def largest_layer_weight_bytes(setup: Setup) -> float:
@@ -208,7 +206,8 @@ def largest_layer_weight_bytes(setup: Setup) -> float:
     if setup.parts.moe_layers:
         moe = setup.parts.per_expert * spec.num_experts + (
             setup.parts.shared_experts_and_router / setup.parts.moe_layers)
-    return (attention + max(dense, moe)) * bytes_per_element(dtype)
+    bits = formats.layer_bits(formats.weight_format(dtype), setup.parts, spec)
+    return (attention + max(dense, moe)) * bits / 8.0
 
 
 # --- The whole picture ------------------------------------------------------------------------

@@ -81,19 +81,6 @@ def _peak(device: Device, dtype: str, notes: list[str]) -> tuple[float | None, s
     return None, dtype
 
 
-def _profile_app_fraction(device: Device) -> float | None:
-    """Return a phone profile's per-app memory share (as the profiles helper reports it)."""
-    if _device_class(device) != "mobile-soc" or not device.profile_id:
-        return None
-    try:
-        from hwadvisor import profiles
-
-        profile = profiles.get(device.profile_id)
-    except Exception:  # an unknown or broken profile: fall back to the stated default
-        return None
-    return profile.mobile.app_memory_limit_fraction if profile.mobile else None
-
-
 def resolve(workload: Workload, device: Device, options: ModelOptions) -> Resources:
     """Bandwidth, peak and usable memory for this workload on this device, with assumptions."""
     notes: list[str] = []
@@ -123,8 +110,13 @@ def resolve(workload: Workload, device: Device, options: ModelOptions) -> Resour
 
     total = device.memory_total_bytes
     usable: int | None = None
-    if total:
-        fraction = _profile_app_fraction(device) or C.USABLE_MEMORY_FRACTION.get(cls, 1.0)
+    if device.app_memory_limit_bytes:
+        # A phone: the OS caps one app far below its RAM (probe/mobile.py computes the cap).
+        usable = int(device.app_memory_limit_bytes)
+        notes.append(f"usable memory: the per-app limit {usable / C.GB:.1f} GB of "
+                     f"{(total or 0) / C.GB:.1f} GB RAM (mobile OS)")
+    elif total:
+        fraction = C.USABLE_MEMORY_FRACTION.get(cls, 1.0)
         usable = int(total * fraction)
         if fraction < 1.0:
             notes.append(f"usable memory: {fraction:.0%} of {total / C.GB:.1f} GB on a {cls} "

@@ -63,19 +63,6 @@ def mobile_os_of(device: Device) -> str | None:
     return "ios" if device.vendor == "apple" else "android"
 
 
-def _profile_fraction(profile_id: str | None) -> float | None:
-    """Return the matched profile's [mobile] fraction, when there is one."""
-    if profile_id is None:
-        return None
-    from hwadvisor import profiles  # local: profiles loads TOML files, not needed by probes
-
-    try:
-        profile = profiles.get(profile_id)
-    except Exception:  # an unknown id only means: use the OS rule
-        return None
-    return profile.mobile.app_memory_limit_fraction if profile.mobile is not None else None
-
-
 def app_memory_limit_for(memory_total_bytes: int | None, mobile_os: str,
                          profile_fraction: float | None = None) -> int | None:
     """Compute the per-app limit for this much RAM: the profile's share, else the OS rule's.
@@ -93,15 +80,14 @@ def app_memory_limit_for(memory_total_bytes: int | None, mobile_os: str,
 def app_memory_limit_bytes(device: Device, profile_fraction: float | None = None) -> int | None:
     """Per-app memory limit a phone implies: its RAM times the profile's or the OS rule's share.
 
-    The profile's share is looked up from device.profile_id unless the caller passes it.
-    None for devices that are not phones or whose RAM is unknown.
+    The caller passes the profile's share when a profile matched (hwadvisor.profiles does, as
+    it builds or enriches the device); without one the OS rule applies. None for devices that
+    are not phones or whose RAM is unknown.
     """
     mobile_os = mobile_os_of(device)
     if mobile_os is None or not device.memory_total_bytes:
         return None
-    fraction = profile_fraction if profile_fraction is not None else (
-        _profile_fraction(device.profile_id))
-    return app_memory_limit_for(device.memory_total_bytes, mobile_os, fraction)
+    return app_memory_limit_for(device.memory_total_bytes, mobile_os, profile_fraction)
 
 
 FileReader = Callable[[Path], str | None]

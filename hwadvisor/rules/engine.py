@@ -55,15 +55,35 @@ def default_estimator() -> Estimator:
     return estimate  # type: ignore[no-any-return]
 
 
-def baseline_options(workload: Workload) -> ModelOptions:
-    """Return the knobs as an unoptimised run has them: eager, no graphs, math attention.
+def baseline_options(workload: Workload, device: Device | None = None) -> ModelOptions:
+    """Return the knobs as the workload's engine runs it by default (engines.toml).
 
-    Training on several GPUs starts from plain data parallelism (DDP), the default people reach
-    for first; fp32 compute means no mixed precision.
+    vLLM and SGLang start with fused attention, CUDA graphs, chunked prefill and tensor
+    parallelism over several GPUs; plain transformers runs eagerly with SDPA attention;
+    torchtitan shards with FSDP2. Training on several GPUs with an engine that names no
+    strategy starts from data parallelism (DDP), what people reach for first; fp32 compute
+    means no mixed precision.
     """
-    sharding = "ddp" if workload.phase == "training" and workload.gpus > 1 else "none"
-    mixed = workload.activation_dtype not in ("fp32", "tf32")
-    return ModelOptions.model_validate({"sharding": sharding, "mixed_precision": mixed})
+    from hwadvisor.rules.engines import get_engine
+
+    defaults = get_engine(workload.engine).defaults
+    training = workload.phase == "training"
+    sharding = defaults.sharding if workload.gpus > 1 else "none"
+    if sharding == "none" and workload.gpus > 1:
+        sharding = "ddp" if training else "tp"
+    on_gpu = device is None or str(device.device_class) in ("datacenter-gpu", "consumer-gpu")
+    graphs = defaults.cuda_graphs and on_gpu and (device is None or device.vendor in (
+        "nvidia", "amd"))
+    chunk = defaults.prefill_chunk_tokens if defaults.chunked_prefill and not training else None
+    return ModelOptions.model_validate({
+        "sharding": sharding,
+        "mixed_precision": workload.activation_dtype not in ("fp32", "tf32"),
+        "attention_kernel": defaults.attention_kernel,
+        "cuda_graphs": bool(graphs and not training),
+        "compiled": defaults.compiled,
+        "fused_optimizer": defaults.fused_optimizer and training,
+        "prefill_chunk_tokens": chunk,
+    })
 
 
 @dataclass
@@ -253,7 +273,7 @@ def recommend(
 ) -> Outcome:
     """Judge every rule of the goal on this workload and device; rank what fires."""
     estimator = estimator or default_estimator()
-    options = baseline_options(workload)
+    options = baseline_options(workload, device)
     base = estimator(workload, device, options)
     facts = build_facts(workload, base, device, host)
     ctx = RuleContext(workload=workload, device=device, host=host, options=options,

@@ -326,6 +326,49 @@ def default_engine(device_class: str, phase: str) -> str:
     return table[device_class][phase]
 
 
+# The engines a weights format implies when the user names none: GGUF files are llama.cpp's,
+# MLX's quantised weights are mlx-lm's.
+FORMAT_ENGINE: dict[str, str] = {
+    **{f: "llamacpp" for f in ("q4_0", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "iq4_xs")},
+    "mlx-4bit": "mlx", "mlx-8bit": "mlx",
+}
+
+
+def pick_engine(given: str | None, weights_dtype: str | None, device_class: str,
+                phase: str) -> tuple[str, str]:
+    """Return (engine id, why): --engine, else what the format implies, else the default.
+
+    A named engine that cannot run the phase, the device class or the weights format is a
+    UserError (exit 2) naming what does.
+    """
+    if given is None:
+        implied = FORMAT_ENGINE.get(weights_dtype or "")
+        if implied is not None:
+            return implied, f"{weights_dtype} weights are {get_engine(implied).name}'s format"
+        chosen = default_engine(device_class, phase)
+        return chosen, (f"default for {phase} on a {device_class} (pass --engine to plan "
+                        "for yours)")
+    engine = get_engine(given)
+    problem = _cannot_run(engine, weights_dtype, device_class, phase)
+    if problem:
+        fits = [e.id for e in load_engines().values()
+                if not _cannot_run(e, weights_dtype, device_class, phase)]
+        raise UserError(f"--engine {given}: {problem}",
+                        hint="engines that can: " + (", ".join(fits) or "none"))
+    return given, "--engine"
+
+
+def _cannot_run(engine: Engine, weights_dtype: str | None, device_class: str,
+                phase: str) -> str | None:
+    if phase not in engine.phases:
+        return f"{engine.name} does not do {phase}"
+    if device_class not in engine.device_classes:
+        return f"{engine.name} does not run on a {device_class}"
+    if weights_dtype and weights_dtype not in engine.weight_formats:
+        return f"{engine.name} cannot run {weights_dtype} weights"
+    return None
+
+
 # ---------------------------------------------------------------------------------------------
 # Rendering a plan in the engine's own words
 

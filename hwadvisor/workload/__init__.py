@@ -2,6 +2,7 @@
 
 from hwadvisor.workload.build import (
     DTYPES,
+    ENGINES,
     OPTIMIZERS,
     PHASES,
     build_workload,
@@ -23,6 +24,7 @@ __all__ = [
     "WORKLOAD_OPTIONS",
     "WorkloadRequest",
     "DTYPES",
+    "ENGINES",
     "OPTIMIZERS",
     "PHASES",
     "build_workload",

@@ -19,7 +19,7 @@ from typing import Any, cast, get_args
 from pydantic import ValidationError
 
 from hwadvisor.errors import UserError
-from hwadvisor.models.workload import Dtype, ModelSpec, Optimizer, Phase, Workload
+from hwadvisor.models.workload import Dtype, EngineId, ModelSpec, Optimizer, Phase, Workload
 from hwadvisor.workload.configparse import parse_config, read_config_file, supported_model_types
 from hwadvisor.workload.params import count_params, moe_layer_count, param_breakdown
 
@@ -43,6 +43,7 @@ __all__ = [
 PHASES: tuple[str, ...] = get_args(Phase)
 DTYPES: tuple[str, ...] = get_args(Dtype)
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
+ENGINES: tuple[str, ...] = get_args(EngineId)
 
 # Spellings people type for the same dtype or optimizer (torch and bitsandbytes names).
 _DTYPE_ALIASES = {
@@ -56,7 +57,13 @@ _DTYPE_ALIASES = {
     "e4m3": "fp8",
     "nvfp4": "fp4",
     "mxfp4": "fp4",
-    "nf4": "int4",
+    "q4_k": "q4_k_m",
+    "q5_k": "q5_k_m",
+    "mlx4": "mlx-4bit",
+    "mlx8": "mlx-8bit",
+    "awq": "int4",
+    "gptq": "int4",
+    "w8a8": "int8",
 }
 _OPTIMIZER_ALIASES = {
     "adam": "adamw",
@@ -265,6 +272,20 @@ def parse_choice(option: str, value: str | None, default: str | None, choices: t
     return key
 
 
+def _weights_dtype(given: str | None, spec: ModelSpec, phase: str) -> tuple[str, str]:
+    """Return the weights dtype to plan with and why: --weights-dtype, the checkpoint's, or bf16."""
+    if given is not None:
+        return given, "--weights-dtype"
+    native = spec.native_weights_dtype
+    if native is None:
+        return "bf16", "default (the config names no dtype)"
+    if phase == "training" and native not in ("bf16", "fp16", "fp32"):
+        # Full training updates the weights in 16 bits over fp32 masters, whatever format the
+        # checkpoint ships in (an FP8 checkpoint is dequantised to train; QLoRA is a rule).
+        return "bf16", f"training computes in bf16 ({spec.native_dtype_source})"
+    return native, spec.native_dtype_source or "the checkpoint"
+
+
 def _req_choice(option: str, value: str | None, default: str, choices: tuple[str, ...],
                 aliases: dict[str, str] | None = None) -> str:
     return parse_choice(option, value, default, choices, aliases) or default
@@ -342,6 +363,8 @@ def build_workload(
     gpus_per_node: int | None = None,
     inter_node_gbps: float | None = None,
     activation_checkpointing: bool | None = None,
+    engine: str | None = None,
+    engine_source: str | None = None,
     device_memory_bytes: int | None = None,
     device_class: object = None,
 ) -> Workload:
@@ -351,13 +374,8 @@ def build_workload(
     model (is_default=True). A bad value raises UserError naming the option (exit 2).
     """
     phase_v = _req_choice("--phase", phase, "inference", PHASES)
-    weights_v = _req_choice("--weights-dtype", weights_dtype, "bf16", DTYPES, _DTYPE_ALIASES)
-    # Unless told otherwise, fp16/fp32 weights imply the same for activations and KV cache;
-    # anything else (bf16, fp8, int4 ...) computes and caches in bf16.
-    compute_default = weights_v if weights_v in ("fp16", "fp32") else "bf16"
-    act_v = _req_choice("--activation-dtype", activation_dtype, compute_default, DTYPES,
-                    _DTYPE_ALIASES)
-    kv_v = _req_choice("--kv-dtype", kv_dtype, compute_default, DTYPES, _DTYPE_ALIASES)
+    engine_v = _req_choice("--engine", engine, "hf", ENGINES)
+    weights_given = parse_choice("--weights-dtype", weights_dtype, None, DTYPES, _DTYPE_ALIASES)
     opt_v = _req_choice("--optimizer", optimizer, "adamw", OPTIMIZERS, _OPTIMIZER_ALIASES)
     batch_v = _int_or("--batch", batch, 1)
     prompt_v = _int_or("--prompt-len", prompt_len, 2048)
@@ -384,6 +402,13 @@ def build_workload(
     else:
         model_v = str(model).strip()
     spec = load_spec(model_v)
+    weights_v, weights_source = _weights_dtype(weights_given, spec, phase_v)
+    # Unless told otherwise, fp16/fp32 weights imply the same for activations and KV cache;
+    # anything else (bf16, fp8, int4, GGUF ...) computes and caches in bf16.
+    compute_default = weights_v if weights_v in ("fp16", "fp32") else "bf16"
+    act_v = _req_choice("--activation-dtype", activation_dtype, compute_default, DTYPES,
+                        _DTYPE_ALIASES)
+    kv_v = _req_choice("--kv-dtype", kv_dtype, compute_default, DTYPES, _DTYPE_ALIASES)
     preset = _resolve_preset(model_v)
     if preset is not None and not (_looks_like_path(model_v) and _user_path(model_v)):
         model_v = preset
@@ -396,6 +421,9 @@ def build_workload(
             prompt_len=prompt_v,
             gen_len=gen_v,
             weights_dtype=cast(Dtype, weights_v),
+            weights_dtype_source=weights_source,
+            engine=cast(EngineId, engine_v),
+            engine_source=engine_source or ("--engine" if engine is not None else None),
             activation_dtype=cast(Dtype, act_v),
             kv_dtype=cast(Dtype, kv_v),
             optimizer=cast(Optimizer, opt_v),

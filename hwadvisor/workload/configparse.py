@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from hwadvisor.errors import UserError
 from hwadvisor.models.workload import ModelSpec
+from hwadvisor.workload.native import native_weights_dtype
 
 # A config.json is a few KB; refuse anything absurd before reading it into memory.
 MAX_CONFIG_BYTES = 8 * 1024 * 1024
@@ -274,6 +275,8 @@ def _build_spec(f: _Fields, family: Family, name: str) -> ModelSpec:
         "max_position_embeddings": f.opt_int("max_position_embeddings", None),
         "source": f.label,
     }
+    native, where = native_weights_dtype(f.data)
+    fields.update(native_weights_dtype=native, native_dtype_source=where)
     if family.mlp_bias_key:
         fields["mlp_bias"] = f.bool_("mlp_bias", False)
     fields.update(_attention(f, family, hidden, heads, kv_heads))

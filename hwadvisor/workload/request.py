@@ -28,6 +28,7 @@ class WorkloadRequest:
     gpus_per_node: int | None = None
     inter_node_gbps: float | None = None
     activation_checkpointing: bool = False
+    engine: str | None = None
 
     def with_changes(self, **changes: Any) -> WorkloadRequest:
         """Return a copy with some options set (e.g. the phase a goal implies)."""
@@ -45,13 +46,22 @@ class WorkloadRequest:
             return (self.nodes or 1) * self.gpus_per_node
         return 1
 
-    def build(self, device_memory_bytes: int | None = None,
-              device_class: object = None) -> Workload:
-        """Validate the options, fill the defaults for the device, and return the Workload."""
+    def build(self, device_memory_bytes: int | None = None, device_class: object = None,
+              engine: str | None = None, engine_source: str | None = None) -> Workload:
+        """Validate the options, fill the defaults for the device, and return the Workload.
+
+        engine (with the reason it was chosen) fills in when --engine was not given: the
+        pipeline picks the device class's default engine.
+        """
         from hwadvisor.workload.build import build_workload
 
-        return build_workload(**dataclasses.asdict(self), device_memory_bytes=device_memory_bytes,
-                              device_class=device_class)
+        values = dataclasses.asdict(self)
+        if values["engine"] is None and engine is not None:
+            values["engine"] = engine
+        else:
+            engine_source = None
+        return build_workload(**values, engine_source=engine_source,
+                              device_memory_bytes=device_memory_bytes, device_class=device_class)
 
 
 WORKLOAD_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WorkloadRequest))

@@ -58,6 +58,7 @@ def times_table(est: Estimate, workload: Workload) -> Table:
                       _s(t.prefill_memory_s))
         table.add_row("decode (per token)", _s(t.decode_step_s), _s(t.decode_compute_s),
                       _s(t.decode_memory_s))
+        table.add_row("request: TTFT + (gen-1) x TPOT", _s(t.request_latency_s), "", "")
     table.add_row("launch overhead", _s(t.launch_overhead_s), "", "")
     if workload.gpus > 1:
         table.add_row("communication (exposed)",

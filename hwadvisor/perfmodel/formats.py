@@ -1,0 +1,118 @@
+"""Weight formats: how many bits each part of a model takes, and how its matmuls run.
+
+A format stores the decoder layers' matmul weights at one base width, may keep some tensors
+wider (llama.cpp's _M mixes give half of attn_v and ffn_down 6 bits), and treats the embedding
+table and the output layer on its own terms. Sizes below reproduce published files:
+- Llama-3-8B Q4_K_M 4.92 GB, IQ4_XS 4.45 GB (bartowski/Meta-Llama-3-8B-Instruct-GGUF);
+- Llama-2-7B Q4_0 3.83 GB, Q6_K 5.53 GB, Q8_0 7.16 GB (TheBloke/Llama-2-7B-GGUF);
+- Llama-3-8B AWQ 4-bit 5.7 GB, FP8 (llm-compressor) 9.1 GB (embeddings and lm_head in bf16).
+tests/test_formats.py pins each of these to within 2%.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from hwadvisor.models import ModelSpec
+from hwadvisor.workload.params import ParamBreakdown, expert_width, moe_layer_count
+
+FormatKind = Literal["dense", "weight-only", "w8a8"]
+
+# ggml block formats, bits per weight (ggml/src/ggml-common.h block structs):
+# Q4_0: 32 4-bit values + one fp16 scale = 18 bytes / 32 = 4.5; Q8_0: 34 bytes / 32 = 8.5;
+# Q4_K: 144 bytes / 256 = 4.5; Q5_K: 176 / 256 = 5.5; Q6_K: 210 / 256 = 6.5625;
+# IQ4_XS: 136 / 256 = 4.25.
+Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS = 4.5, 8.5, 4.5, 5.5, 6.5625, 4.25
+# AWQ/GPTQ int4, group 128: 4 bits + an fp16 scale and a packed 4-bit zero per group
+# (AutoAWQ's GEMM layout) = 4 + 20/128.
+INT4_GROUP = 4.0 + 20.0 / 128
+# bitsandbytes NF4 with double quantisation (QLoRA, Dettmers et al. 2023, section 3): 4 bits +
+# 8-bit absmax per 64 + fp32 second-level constant per 256 blocks = 4 + 8/64 + 32/(64*256).
+NF4 = 4.0 + 8.0 / 64 + 32.0 / (64 * 256)
+# MLX affine quantisation (mlx.core.quantize, group 64): an fp16 scale and bias per group.
+MLX4, MLX8 = 4.0 + 32.0 / 64, 8.0 + 32.0 / 64
+# NVFP4: e2m1 values with one e4m3 scale per 16 (NVIDIA, "Introducing NVFP4", 2025) = 4.5.
+NVFP4 = 4.0 + 8.0 / 16
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """How one weights format stores a model and how its matmuls compute."""
+
+    name: str
+    layer_bits: float  # base bits per weight of the decoder layers' matmuls
+    embedding_bits: float  # token embedding table
+    output_bits: float  # lm_head / output.weight (when untied)
+    kind: FormatKind  # weight-only: dequantised to the activation dtype in the kernel
+    upgraded_bits: float | None = None  # bits of the attn_v / ffn_down tensors a mix upgrades
+    upgraded_share: float = 0.0  # share of those tensors upgraded
+    family: str = "torch"  # who runs it natively: torch, gguf, mlx
+
+
+FORMATS: dict[str, WeightFormat] = {
+    "fp32": WeightFormat("fp32", 32, 32, 32, "dense"),
+    "tf32": WeightFormat("tf32", 32, 32, 32, "dense"),
+    "bf16": WeightFormat("bf16", 16, 16, 16, "dense"),
+    "fp16": WeightFormat("fp16", 16, 16, 16, "dense"),
+    # FP8 / INT8 W8A8 and AWQ/GPTQ int4: llm-compressor, AutoAWQ and GPTQ keep embed_tokens and
+    # lm_head in 16 bits (they quantise nn.Linear layers and skip lm_head).
+    "fp8": WeightFormat("fp8", 8, 16, 16, "w8a8"),
+    "int8": WeightFormat("int8", 8, 16, 16, "w8a8"),
+    "fp4": WeightFormat("fp4", NVFP4, 16, 16, "w8a8"),
+    "int4": WeightFormat("int4", INT4_GROUP, 16, 16, "weight-only"),
+    # bitsandbytes quantises nn.Linear but not the lm_head (llm_int8_skip_modules default).
+    "nf4": WeightFormat("nf4", NF4, 16, 16, "weight-only"),
+    # llama.cpp (src/llama-quant.cpp, llama_tensor_get_type): output.weight goes to Q6_K for
+    # every type below Q8_0; token_embd takes the base type; the _M mixes give Q6_K to half of
+    # attn_v and ffn_down ("use_more_bits": first and last eighth of layers and every third).
+    "q4_0": WeightFormat("q4_0", Q4_0, Q4_0, Q6_K, "weight-only", family="gguf"),
+    "q4_k_m": WeightFormat("q4_k_m", Q4_K, Q4_K, Q6_K, "weight-only", Q6_K, 0.5, "gguf"),
+    "q5_k_m": WeightFormat("q5_k_m", Q5_K, Q5_K, Q6_K, "weight-only", Q6_K, 0.5, "gguf"),
+    "q6_k": WeightFormat("q6_k", Q6_K, Q6_K, Q6_K, "weight-only", family="gguf"),
+    "q8_0": WeightFormat("q8_0", Q8_0, Q8_0, Q8_0, "weight-only", family="gguf"),
+    "iq4_xs": WeightFormat("iq4_xs", IQ4_XS, IQ4_XS, Q6_K, "weight-only", family="gguf"),
+    # mlx_lm.convert -q quantises every Linear and the embedding (which also serves as the
+    # tied output), group 64.
+    "mlx-4bit": WeightFormat("mlx-4bit", MLX4, MLX4, MLX4, "weight-only", family="mlx"),
+    "mlx-8bit": WeightFormat("mlx-8bit", MLX8, MLX8, MLX8, "weight-only", family="mlx"),
+}
+GGUF_FORMATS = tuple(k for k, f in FORMATS.items() if f.family == "gguf")
+MLX_FORMATS = tuple(k for k, f in FORMATS.items() if f.family == "mlx")
+
+
+def weight_format(dtype: str) -> WeightFormat:
+    """Return the format of a weights dtype (every Dtype has one)."""
+    return FORMATS[dtype]
+
+
+def _upgradable_params(parts: ParamBreakdown, spec: ModelSpec) -> float:
+    """Parameters of the attn_v and ffn_down tensors (routed experts' down included)."""
+    v_proj = spec.num_layers * spec.hidden_size * spec.num_kv_heads * spec.head_dim
+    moe_layers = moe_layer_count(spec)
+    dense_down = (spec.num_layers - moe_layers) * spec.intermediate_size * spec.hidden_size
+    expert_down = moe_layers * spec.num_experts * expert_width(spec) * spec.hidden_size
+    return float(v_proj + dense_down + expert_down)
+
+
+def layer_bits(fmt: WeightFormat, parts: ParamBreakdown, spec: ModelSpec) -> float:
+    """Average bits per weight of the decoder layers in this format (the mix included)."""
+    layers = parts.total - parts.embeddings
+    if fmt.upgraded_bits is None or layers <= 0:
+        return fmt.layer_bits
+    upgraded = min(layers, _upgradable_params(parts, spec)) * fmt.upgraded_share
+    return (fmt.layer_bits * (layers - upgraded) + fmt.upgraded_bits * upgraded) / layers
+
+
+def weight_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str) -> float:
+    """Bytes of all weights of the model in this format."""
+    fmt = weight_format(dtype)
+    layers = parts.total - parts.embeddings
+    output = fmt.output_bits if parts.lm_head else 0.0
+    return (layers * layer_bits(fmt, parts, spec) + parts.embedding * fmt.embedding_bits
+            + parts.lm_head * output) / 8.0
+
+
+def routed_expert_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str) -> float:
+    """Bytes of all routed experts in this format."""
+    return parts.routed_experts * layer_bits(weight_format(dtype), parts, spec) / 8.0
