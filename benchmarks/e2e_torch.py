@@ -128,8 +128,10 @@ def inference(config: dict[str, Any], device: Any, repeats: int, prompt: int,
             ids = torch.randint(0, vocab, (batch, prompt), device=device)
             logits = model(ids, use_cache=False).logits
             assert torch.isfinite(logits).all(), "prefill logits not finite"
-            out[f"prefill_b{batch}"] = summary(timed(lambda ids=ids, m=model: m(ids, use_cache=False),
-                                                     device, max(3, repeats // 3)))
+            def prefill(ids: Any = ids, m: Any = model) -> Any:
+                return m(ids, use_cache=False)
+
+            out[f"prefill_b{batch}"] = summary(timed(prefill, device, max(3, repeats // 3)))
         for batch in batches:
             ids = torch.randint(0, vocab, (batch, prompt), device=device)
             cache = DynamicCache()
