@@ -20,37 +20,61 @@ from hwadvisor.models import ModelOptions, Workload
 
 @dataclass
 class Layout:
-    """The parallel layout one estimate assumes."""
+    """The parallel layout one estimate assumes.
+
+    Degrees multiply to the GPU count: gpus = tp x pp x cp x dp. Under fsdp the weights,
+    gradients and optimizer states are sharded over the dp x cp ranks (torchtitan's FSDP mesh);
+    under hsdp only over the ranks inside one node, replicated across nodes.
+    """
 
     gpus: int
-    strategy: str  # none, ddp, fsdp, tp
+    strategy: str  # none, ddp, fsdp, hsdp, tp
     nodes: int
     gpus_per_node: int
     training: bool
+    tp_size: int | None = None  # requested TP degree (None: the default for the strategy)
+    pp: int = 1
+    cp: int = 1
+    ep: bool = False
     notes: list[str] = field(default_factory=list)
 
     @property
     def tp(self) -> int:
-        """Tensor-parallel degree."""
+        """Tensor-parallel degree (fsdp/hsdp with a tp_size: 2-D, TP inside FSDP groups)."""
+        room = max(1, self.gpus // (self.pp * self.cp))
+        if self.strategy in ("fsdp", "hsdp") and self.tp_size is not None:
+            return max(1, min(self.tp_size, room))
         if self.strategy != "tp":
             return 1
+        if self.tp_size is not None:
+            return max(1, min(self.tp_size, room))
         if self.training and self.nodes > 1:
-            return max(1, min(self.gpus_per_node, self.gpus))
-        return self.gpus
+            return max(1, min(self.gpus_per_node, room))
+        return room
 
     @property
     def dp(self) -> int:
-        """Data-parallel degree (model replicas or TP groups)."""
-        if self.strategy in ("ddp", "fsdp"):
-            return self.gpus
-        return max(1, self.gpus // self.tp)
+        """Data-parallel degree (model replicas, or TP x PP x CP groups)."""
+        return max(1, self.gpus // (self.tp * self.pp * self.cp))
+
+    @property
+    def shard_degree(self) -> int:
+        """Over how many ranks fsdp/hsdp shard the weights, gradients and optimizer states."""
+        if self.strategy == "fsdp":
+            return self.dp * self.cp
+        if self.strategy == "hsdp":
+            return max(1, (self.dp * self.cp) // max(self.nodes, 1))
+        return 1
 
     @property
     def weight_shards(self) -> int:
         """Into how many pieces weights, grads and optimizer states are split per GPU."""
-        if self.strategy == "fsdp":
-            return self.gpus
-        return self.tp
+        return self.tp * self.pp * self.shard_degree
+
+    @property
+    def layers_per_gpu_fraction(self) -> float:
+        """Share of the decoder layers one GPU runs (pipeline stages split them)."""
+        return 1.0 / self.pp
 
     @property
     def tp_crosses_nodes(self) -> bool:
@@ -86,16 +110,25 @@ def resolve_layout(workload: Workload, options: ModelOptions) -> Layout:
         strategy = "ddp" if training else "tp"
         notes.append(f"{gpus} GPUs without a sharding choice: assumed {strategy} "
                      f"({'training default' if training else 'serving engines default'})")
+    pp = max(1, min(options.pipeline_stages, gpus))
+    cp = max(1, min(options.context_parallel, gpus // pp))
     layout = Layout(gpus=gpus, strategy=strategy, nodes=nodes, gpus_per_node=per_node,
-                    training=training, notes=notes)
-    if strategy in ("ddp", "fsdp") and training:
-        notes.append(f"batch {workload.batch} per GPU: global batch {workload.batch * gpus}")
-    elif strategy in ("ddp", "fsdp"):
-        notes.append(f"batch {workload.batch} per replica ({gpus} replicas)")
+                    training=training, tp_size=options.tp_size, pp=pp, cp=cp,
+                    ep=options.expert_parallel and gpus > 1, notes=notes)
+    if strategy in ("ddp", "fsdp", "hsdp") and training:
+        notes.append(f"batch {workload.batch} per GPU: global batch {workload.batch * layout.dp}")
+    elif strategy in ("ddp", "fsdp", "hsdp"):
+        notes.append(f"batch {workload.batch} per replica ({layout.dp} replicas)")
     if strategy == "tp" and training:
         notes.append(f"tensor parallel {layout.tp} with sequence parallelism; batch "
                      f"{workload.batch} per GPU ({workload.batch * layout.tp} per TP group)"
                      + (f", data parallel across {layout.dp} groups" if layout.dp > 1 else ""))
+    elif strategy == "tp" and layout.dp > 1:
+        notes.append(f"tensor parallel {layout.tp} x {layout.dp} replicas")
+    if pp > 1:
+        notes.append(f"{pp} pipeline stages ({workload.grad_accum} micro-batches per step)")
+    if cp > 1:
+        notes.append(f"context parallel {cp}: each sequence split over {cp} GPUs")
     if layout.tp_crosses_nodes:
         notes.append("tensor parallelism across nodes: its all-reduces run over the inter-node "
                      "network and are counted fully exposed")

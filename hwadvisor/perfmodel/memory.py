@@ -133,7 +133,9 @@ def training_activation_bytes(setup: Setup) -> float:
     Full checkpointing: each layer's 2*s*b*h input plus one layer's working set, plus logits.
     """
     wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
-    tokens = float(setup.batch * wl.prompt_len)
+    # Context parallelism splits each sequence; pipeline stages keep the activations of as many
+    # micro-batches in flight as there are stages (1F1B), i.e. one whole model's worth.
+    tokens = float(setup.batch * wl.prompt_len) / setup.layout.cp
     scale = setup.act_bytes / 2.0  # the coefficients are 16-bit bytes
     total_coeff, largest = act_coeff_sum(setup)
     scores = score_bytes_per_layer(setup, setup.batch, wl.prompt_len, wl.prompt_len)
@@ -246,7 +248,7 @@ def memory_estimate(setup: Setup) -> MemoryEstimate:
             notes.append("activation checkpointing: layer inputs kept, one layer recomputed")
     else:
         kv = kv_cache_bytes(setup.spec, wl.kv_dtype, setup.batch, wl.prompt_len + wl.gen_len,
-                            layout.tp)
+                            layout.tp) / layout.pp
         act = inference_activation_bytes(setup)
     tensors = weights + kv + act + grads + opt
     runtime = runtime_bytes(setup, tensors)
