@@ -90,7 +90,7 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
 def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest) -> Report:
     """Resolve the hardware and workload, run the rules engine, and return the report."""
     from hwadvisor.probe.target import primary_device, resolve_target
-    from hwadvisor.rules.engine import recommend
+    from hwadvisor.rules.advise import recommend
     from hwadvisor.rules.playbook import GOAL_PHASE
 
     if request.phase is None:
@@ -124,6 +124,7 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
         workload=workload,
         estimate=outcome.estimate,
         goal=goal,
+        plan=outcome.plan,
         recommendations=outcome.recommendations,
         rejected=outcome.rejected,
     )
@@ -137,7 +138,7 @@ def repredict(report: Report, rec: Recommendation, busbw_gbps: float) -> float |
     """
     from hwadvisor.perfmodel import estimate
     from hwadvisor.probe.target import primary_device
-    from hwadvisor.rules.engine import recommend
+    from hwadvisor.rules.advise import recommend
 
     if report.workload is None or report.goal is None:
         return None

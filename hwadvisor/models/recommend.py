@@ -54,6 +54,12 @@ class Recommendation(Strict):
     fits_after: bool | None = Field(
         None, description="Whether the workload fits the memory limit after this change"
     )
+    in_plan: bool = Field(False, description="The plan applies it (plan.steps, in order)")
+    step: int | None = Field(None, description="Its place in plan.steps (1-based)")
+    needs_retraining: bool = Field(
+        False, description="Needs a model trained that way (an architecture change)")
+    side_effects: list[str] = Field(
+        default_factory=list, description="What else it changes, in words (never ranked on)")
 
 
 class Rejected(Strict):

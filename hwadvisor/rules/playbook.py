@@ -143,6 +143,7 @@ class GoalOverride(_Strict):
     metric_if_unfit: str | None = None
     tradeoff_metric: str | None = None
     min_gain: float | None = None
+    only_to_fit: bool | None = None
     caveats: list[str] | None = None
 
 
@@ -185,6 +186,15 @@ class Rule(_Strict):
     min_gain: float | None = Field(
         None, ge=0, description="Relative gain below which it is rejected")
     verdict: VerdictSpec | None = None
+    only_to_fit: bool = Field(
+        False, description="A plan takes it only to make the workload fit (offload, "
+        "recomputation): never to speed up a workload that fits")
+    changes_method: str | None = Field(
+        None, description="It changes what is trained or served (LoRA, a smaller model): the "
+        "plan takes it last, and says so")
+    needs_retraining: bool = Field(
+        False, description="An architecture change: needs a model trained that way; never a "
+        "plan step, listed after the drop-in changes")
     caveats: list[str] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
     variants: list[Variant] = Field(default_factory=list)

@@ -1,0 +1,282 @@
+"""The plan search: stack the goal's rules into one plan that fits and best serves its metric.
+
+Start from what the engine does by default. Then, greedily:
+1. while the workload does not fit, take the change that makes it fit with the best metric, or
+   else the one that cuts the most memory, trying drop-in changes first, then changes taken only
+   to fit (offload, recomputation), then changes of method (LoRA, QLoRA);
+2. once it fits, take the drop-in change with the largest gain on the goal's metric that still
+   fits, as long as one gains at least its rule's min_gain.
+Every rule is judged on the plan so far, so effects compose: FP8 weights after CUDA graphs are
+worth what they are worth with graphs on. A rule the engine already applies is never proposed.
+When nothing fits, min_gpus and alternatives say what would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hwadvisor import units
+from hwadvisor.models import (
+    Device,
+    Estimate,
+    HostInfo,
+    PlanLayout,
+    PlanMetric,
+    PlanStep,
+    Recommendation,
+    Rejected,
+    Workload,
+)
+from hwadvisor.models.recommend import Goal
+from hwadvisor.rules.context import Estimator, RuleContext
+from hwadvisor.rules.engine import (
+    GOAL_METRIC,
+    Candidate,
+    Rejection,
+    caveats_of,
+    judge,
+    new_context,
+    title_of,
+    why_text,
+)
+from hwadvisor.rules.metrics import METRICS, gain, prediction, read_metric
+from hwadvisor.rules.playbook import Rule
+
+MAX_STEPS = 12
+# A change must cut memory by at least this share to be taken while the workload does not fit.
+MIN_MEMORY_CUT = 0.03
+# A gain below this share is noise of the model, whatever a rule's own min_gain says.
+MIN_PLAN_GAIN = 0.01
+
+# The goal's metric as the plan reports it: name, unit and which way is better.
+GOAL_METRIC_NAME: dict[Goal, tuple[str, str, str]] = {
+    "training-throughput": ("tokens_per_s", "tokens/s", "higher"),
+    "inference-latency": ("request_latency_s", "s", "lower"),
+    "memory-footprint": ("memory_per_gpu_bytes", "bytes", "lower"),
+}
+
+
+def tier(rule: Rule) -> int:
+    """1 drop-in change, 2 taken only to fit, 3 a change of method (last resort)."""
+    if rule.changes_method:
+        return 3
+    return 2 if rule.only_to_fit else 1
+
+
+def goal_value(goal: Goal, estimate: Estimate) -> float | None:
+    """The goal's one metric read from an estimate."""
+    return read_metric(estimate, GOAL_METRIC[goal])
+
+
+def goal_gain(goal: Goal, before: Estimate, after: Estimate) -> float:
+    """How many times better the goal's metric is after (>1 better)."""
+    b, a = goal_value(goal, before), goal_value(goal, after)
+    if b is None or a is None:
+        return 1.0
+    return gain(METRICS[GOAL_METRIC[goal]], b, a)
+
+
+@dataclass
+class Taken:
+    """A step of the plan: the candidate and the state it was judged on."""
+
+    candidate: Candidate
+    ctx: RuleContext
+    needed_to_fit: bool
+
+
+@dataclass
+class SearchResult:
+    """What the search found: the steps, the final state, and every rule's last word."""
+
+    base: RuleContext
+    final: RuleContext
+    steps: list[Taken]
+    rejected: dict[str, Rejected] = field(default_factory=dict)
+    unchosen: dict[str, Candidate] = field(default_factory=dict)
+    already: dict[str, str] = field(default_factory=dict)
+
+
+def _engine_skips(rules: list[Rule], workload: Workload, device: Device) -> dict[str, str]:
+    """Rules the engine already applies, or cannot apply here, with the reason in words."""
+    from hwadvisor.rules.engines import get_engine
+
+    engine = get_engine(workload.engine)
+    out: dict[str, str] = {}
+    cls = str(device.device_class)
+    for rule in rules:
+        if rule.id in engine.applies:
+            out[rule.id] = (f"{engine.name} does this by default ({engine.reasons.get(rule.id, '')}"
+                            .rstrip(" (") + (")" if engine.reasons.get(rule.id) else ""))
+        elif rule.id in engine.unsupported or rule.id in engine.unsupported_on.get(cls, []):
+            reason = engine.reasons.get(rule.id, "no such option")
+            out[rule.id] = f"{engine.name} cannot do this here: {reason}"
+    return out
+
+
+def _judge_all(rules: list[Rule], ctx: RuleContext, skip: set[str]
+               ) -> tuple[list[Candidate], dict[str, Rejected]]:
+    candidates: list[Candidate] = []
+    rejected: dict[str, Rejected] = {}
+    for rule in rules:
+        if rule.id in skip:
+            continue
+        try:
+            candidates.append(judge(rule, ctx))
+        except Rejection as no:
+            rejected[rule.id] = Rejected(id=rule.id, why_not=f"{rule.id}: {no.reason}",
+                                         conditions_failed=no.conditions)
+    return candidates, rejected
+
+
+def _memory(c: Candidate) -> float:
+    assert c.after is not None
+    return float(c.after.memory.total_bytes)
+
+
+def _pick_to_fit(goal: Goal, ctx: RuleContext, candidates: list[Candidate]) -> Candidate | None:
+    """The change that makes it fit with the best metric, else the largest memory cut."""
+    current = float(ctx.estimate.memory.total_bytes)
+    for level in (1, 2, 3):
+        pool = [c for c in candidates if c.plan_eligible and tier(c.rule) <= level]
+        fitting = [c for c in pool if c.fits_after]
+        if fitting:
+            return max(fitting, key=lambda c: (goal_gain(goal, ctx.estimate, c.after),  # type: ignore[arg-type]
+                                               -tier(c.rule), c.rule.id))
+        cutting = [c for c in pool if _memory(c) < current * (1 - MIN_MEMORY_CUT)]
+        if cutting:
+            return min(cutting, key=lambda c: (tier(c.rule), _memory(c), c.rule.id))
+    return None
+
+
+def _pick_for_metric(goal: Goal, ctx: RuleContext, candidates: list[Candidate]
+                     ) -> Candidate | None:
+    """The drop-in change with the largest gain on the goal's metric that still fits."""
+    best: tuple[float, Candidate] | None = None
+    for c in candidates:
+        if not c.plan_eligible or tier(c.rule) != 1 or not c.fits_after:
+            continue
+        assert c.after is not None
+        g = goal_gain(goal, ctx.estimate, c.after)
+        threshold = 1 + max(c.rule.min_gain or 0.0, MIN_PLAN_GAIN)
+        if g >= threshold and (best is None or g > best[0]):
+            best = (g, c)
+    return best[1] if best is not None else None
+
+
+def search(goal: Goal, rules: list[Rule], workload: Workload, device: Device,
+           host: HostInfo | None, options: Any, estimator: Estimator) -> SearchResult:
+    """Greedy plan search from the engine's default setup (see the module docstring)."""
+    cache: dict[str, Estimate] = {}
+    base = new_context(workload, device, host, options, estimator, cache)
+    already = _engine_skips(rules, workload, device)
+    ctx = base
+    steps: list[Taken] = []
+    used: set[str] = set(already)
+    rejected: dict[str, Rejected] = {}
+    while len(steps) < MAX_STEPS:
+        candidates, rejected_now = _judge_all(rules, ctx, used)
+        rejected.update(rejected_now)
+        fits = bool(ctx.facts["fits"])
+        pick = _pick_to_fit(goal, ctx, candidates) if not fits else \
+            _pick_for_metric(goal, ctx, candidates)
+        if pick is None:
+            break
+        assert pick.workload is not None and pick.options is not None
+        steps.append(Taken(pick, ctx, needed_to_fit=not fits))
+        used.add(pick.rule.id)
+        rejected.pop(pick.rule.id, None)
+        ctx = new_context(pick.workload, device, host, pick.options, estimator, cache)
+    # Every rule not in the plan gets its last word on the final plan.
+    final_candidates, final_rejected = _judge_all(rules, ctx, used)
+    rejected = {k: v for k, v in rejected.items() if k not in {s.candidate.rule.id
+                                                                 for s in steps}}
+    rejected.update(final_rejected)
+    unchosen = {c.rule.id: c for c in final_candidates}
+    for rule_id in unchosen:
+        rejected.pop(rule_id, None)
+    return SearchResult(base=base, final=ctx, steps=steps, rejected=rejected,
+                        unchosen=unchosen, already=already)
+
+
+def plan_metric(goal: Goal, base: Estimate, final: Estimate) -> PlanMetric:
+    """The goal's metric before (engine defaults) and after the whole plan."""
+    name, unit, better = GOAL_METRIC_NAME[goal]
+    return PlanMetric(name=name, unit=unit, better=better,  # type: ignore[arg-type]
+                      before=goal_value(goal, base), after=goal_value(goal, final))
+
+
+def side_effects(goal: Goal, before: Estimate, after: Estimate) -> list[str]:
+    """Other metrics a step moves by more than 2%, in words (never ranked on)."""
+    paths = ["estimate.memory.total_bytes", "estimate.tokens_per_s",
+             "estimate.times.ttft_s", "estimate.times.tpot_s", "estimate.times.train_step_s"]
+    out = []
+    for path in paths:
+        if path == GOAL_METRIC[goal]:
+            continue
+        b, a = read_metric(before, path), read_metric(after, path)
+        if b is None or a is None or b == 0 or abs(a / b - 1) < 0.02:
+            continue
+        out.append(prediction(path, b, a).text or "")
+    return [t for t in out if t]
+
+
+def step_of(goal: Goal, taken: Taken, index: int) -> PlanStep:
+    """The plan step of a taken candidate (judged on the plan so far)."""
+    c, ctx = taken.candidate, taken.ctx
+    assert c.after is not None
+    return PlanStep(
+        id=c.rule.id,
+        title=title_of(c.rule, ctx.facts),
+        changes={k: v for k, v in c.changes.items() if isinstance(v, (str, int, float, bool))
+                 and k in _REPORTED_CHANGES},
+        metric_after=goal_value(goal, c.after),
+        memory_per_gpu_bytes_after=c.after.memory.total_bytes,
+        fits_after=bool(c.fits_after),
+        why=why_text(c, ctx),
+        side_effects=side_effects(goal, ctx.estimate, c.after),
+        needed_to_fit=taken.needed_to_fit,
+        changes_method=c.rule.changes_method,
+    )
+
+
+# The changes worth showing users (knobs a reader can act on; not every option copied along).
+_REPORTED_CHANGES = {
+    "weights_dtype", "kv_dtype", "activation_dtype", "optimizer", "grad_accum", "batch",
+    "activation_checkpointing", "engine", "cuda_graphs", "compiled", "attention_kernel",
+    "fused_optimizer", "sharding", "tp_size", "pipeline_stages", "context_parallel",
+    "expert_parallel", "comm_overlap", "offload_fraction", "prefix_cache_hit",
+    "speculative_tokens_per_step", "prefill_chunk_tokens", "finetune", "lora_rank",
+    "optimizer_offload", "selective_checkpointing",
+}
+
+
+def recommendation(goal: Goal, c: Candidate, ctx: RuleContext, rank: int,
+                   step: int | None) -> Recommendation:
+    """A recommendation of one candidate on its state (a plan step, or an option left out)."""
+    return Recommendation(
+        id=c.rule.id, goal=goal, title=title_of(c.rule, ctx.facts), rank=rank,
+        why=why_text(c, ctx), predicted=c.prediction, trial=c.rule.trial,
+        caveats=caveats_of(c.rule, ctx.facts), references=list(c.rule.references),
+        changes={k: v for k, v in c.changes.items() if isinstance(v, (str, int, float, bool))
+                 and k in _REPORTED_CHANGES | {k for k in c.changes if k.startswith("spec.")}},
+        fits_after=c.fits_after, in_plan=step is not None, step=step,
+        needs_retraining=c.rule.needs_retraining,
+        side_effects=side_effects(goal, ctx.estimate, c.after) if c.after is not None else [],
+    )
+
+
+def layout_of(ctx: RuleContext) -> PlanLayout:
+    """How the final state spreads the work (tp x pp x cp x dp)."""
+    from hwadvisor.perfmodel.layout import resolve_layout
+
+    layout = resolve_layout(ctx.workload, ctx.options)
+    return PlanLayout(gpus=layout.gpus, nodes=layout.nodes, tp=layout.tp, pp=layout.pp,
+                      cp=layout.cp, dp=layout.dp, ep=layout.ep, sharding=layout.strategy)
+
+
+def fmt_metric(goal: Goal, value: float | None) -> str:
+    """The goal's metric in words ('412 ms', '12,300 tokens/s', '38.2 GB')."""
+    _, unit, _ = GOAL_METRIC_NAME[goal]
+    return units.quantity(value, unit)
