@@ -351,6 +351,50 @@ def with_interval(name: str, estimate: LogEstimate | None,
     return estimate.value
 
 
+# A sustained stream: long enough for the power limit to bite (an H200 reaches its 700 W cap
+# within tens of ms of back-to-back 8192^3 products), in chunks timed back to back; the first
+# quarter of the chunks (the ramp into the cap) is left out of the samples.
+SUSTAINED_CHUNKS = 12
+
+
+def sustained(fn: Callable[[int], object], *, device: str, label: str, per_call_s: float,
+              seconds: float, params: dict[str, float | int | str] | None = None) -> Measurement:
+    """Time a back-to-back stream of fn(i) lasting about `seconds`: seconds per call per chunk.
+
+    Unlike `bench`, nothing waits between chunks (on a GPU each chunk ends at an event recorded
+    in the stream, read once at the end), so the device never idles and settles at the clocks
+    it can hold: the sustained rate, next to the burst rate of one call per timing.
+    """
+    calls = max(1, math.ceil(seconds / SUSTAINED_CHUNKS / max(per_call_s, 1e-9)))
+    counter = [0]
+    times: list[float] = []
+    sync(device)
+    if device.startswith("cuda"):
+        import torch
+
+        with torch.cuda.device(torch.device(device)):
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(SUSTAINED_CHUNKS + 1)]
+            events[0].record()
+            for chunk in range(SUSTAINED_CHUNKS):
+                for _ in range(calls):
+                    fn(counter[0])
+                    counter[0] += 1
+                events[chunk + 1].record()
+            events[-1].synchronize()
+            times = [events[c].elapsed_time(events[c + 1]) / 1e3 / calls
+                     for c in range(SUSTAINED_CHUNKS)]
+    else:
+        timer = timer_for(device)
+        times = [timer(fn, calls, counter, device) for _ in range(SUSTAINED_CHUNKS)]
+    kept = times[SUSTAINED_CHUNKS // 4:]
+    extra: dict[str, float | int | str] = {"calls_per_chunk": calls, "mode": "sustained",
+                                           "chunks_dropped": SUSTAINED_CHUNKS // 4,
+                                           "device": device}
+    if params:
+        extra.update(params)
+    return Measurement(label=label, unit="s", samples=kept, params=extra)
+
+
 def rate(measurement: Measurement, amount: float, unit: str, scale: float = 1e9) -> Measurement:
     """Set measurement.value = amount / median seconds / scale (e.g. bytes -> GB/s with 1e9)."""
     med = measurement.median
