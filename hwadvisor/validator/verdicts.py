@@ -343,7 +343,7 @@ def _judged(rec: Recommendation, spec: VerdictSpec, kind: EffectKind, measured: 
     elif predicted:
         detail += (f"; the prediction is of {rec.predicted.metric}, "
                    "which this trial does not measure")
-    detail += _kernel_note(spec, result)
+    detail += _kernel_note(spec, result, kind)
     if any(m.noisy for m in result.measurements if not m.skipped):
         detail += (f"; some timings were noisy (spread up to {timing_noise(result):.0%} of the "
                    "median): the interval accounts for it")
@@ -376,10 +376,14 @@ def _throttled(result: TrialResult) -> str:
     return ", ".join(r for r in reasons if r in SLOWDOWN_REASONS)
 
 
-def _kernel_note(spec: VerdictSpec, result: TrialResult) -> str:
-    """Say which kernel was measured, and when the advice assumes another one."""
+def _kernel_note(spec: VerdictSpec, result: TrialResult, kind: EffectKind) -> str:
+    """Say which kernel was measured, and what the advice assumes (speed verdicts only)."""
+    if kind != "speedup":
+        return ""  # a counted memory factor does not depend on the kernel
     if result.kernel and spec.assumes:
         return f"; measured with {result.kernel}; the advice assumes {spec.assumes}"
+    if spec.assumes:
+        return f"; the advice assumes {spec.assumes}"
     if result.kernel:
         return f"; measured with {result.kernel}"
     return ""
