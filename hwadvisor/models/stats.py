@@ -111,9 +111,9 @@ def _welch_df(parts: list[tuple[float, float]]) -> float:
     return total * total / denom if denom > 0 else 0.0
 
 
-def geomean_estimate(parts: list[LogEstimate]) -> LogEstimate | None:
+def geomean_estimate(estimates: list[LogEstimate]) -> LogEstimate | None:
     """Return the estimate of the geometric mean of independent estimates (e.g. one per shape)."""
-    parts = [p for p in parts if p is not None]
+    parts = [p for p in estimates if p is not None]
     if not parts:
         return None
     k = len(parts)

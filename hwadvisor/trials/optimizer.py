@@ -28,7 +28,7 @@ TOLERANCE = 1e-5  # fp32: the two implementations differ only in rounding order
 
 
 def layer_shapes(shape: common.BlockShape) -> list[tuple[int, ...]]:
-    """The parameter shapes of the workload's decoder layers (Llama layout)."""
+    """Return the parameter shapes of the workload's decoder layers (Llama layout)."""
     h, d = shape.hidden_size, shape.head_dim
     q, kv, inter = shape.num_heads * d, shape.num_kv_heads * d, shape.intermediate_size
     per_layer: list[tuple[int, ...]] = [(q, h), (kv, h), (kv, h), (h, q), (inter, h), (inter, h),
@@ -78,8 +78,9 @@ def _optimizer(weights: list[Any], grads: list[Any], fused: bool) -> tuple[Any, 
     params = [torch.nn.Parameter(w.clone()) for w in weights]
     for p, g in zip(params, grads, strict=True):
         p.grad = g
-    kind = {"fused": True} if fused else {"foreach": True}
-    return torch.optim.AdamW(params, lr=1e-3, weight_decay=0.1, **kind), params
+    if fused:
+        return torch.optim.AdamW(params, lr=1e-3, weight_decay=0.1, fused=True), params
+    return torch.optim.AdamW(params, lr=1e-3, weight_decay=0.1, foreach=True), params
 
 
 def _run(ctx: TrialContext, started: float) -> TrialResult:

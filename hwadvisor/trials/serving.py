@@ -45,7 +45,7 @@ MAX_PREFILL_TOKENS = 8192
 
 
 def _shape(ctx: TrialContext, device: str, batch: int, seq_len: int) -> common.BlockShape:
-    """The workload's block, full widths with a few layers on a GPU; tiny on a CPU."""
+    """Return the workload's block: full widths, a few layers on a GPU; tiny on a CPU."""
     if ctx.quick or not device.startswith("cuda"):
         return common.scaled_shape(ctx.workload, max_heads=4, layers=LAYERS_QUICK, batch=batch,
                                    seq_len=seq_len, quick_head_dim=16)
@@ -103,7 +103,7 @@ def check_cached_forward(stack: Any, shape: common.BlockShape, device: str, dtyp
 
 def _decode_call(stack: Any, x: Any, ks: list[Any], vs: list[Any],
                  pos: Any) -> Callable[[int], Any]:
-    """A cached forward of x at pos as a timing call (idempotent: it rewrites the same slots)."""
+    """Return a cached forward of x at pos as a timing call (it rewrites the same slots)."""
     import torch
 
     def call(_i: int) -> Any:
@@ -151,7 +151,7 @@ def _setup(ctx: TrialContext, batch: int, seq_len: int, seed: int
 
 def _scaled(est: LogEstimate | None, factor: float,
             out: dict[str, tuple[tuple[float, float] | None, int]], name: str) -> float | None:
-    """factor x the estimate, its interval noted under name in out."""
+    """Factor x the estimate, its interval noted under name in out."""
     if est is None:
         return None
     ci = est.ci

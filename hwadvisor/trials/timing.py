@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -337,7 +337,7 @@ def paired(a: Variant, b: Variant, *, device: str, budget_s: float = 2.0,
     return result.baseline, result.variants[b.label], result.ratio(b.label)
 
 
-def combined(estimates: list[LogEstimate | None]) -> LogEstimate | None:
+def combined(estimates: Sequence[LogEstimate | None]) -> LogEstimate | None:
     """Return the geometric mean of several ratios (one per shape) with its combined interval."""
     return geomean_estimate([e for e in estimates if e is not None])
 
