@@ -111,7 +111,7 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
     base, new, ratio = paired(
         Variant("AdamW foreach step", lambda _i: foreach.step(), {"impl": "foreach"}),
         Variant("AdamW fused step", lambda _i: fused.step(), {"impl": "fused"}),
-        device=device, budget_s=max(0.5, ctx.budget_s * 0.6), params=params)
+        device=device, budget_s=max(0.5, ctx.budget_s * 0.4), params=params)
     new.error = err
     effect: dict[str, float] = {}
     intervals: dict[str, tuple[tuple[float, float] | None, int]] = {}

@@ -206,7 +206,7 @@ class ContinuousBatchingTrial(_ServingTrial):
         one, many, ratio = paired(
             Variant("decode step batch 1", calls[1], {"batch": 1}),
             Variant(f"decode step batch {batch}", calls[batch], {"batch": batch}),
-            device=device, budget_s=max(0.5, ctx.budget_s * 0.6), params=params)
+            device=device, budget_s=max(0.5, ctx.budget_s * 0.4), params=params)
         many.error = err
         intervals: dict[str, tuple[tuple[float, float] | None, int]] = {}
         factor = _scaled(ratio, float(batch), intervals, "throughput_speedup")
@@ -249,7 +249,7 @@ class SpeculativeVerifyTrial(_ServingTrial):
         single, verify, ratio = paired(
             Variant("forward of 1 token", one, {"tokens": 1}),
             Variant(f"forward of {DRAFT_TOKENS} tokens", k_tok, {"tokens": DRAFT_TOKENS}),
-            device=device, budget_s=max(0.5, ctx.budget_s * 0.6), params=params)
+            device=device, budget_s=max(0.5, ctx.budget_s * 0.4), params=params)
         verify.error = err
         intervals: dict[str, tuple[tuple[float, float] | None, int]] = {}
         effect: dict[str, float] = {}
@@ -302,7 +302,7 @@ class PrefixReuseTrial(_ServingTrial):
             Variant(f"prefill of {prompt} tokens", whole, {"tokens": prompt}),
             Variant(f"prefill of {suffix} tokens after a cached {prefix}", cached,
                     {"tokens": suffix}),
-            device=device, budget_s=max(0.5, ctx.budget_s * 0.6), params=params)
+            device=device, budget_s=max(0.5, ctx.budget_s * 0.4), params=params)
         part.error = err
         intervals: dict[str, tuple[tuple[float, float] | None, int]] = {}
         effect: dict[str, float] = {}

@@ -96,19 +96,28 @@ def others(procs: list[GpuProcess], before: object) -> list[GpuProcess]:
     return [p for p in procs if p.pid in before]
 
 
+# The GPU's processes before this process first created its CUDA context: later runs in the
+# same process (recommend --validate repeated in one script) reuse it.
+_process_pids_before: set[int] | None = None
+
+
 def _pids_before(ctx: TrialContext) -> None:
     """Record the GPU's processes before this process creates a CUDA context (see others)."""
+    global _process_pids_before
     if PIDS_BEFORE in ctx.extra:
         return
     try:
         if not environment.cuda_context_pending():
+            if _process_pids_before is not None:
+                ctx.extra[PIDS_BEFORE] = set(_process_pids_before)
             return
         from hwadvisor.probe import nvml
 
         index = ctx.device.index if ctx.device is not None and ctx.device.vendor == "nvidia" else 0
         procs = nvml.gpu_processes(index)
         if procs is not None:
-            ctx.extra[PIDS_BEFORE] = {p.pid for p in procs}
+            _process_pids_before = {p.pid for p in procs}
+            ctx.extra[PIDS_BEFORE] = set(_process_pids_before)
     except Exception:  # context only; without it every non-self PID counts
         pass
 
