@@ -64,13 +64,20 @@ def _context_len(ctx: TrialContext, device: str) -> int:
 
 def _caches(shape: common.BlockShape, batch: int, length: int, device: str, dtype: Any,
             seed: int) -> tuple[list[Any], list[Any]]:
-    """Random (never zero) K and V caches (batch, kv heads, length, head_dim), one per layer."""
+    """Random (never zero) K and V caches (batch, kv heads, length, head_dim), one per layer.
+
+    Drawn on the device itself (batch 64 x 4096 tokens is billions of values: minutes on a
+    host CPU); on MPS, whose generator varies by torch version, on the CPU.
+    """
     import torch
 
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    where = "cpu" if device.startswith("mps") else device
+    gen = torch.Generator(device=where).manual_seed(seed)
     size = (batch, shape.num_kv_heads, length, shape.head_dim)
-    ks = [torch.randn(size, generator=gen).to(device, dtype) for _ in range(shape.layers)]
-    vs = [torch.randn(size, generator=gen).to(device, dtype) for _ in range(shape.layers)]
+    ks = [torch.randn(size, generator=gen, device=where).to(device, dtype)
+          for _ in range(shape.layers)]
+    vs = [torch.randn(size, generator=gen, device=where).to(device, dtype)
+          for _ in range(shape.layers)]
     return ks, vs
 
 
