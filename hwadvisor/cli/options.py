@@ -224,7 +224,8 @@ FailOnOpt = Annotated[
     typer.Option(
         "--fail-on",
         help="Exit 1 when a recommendation's verdict (or a trial) is this; repeatable: "
-        "--fail-on refuted --fail-on error.",
+        "--fail-on refuted --fail-on error. inconclusive: the trial's 95% interval straddled "
+        "the rule's threshold.",
         case_sensitive=False,
     ),
 ]

@@ -17,6 +17,7 @@ DASH = "—"  # an unknown value: shown as a dash, never as 0
 VERDICT_MARK = {
     "confirmed": "✅ confirmed",
     "refuted": "❌ refuted",
+    "inconclusive": "❔ inconclusive",
     "unsupported": "⚪ unsupported",
     "error": "⚠️ error",
     "pending": "⏳ pending",
@@ -142,6 +143,8 @@ def _recommendations(report: Report) -> list[str]:
         for r in ranked:
             v = r.validation
             measured = f"×{v.measured_factor:.2f}" if v.measured_factor is not None else None
+            if measured and v.ci is not None:
+                measured += f" [{v.ci[0]:.2f}, {v.ci[1]:.2f}]"
             rows.append([r.rank, r.id, r.title, _prediction(r.predicted), r.trial,
                          VERDICT_MARK.get(v.status, v.status), measured, v.detail])
         lines += table(["rank", "id", "title", "predicted", "trial", "verdict", "measured",
@@ -241,7 +244,8 @@ def render_comparison_markdown(comparison: Comparison) -> str:
     if comparison.verdicts:
         lines += ["", "## Verdicts", ""]
         lines += table(["recommendation", "baseline", "current", "status"],
-                       [[v.id, v.baseline, v.current, "❌ regressed" if v.regressed else "ok"]
+                       [[v.id, v.baseline, v.current, "❌ regressed" if v.regressed
+                         else ("❔ no longer decided" if v.undecided else "ok")]
                         for v in comparison.verdicts])
     if comparison.notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in comparison.notes]

@@ -165,6 +165,9 @@ class VerdictSpec(_Strict):
         default_factory=list, description="(effect key, where) pairs the advice may hold at")
     part: str | None = Field(
         None, description="What the trial times when it is only a part of the predicted metric")
+    assumes: str | None = Field(
+        None, description="The kernel or engine the advice assumes, when the trial may measure "
+        "another (the verdict then names both): 'Marlin-class kernels'")
 
 
 class Rule(_Strict):
