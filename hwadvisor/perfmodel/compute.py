@@ -192,6 +192,13 @@ def optimizer_cost(setup: Setup) -> PhaseCost:
     """Return the optimizer step's memory traffic per GPU (fused or foreach), once per step."""
     table = C.OPT_BYTES_PER_PARAM_FUSED if setup.options.fused_optimizer \
         else C.OPT_BYTES_PER_PARAM_UNFUSED
-    params = setup.parts.total / setup.layout.weight_shards
+    trained = setup.parts.total
+    if setup.options.finetune in ("lora", "qlora"):
+        from hwadvisor.perfmodel.memory import lora_params
+
+        trained = lora_params(setup)  # LoRA steps the adapters only
+    if setup.options.optimizer_offload:
+        return PhaseCost(flops=0.0, device_bytes=0.0)  # the step runs on the host
+    params = trained / setup.layout.weight_shards
     per_param = table[setup.workload.optimizer]
     return PhaseCost(flops=params * 10.0, device_bytes=params * per_param)

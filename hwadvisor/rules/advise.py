@@ -27,16 +27,18 @@ from hwadvisor.models import (
 from hwadvisor.models.plan import EngineConfig, EngineLine
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.context import Estimator, RuleContext
-from hwadvisor.rules.engine import baseline_options, default_estimator
+from hwadvisor.rules.engine import Candidate, baseline, default_estimator
 from hwadvisor.rules.plan import (
     SearchResult,
     fmt_metric,
+    goal_gain,
     goal_value,
     layout_of,
     plan_metric,
     recommendation,
     search,
     step_of,
+    tier,
 )
 from hwadvisor.rules.playbook import Rule, rules_for_goal
 
@@ -68,7 +70,7 @@ def _per_node(device: Device, workload: Workload) -> int:
 
 
 def _at_count(ctx: RuleContext, count: int, per_node: int) -> tuple[Workload, ModelOptions]:
-    """The final plan spread over `count` GPUs: sharded (training) or tensor-parallel."""
+    """Return the final plan spread over `count` GPUs: sharded (training) or tensor-parallel."""
     nodes = max(1, math.ceil(count / per_node))
     per = count if nodes == 1 else per_node
     workload = ctx.workload.model_copy(update={"gpus": nodes * per, "nodes": nodes,
@@ -98,7 +100,12 @@ def _counts(current: int, per_node: int) -> list[int]:
 
 
 def min_gpus(ctx: RuleContext) -> tuple[int, Estimate] | None:
-    """The fewest GPUs (whole nodes past one) the final plan fits on, with its estimate."""
+    """Return the fewest GPUs (whole nodes past one) the final plan fits on, with its estimate.
+
+    None for devices that do not come in numbers (a phone, a laptop, a CPU host).
+    """
+    if str(ctx.device.device_class) not in ("datacenter-gpu", "consumer-gpu"):
+        return None
     per_node = _per_node(ctx.device, ctx.workload)
 
     def at(count: int) -> Estimate:
@@ -124,7 +131,7 @@ def min_gpus(ctx: RuleContext) -> tuple[int, Estimate] | None:
 
 
 def _largest(low: int, high: int, fits: Any) -> int | None:
-    """The largest n in [low, high] with fits(n), fits monotone (None when not even low)."""
+    """Return the largest n in [low, high] with fits(n), fits monotone (None when not even low)."""
     if not fits(low):
         return None
     while low < high:
@@ -137,7 +144,7 @@ def _largest(low: int, high: int, fits: Any) -> int | None:
 
 
 def max_batch(ctx: RuleContext) -> int | None:
-    """The largest batch the final plan fits."""
+    """Return the largest batch the final plan fits."""
     def fits(batch: int) -> bool:
         return _fits(ctx.estimate_with({"batch": batch}, {}), ctx)
 
@@ -173,18 +180,32 @@ def _alternative(goal: Goal, ctx: RuleContext, alt_id: str, title: str, workload
         metric=goal_value(goal, est), memory_per_gpu_bytes=est.memory.total_bytes,
         host_memory_bytes=host_bytes,
         text=f"{text}: {units.gb(est.memory.total_bytes)} per GPU, {verdict}"
-        + (f", {fmt_metric(goal, goal_value(goal, est))}" if fits else ""))
+        + (f", {metric_words(goal, est)}" if fits else ""))
+
+
+# A model that fits but generates slower than this is no answer on a phone or laptop: people
+# read at ~5 words (~7 tokens) a second; 10 tokens/s keeps ahead of them (assumption, stated).
+USABLE_TOKENS_PER_S = 10.0
+
+
+def _usable(est: Estimate, workload: Workload) -> bool:
+    if workload.phase != "inference" or not est.times.tpot_s:
+        return True
+    return 1.0 / est.times.tpot_s >= USABLE_TOKENS_PER_S
 
 
 def smaller_model(goal: Goal, ctx: RuleContext) -> PlanAlternative | None:
-    """The largest preset of the same family smaller than the model that fits with the plan."""
+    """Return the largest smaller preset of the family that fits with the plan at a usable speed.
+
+    Same family: the same model_type; the same tokenizer generation (vocabulary) first.
+    """
     from hwadvisor.workload import build_workload, list_presets, load_spec
 
     spec = ctx.workload.spec
     total = ctx.workload.params_total or 0
     if spec is None:
         return None
-    fitting: list[tuple[int, str, Estimate]] = []
+    fitting: list[tuple[bool, int, str, Estimate]] = []
     for preset in list_presets():
         other = load_spec(preset)
         if other.model_type != spec.model_type:
@@ -198,18 +219,29 @@ def smaller_model(goal: Goal, ctx: RuleContext) -> PlanAlternative | None:
         if not workload.params_total or workload.params_total >= total:
             continue
         est = ctx.estimator(workload, ctx.device, ctx.options)
-        if _fits(est, ctx):
-            fitting.append((workload.params_total, preset, est))
+        if _fits(est, ctx) and _usable(est, workload):
+            fitting.append((other.vocab_size == spec.vocab_size, workload.params_total,
+                            preset, est))
     if not fitting:
         return None
-    params, preset, est = max(fitting)
+    _, params, preset, est = max(fitting)
+    speed = ""
+    if est.times.tpot_s:
+        speed = f", {1.0 / est.times.tpot_s:.0f} tokens/s"
     return PlanAlternative(
         id="smaller-model", title=f"A smaller model: {preset} ({params / 1e9:.1f}B)",
         changes={"model": preset}, fits=True, metric=goal_value(goal, est),
         memory_per_gpu_bytes=est.memory.total_bytes,
         text=f"{preset} ({params / 1e9:.1f}B, the largest {spec.model_type} preset that fits "
              f"with this plan): {units.gb(est.memory.total_bytes)} per GPU, "
-             f"{fmt_metric(goal, goal_value(goal, est))}")
+             f"{metric_words(goal, est)}{speed}")
+
+
+def metric_words(goal: Goal, est: Estimate) -> str:
+    """Return the goal's metric of an estimate, named ('request latency 1.2 s')."""
+    label = {"training-throughput": "throughput", "inference-latency": "request latency",
+             "memory-footprint": "memory per GPU"}[goal]
+    return f"{label} {fmt_metric(goal, goal_value(goal, est))}"
 
 
 def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
@@ -225,8 +257,7 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
             id="more-gpus", title=f"{gpus} x {ctx.device.name}", changes={"gpus": gpus},
             fits=True, metric=goal_value(goal, est), memory_per_gpu_bytes=est.memory.total_bytes,
             text=f"the plan fits on {gpus} x {ctx.device.name}: "
-                 f"{units.gb(est.memory.total_bytes)} per GPU, "
-                 f"{fmt_metric(goal, goal_value(goal, est))}"))
+                 f"{units.gb(est.memory.total_bytes)} per GPU, {metric_words(goal, est)}"))
     in_plan = {s.candidate.rule.id for s in result.steps}
     training = ctx.workload.phase == "training"
     if training and "optimizer-offload" not in in_plan:
@@ -255,14 +286,19 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
 
 
 def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
-    """The values the engine's flag templates are filled with."""
+    """Return the values the engine's flag templates are filled with."""
     wl, opts = ctx.workload, ctx.options
     layout = plan.layout
     spec = wl.spec
+    from hwadvisor.rules.engines import get_engine
+
+    # Engines that page the KV cache take a capacity (vLLM --max-num-seqs); slot-based ones
+    # (llama-server --parallel, mlx) take the concurrency you serve.
+    paged = get_engine(wl.engine).defaults.paged_kv
     values: dict[str, object] = {
         "model": wl.model, "gpus": wl.gpus, "nodes": wl.nodes,
         "gpus_per_node": wl.gpus_per_node or wl.gpus // max(wl.nodes, 1),
-        "batch": wl.batch, "max_batch": plan.max_batch or wl.batch,
+        "batch": wl.batch, "max_batch": (plan.max_batch or wl.batch) if paged else wl.batch,
         "prompt_len": wl.prompt_len, "gen_len": wl.gen_len,
         "context": min(plan.max_context or (wl.prompt_len + wl.gen_len),
                        (spec.max_position_embeddings if spec else None) or 1 << 30)
@@ -273,16 +309,17 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
         "gpu_layers": 999,
     }
     if layout is not None:
-        values.update(tp=layout.tp, pp=layout.pp, dp=layout.dp, cp=layout.cp,
+        # dp is the count of full replicas; FSDP's ranks are its shard degree, not replicas.
+        shard = {"fsdp": layout.dp, "hsdp": max(1, layout.dp // max(layout.nodes, 1))}
+        replicas = {"fsdp": 1, "hsdp": layout.nodes}.get(layout.sharding, layout.dp)
+        values.update(tp=layout.tp, pp=layout.pp, dp=replicas, cp=layout.cp,
                       ep=layout.gpus if layout.ep else 1,
-                      dp_shard=layout.dp if layout.sharding in ("fsdp", "hsdp") else 1,
-                      dp_replicate=layout.nodes if layout.sharding == "hsdp" else
-                      (layout.dp if layout.sharding == "ddp" else 1))
+                      dp_shard=shard.get(layout.sharding, 1), dp_replicate=replicas)
     return values
 
 
 def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
-    """The plan in the engine's own words (rules/engines.toml), each line traced to its step."""
+    """Return the plan in the engine's own words (engines.toml), each line traced to its step."""
     from hwadvisor.rules.engines import STEP_IDS, get_engine, render_config
 
     engine = get_engine(ctx.workload.engine)
@@ -300,7 +337,8 @@ def _summary(goal: Goal, plan: Plan, ctx: RuleContext) -> str:
     device = f"{ctx.workload.gpus} x {ctx.device.name}"
     metric = plan.metric
     change = ""
-    if metric.before and metric.after and metric.before != metric.after:
+    base_fits = bool(plan.steps) and not plan.steps[0].needed_to_fit or not plan.steps
+    if base_fits and metric.before and metric.after and metric.before != metric.after:
         ratio = metric.after / metric.before
         change = f" ({ratio:.2g}x the engine's default)" if metric.better == "higher" else \
             f" ({metric.before / metric.after:.2g}x better than the engine's default)"
@@ -317,16 +355,31 @@ def _summary(goal: Goal, plan: Plan, ctx: RuleContext) -> str:
 
 
 def _recommendations(goal: Goal, result: SearchResult) -> list[Recommendation]:
-    """The plan's steps first (in order), then the options the plan did not take."""
+    """Return the plan's steps first (in order), then the options the plan did not take."""
     recs = [recommendation(goal, t.candidate, t.ctx, rank=i, step=i)
             for i, t in enumerate(result.steps, start=1)]
-    others = sorted(result.unchosen.values(),
+    others = sorted((c for c in result.unchosen.values() if _worth_listing(goal, c, result)),
                     key=lambda c: (c.rule.needs_retraining, -c.own_gain, c.rule.id))
     for c in others:
-        if c.own_gain <= 1.0:
-            continue
         recs.append(recommendation(goal, c, result.final, rank=len(recs) + 1, step=None))
     return recs
+
+
+def _worth_listing(goal: Goal, c: Candidate, result: SearchResult) -> bool:
+    """Return an option the plan did not take but a practitioner would want to hear of.
+
+    Advice measured on another metric than the goal's (disaggregation's inter-token stall,
+    mmap's load peak), architecture changes (labelled: they need retraining), and drop-in
+    gains on the goal that the plan could not take because they do not fit.
+    """
+    if c.own_gain <= 1.0:
+        return False
+    if c.after is None or c.rule.needs_retraining:
+        return True
+    if tier(c.rule) != 1:
+        return False
+    gain_on_goal = goal_gain(goal, result.final.estimate, c.after)
+    return gain_on_goal >= 1 + max(c.rule.min_gain or 0.0, 0.01) and not c.fits_after
 
 
 def _rejected(result: SearchResult, recs: list[Recommendation]) -> list[Rejected]:
@@ -335,9 +388,14 @@ def _rejected(result: SearchResult, recs: list[Recommendation]) -> list[Rejected
            for rule_id, why in result.already.items()]
     out += [r for rule_id, r in result.rejected.items() if rule_id not in shown]
     for rule_id, c in result.unchosen.items():
-        if rule_id not in shown:
-            out.append(Rejected(id=rule_id, why_not=f"{rule_id}: on the plan it would not help: "
-                                f"{c.prediction.text}", conditions_failed=["min_gain"]))
+        if rule_id in shown:
+            continue
+        if tier(c.rule) > 1 and result.final.facts["fits"]:
+            why = "not needed: the plan fits without it"
+        else:
+            why = f"on the plan it would not help enough: {c.prediction.text}"
+        out.append(Rejected(id=rule_id, why_not=f"{rule_id}: {why}",
+                            conditions_failed=["min_gain"]))
     return sorted(out, key=lambda r: r.id)
 
 
@@ -352,8 +410,8 @@ def recommend(
     """Search the goal's playbook for the plan on this workload and device; say the rest."""
     estimator = estimator or default_estimator()
     chosen = [r.for_goal(goal) for r in rules] if rules is not None else rules_for_goal(goal)
-    result = search(goal, chosen, workload, device, host, baseline_options(workload, device),
-                    estimator)
+    start, options = baseline(workload, device)
+    result = search(goal, chosen, start, device, host, options, estimator)
     final = result.final
     steps = [step_of(goal, t, i) for i, t in enumerate(result.steps, start=1)]
     fits = bool(final.facts["fits"])

@@ -29,7 +29,7 @@ class RuleContext:
 
     @staticmethod
     def key_of(workload: Workload, options: ModelOptions) -> str:
-        """A cache key for one (workload, options) state: every field that moves an estimate."""
+        """Return a cache key for a (workload, options) state: the fields that move an estimate."""
         spec = workload.spec
         spec_key = None if spec is None else tuple(sorted(
             (k, v) for k, v in spec.__dict__.items() if not isinstance(v, (list, dict))))

@@ -95,6 +95,21 @@ def baseline_options(workload: Workload, device: Device | None = None) -> ModelO
     })
 
 
+def baseline(workload: Workload, device: Device | None = None) -> tuple[Workload, ModelOptions]:
+    """Return the workload and knobs as its engine runs them by default (see baseline_options).
+
+    Engines that checkpoint activations by default (torchtitan: selective) start with it on.
+    """
+    from hwadvisor.rules.engines import get_engine
+
+    options = baseline_options(workload, device)
+    if workload.phase == "training" and "activation-checkpointing" in \
+            get_engine(workload.engine).applies and not workload.activation_checkpointing:
+        workload = workload.model_copy(update={"activation_checkpointing": True})
+        options = options.model_copy(update={"selective_checkpointing": True})
+    return workload, options
+
+
 @dataclass
 class State:
     """One point of the plan: workload and knobs, their estimate and facts."""
@@ -143,7 +158,7 @@ class Rejection(Exception):
 
 
 def why_not(rule: Rule, name: str, facts: dict[str, Any], **extra: Any) -> str:
-    """The rule's why-not for a failed condition (its own template, else the default)."""
+    """Return the rule's why-not for a failed condition (its own template, else the default)."""
     template = rule.why_not.get(name)
     if template is None:
         template = CONDITIONS[name][1] if name in CONDITIONS else ENGINE_REASONS[name]
@@ -151,7 +166,7 @@ def why_not(rule: Rule, name: str, facts: dict[str, Any], **extra: Any) -> str:
 
 
 def variant_of(rule: Rule, facts: dict[str, Any]) -> Any:
-    """The first of the rule's platform variants whose conditions hold, else None."""
+    """Return the first of the rule's platform variants whose conditions hold, else None."""
     for variant in rule.variants:
         if not failed_conditions(variant.when, facts):
             return variant
@@ -295,7 +310,7 @@ def sentences(parts: list[str]) -> str:
 
 
 def why_text(candidate: Candidate, ctx: RuleContext) -> str:
-    """The evidence that made the rule fire on this state, with its planner's notes."""
+    """Return the evidence that made the rule fire on this state, with its planner's notes."""
     rule, facts = candidate.rule, ctx.facts
     variant = variant_of(rule, facts)
     parts = [render(rule.why, facts)]
@@ -308,13 +323,13 @@ def why_text(candidate: Candidate, ctx: RuleContext) -> str:
 
 
 def title_of(rule: Rule, facts: dict[str, Any]) -> str:
-    """The rule's title, or its platform variant's."""
+    """Return the rule's title, or its platform variant's."""
     variant = variant_of(rule, facts)
     return variant.title if variant is not None and variant.title else rule.title
 
 
 def caveats_of(rule: Rule, facts: dict[str, Any]) -> list[str]:
-    """The rule's caveats plus its platform variant's."""
+    """Return the rule's caveats plus its platform variant's."""
     variant = variant_of(rule, facts)
     return [*rule.caveats, *(variant.caveats if variant is not None else [])]
 
@@ -322,7 +337,7 @@ def caveats_of(rule: Rule, facts: dict[str, Any]) -> list[str]:
 def new_context(workload: Workload, device: Device, host: HostInfo | None,
                 options: ModelOptions, estimator: Estimator,
                 cache: dict[str, Estimate] | None = None) -> RuleContext:
-    """A RuleContext for one state (estimates cached across states in `cache`)."""
+    """Return a RuleContext for one state (estimates cached across states in `cache`)."""
     from hwadvisor.rules.facts import build_facts
 
     shared = cache if cache is not None else {}

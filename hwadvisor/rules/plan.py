@@ -44,8 +44,12 @@ from hwadvisor.rules.metrics import METRICS, gain, prediction, read_metric
 from hwadvisor.rules.playbook import Rule
 
 MAX_STEPS = 12
-# A change must cut memory by at least this share to be taken while the workload does not fit.
-MIN_MEMORY_CUT = 0.03
+# While the workload does not fit, a change is taken for its memory only when it cuts at least
+# this share: a 3% side effect of a speed change does not bring a 6x gap closer.
+MIN_MEMORY_CUT = 0.10
+# A fit step whose removal costs the goal's metric less than this goes (a 0.2% optimizer-step
+# difference is no reason to keep a change).
+PRUNE_TOLERANCE = 0.995
 # A gain below this share is noise of the model, whatever a rule's own min_gain says.
 MIN_PLAN_GAIN = 0.01
 
@@ -65,7 +69,7 @@ def tier(rule: Rule) -> int:
 
 
 def goal_value(goal: Goal, estimate: Estimate) -> float | None:
-    """The goal's one metric read from an estimate."""
+    """Return the goal's one metric read from an estimate."""
     return read_metric(estimate, GOAL_METRIC[goal])
 
 
@@ -135,24 +139,30 @@ def _memory(c: Candidate) -> float:
     return float(c.after.memory.total_bytes)
 
 
-def _pick_to_fit(goal: Goal, ctx: RuleContext, candidates: list[Candidate]) -> Candidate | None:
-    """The change that makes it fit with the best metric, else the largest memory cut."""
+def _pick_to_fit(goal: Goal, ctx: RuleContext, candidates: list[Candidate],
+                 level: int) -> Candidate | None:
+    """Pick the next change towards a fit, escalating tiers only when lower ones run out.
+
+    In each tier up to `level`: a change that makes it fit (the best metric among them), else
+    the largest memory cut; a higher tier is looked at only when the lower ones have neither.
+    """
     current = float(ctx.estimate.memory.total_bytes)
-    for level in (1, 2, 3):
-        pool = [c for c in candidates if c.plan_eligible and tier(c.rule) <= level]
+    for rank in range(1, level + 1):
+        pool = [c for c in candidates if c.plan_eligible and tier(c.rule) == rank]
         fitting = [c for c in pool if c.fits_after]
         if fitting:
-            return max(fitting, key=lambda c: (goal_gain(goal, ctx.estimate, c.after),  # type: ignore[arg-type]
-                                               -tier(c.rule), c.rule.id))
+            return max(fitting, key=lambda c: (-c.rule.complexity,
+                                               goal_gain(goal, ctx.estimate, c.after),  # type: ignore[arg-type]
+                                               c.rule.id))
         cutting = [c for c in pool if _memory(c) < current * (1 - MIN_MEMORY_CUT)]
         if cutting:
-            return min(cutting, key=lambda c: (tier(c.rule), _memory(c), c.rule.id))
+            return min(cutting, key=lambda c: (_memory(c), c.rule.id))
     return None
 
 
 def _pick_for_metric(goal: Goal, ctx: RuleContext, candidates: list[Candidate]
                      ) -> Candidate | None:
-    """The drop-in change with the largest gain on the goal's metric that still fits."""
+    """Return the drop-in change with the largest gain on the goal's metric that still fits."""
     best: tuple[float, Candidate] | None = None
     for c in candidates:
         if not c.plan_eligible or tier(c.rule) != 1 or not c.fits_after:
@@ -165,43 +175,162 @@ def _pick_for_metric(goal: Goal, ctx: RuleContext, candidates: list[Candidate]
     return best[1] if best is not None else None
 
 
+class _Searcher:
+    """One plan search: the rules, the fixed inputs, and a cache of estimates across states."""
+
+    def __init__(self, goal: Goal, rules: list[Rule], device: Device, host: HostInfo | None,
+                 estimator: Estimator, skip: set[str]) -> None:
+        self.goal, self.rules, self.device, self.host = goal, rules, device, host
+        self.estimator, self.skip = estimator, skip
+        self.cache: dict[str, Estimate] = {}
+        self.rejected: dict[str, Rejected] = {}
+
+    def context(self, workload: Workload, options: Any) -> RuleContext:
+        """Return the state of a workload and its knobs."""
+        return new_context(workload, self.device, self.host, options, self.estimator,
+                           self.cache)
+
+    def candidates(self, ctx: RuleContext, used: set[str]) -> list[Candidate]:
+        """Every rule not used yet judged on this state (rejections remembered)."""
+        found, rejected = _judge_all(self.rules, ctx, used | self.skip)
+        self.rejected.update(rejected)
+        return found
+
+    def take(self, ctx: RuleContext, pick: Candidate, fitting: bool) -> tuple[Taken,
+                                                                              RuleContext]:
+        """Apply a candidate: the step taken and the state after it."""
+        assert pick.workload is not None and pick.options is not None
+        return Taken(pick, ctx, needed_to_fit=fitting), self.context(pick.workload,
+                                                                    pick.options)
+
+    def fit_run(self, start: RuleContext, level: int) -> tuple[list[Taken], RuleContext]:
+        """Greedy changes of tier <= level until the workload fits (or none helps)."""
+        ctx, steps, used = start, list[Taken](), set[str]()
+        while not ctx.facts["fits"] and len(steps) < MAX_STEPS:
+            pick = _pick_to_fit(self.goal, ctx, self.candidates(ctx, used), level)
+            if pick is None:
+                break
+            taken, ctx = self.take(ctx, pick, fitting=True)
+            steps.append(taken)
+            used.add(pick.rule.id)
+        return steps, ctx
+
+    def replay(self, start: RuleContext, rule_ids: list[str]) -> tuple[list[Taken],
+                                                                       RuleContext]:
+        """Apply these rules in order, each judged on the state before it."""
+        ctx, steps = start, []
+        by_id = {r.id: r for r in self.rules}
+        for rule_id in rule_ids:
+            try:
+                pick = judge(by_id[rule_id], ctx)
+            except Rejection:
+                continue
+            if not pick.plan_eligible:
+                continue
+            taken, ctx = self.take(ctx, pick, fitting=True)
+            steps.append(taken)
+        return steps, ctx
+
+    def prune(self, start: RuleContext, steps: list[Taken]) -> tuple[list[Taken],
+                                                                     RuleContext]:
+        """Drop fit steps the others make unnecessary (the fewest changes that fit).
+
+        A step goes only when the plan still fits without it and the goal's metric is no
+        worse: offload sized on a bf16 model is not kept next to 4-bit weights that halve it.
+        """
+        ids = [s.candidate.rule.id for s in steps]
+        _, current = self.replay(start, ids)
+        for rule_id in reversed(list(ids)):
+            trial = [i for i in ids if i != rule_id]
+            _, ctx = self.replay(start, trial)
+            if ctx.facts["fits"] and goal_gain(self.goal, current.estimate,
+                                               ctx.estimate) >= PRUNE_TOLERANCE:
+                ids, current = trial, ctx
+        return self.replay(start, ids)
+
+    def finalize(self, start: RuleContext, steps: list[Taken]) -> tuple[list[Taken],
+                                                                        RuleContext]:
+        """Apply the drop-in steps first and fit-only or method changes last, then re-plan.
+
+        A planner sizes its change on the state it sees (how much to offload, which
+        checkpointing): put after the drop-ins, it sizes for the plan as it ends up. Kept when
+        it fits at least as well and serves the metric no worse.
+        """
+        ordered = [s for s in steps if tier(s.candidate.rule) == 1] + \
+            [s for s in steps if tier(s.candidate.rule) > 1]
+        if [s.candidate.rule.id for s in ordered] == [s.candidate.rule.id for s in steps]:
+            return steps, self.context(*_state_of(steps[-1]))
+        _, before = self.replay(start, [s.candidate.rule.id for s in steps])
+        replayed, ctx = self.replay(start, [s.candidate.rule.id for s in ordered])
+        if (ctx.facts["fits"] or not before.facts["fits"]) and \
+                goal_gain(self.goal, before.estimate, ctx.estimate) >= 1.0:
+            return replayed, ctx
+        return steps, before
+
+    def fit(self, start: RuleContext) -> tuple[list[Taken], RuleContext]:
+        """Return the fewest changes of the lowest tier that make the workload fit.
+
+        Drop-in changes first; only if they cannot make it fit, changes taken only to fit
+        (offload, recomputation); only then changes of method (LoRA, QLoRA). When nothing
+        fits, the deepest memory cut found.
+        """
+        best: tuple[list[Taken], RuleContext] | None = None
+        for level in (1, 2, 3):
+            steps, ctx = self.fit_run(start, level)
+            if ctx.facts["fits"]:
+                return self.prune(start, steps)
+            if best is None or ctx.estimate.memory.total_bytes < \
+                    best[1].estimate.memory.total_bytes:
+                best = (steps, ctx)
+        assert best is not None
+        return best
+
+    def improve(self, ctx: RuleContext, used: set[str]) -> tuple[list[Taken], RuleContext]:
+        """Drop-in changes by largest gain on the goal's metric, while one gains enough."""
+        steps: list[Taken] = []
+        while len(steps) < MAX_STEPS:
+            pick = _pick_for_metric(self.goal, ctx, self.candidates(ctx, used))
+            if pick is None:
+                break
+            taken, ctx = self.take(ctx, pick, fitting=False)
+            steps.append(taken)
+            used.add(pick.rule.id)
+        return steps, ctx
+
+
 def search(goal: Goal, rules: list[Rule], workload: Workload, device: Device,
            host: HostInfo | None, options: Any, estimator: Estimator) -> SearchResult:
-    """Greedy plan search from the engine's default setup (see the module docstring)."""
-    cache: dict[str, Estimate] = {}
-    base = new_context(workload, device, host, options, estimator, cache)
+    """Plan search from the engine's default setup (see the module docstring)."""
     already = _engine_skips(rules, workload, device)
-    ctx = base
+    searcher = _Searcher(goal, rules, device, host, estimator, set(already))
+    base = searcher.context(workload, options)
     steps: list[Taken] = []
-    used: set[str] = set(already)
-    rejected: dict[str, Rejected] = {}
-    while len(steps) < MAX_STEPS:
-        candidates, rejected_now = _judge_all(rules, ctx, used)
-        rejected.update(rejected_now)
-        fits = bool(ctx.facts["fits"])
-        pick = _pick_to_fit(goal, ctx, candidates) if not fits else \
-            _pick_for_metric(goal, ctx, candidates)
-        if pick is None:
-            break
-        assert pick.workload is not None and pick.options is not None
-        steps.append(Taken(pick, ctx, needed_to_fit=not fits))
-        used.add(pick.rule.id)
-        rejected.pop(pick.rule.id, None)
-        ctx = new_context(pick.workload, device, host, pick.options, estimator, cache)
+    ctx = base
+    if not base.facts["fits"]:
+        steps, ctx = searcher.fit(base)
+    used = {s.candidate.rule.id for s in steps}
+    more, ctx = searcher.improve(ctx, used)
+    steps += more
+    if steps:
+        steps, ctx = searcher.finalize(base, steps)
     # Every rule not in the plan gets its last word on the final plan.
-    final_candidates, final_rejected = _judge_all(rules, ctx, used)
-    rejected = {k: v for k, v in rejected.items() if k not in {s.candidate.rule.id
-                                                                 for s in steps}}
-    rejected.update(final_rejected)
+    used = {s.candidate.rule.id for s in steps}
+    searcher.rejected = {}
+    final_candidates = searcher.candidates(ctx, used)
     unchosen = {c.rule.id: c for c in final_candidates}
-    for rule_id in unchosen:
-        rejected.pop(rule_id, None)
+    rejected = {k: v for k, v in searcher.rejected.items() if k not in unchosen}
     return SearchResult(base=base, final=ctx, steps=steps, rejected=rejected,
                         unchosen=unchosen, already=already)
 
 
+def _state_of(taken: Taken) -> tuple[Workload, Any]:
+    """Return the workload and knobs after a taken step."""
+    assert taken.candidate.workload is not None
+    return taken.candidate.workload, taken.candidate.options
+
+
 def plan_metric(goal: Goal, base: Estimate, final: Estimate) -> PlanMetric:
-    """The goal's metric before (engine defaults) and after the whole plan."""
+    """Return the goal's metric before (engine defaults) and after the whole plan."""
     name, unit, better = GOAL_METRIC_NAME[goal]
     return PlanMetric(name=name, unit=unit, better=better,  # type: ignore[arg-type]
                       before=goal_value(goal, base), after=goal_value(goal, final))
@@ -223,7 +352,7 @@ def side_effects(goal: Goal, before: Estimate, after: Estimate) -> list[str]:
 
 
 def step_of(goal: Goal, taken: Taken, index: int) -> PlanStep:
-    """The plan step of a taken candidate (judged on the plan so far)."""
+    """Return the plan step of a taken candidate (judged on the plan so far)."""
     c, ctx = taken.candidate, taken.ctx
     assert c.after is not None
     return PlanStep(
@@ -254,7 +383,7 @@ _REPORTED_CHANGES = {
 
 def recommendation(goal: Goal, c: Candidate, ctx: RuleContext, rank: int,
                    step: int | None) -> Recommendation:
-    """A recommendation of one candidate on its state (a plan step, or an option left out)."""
+    """Return a recommendation of one candidate on its state (a plan step, or one left out)."""
     return Recommendation(
         id=c.rule.id, goal=goal, title=title_of(c.rule, ctx.facts), rank=rank,
         why=why_text(c, ctx), predicted=c.prediction, trial=c.rule.trial,
@@ -277,6 +406,6 @@ def layout_of(ctx: RuleContext) -> PlanLayout:
 
 
 def fmt_metric(goal: Goal, value: float | None) -> str:
-    """The goal's metric in words ('412 ms', '12,300 tokens/s', '38.2 GB')."""
+    """Return the goal's metric in words ('412 ms', '12,300 tokens/s', '38.2 GB')."""
     _, unit, _ = GOAL_METRIC_NAME[goal]
     return units.quantity(value, unit)

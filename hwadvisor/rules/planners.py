@@ -170,7 +170,7 @@ def _link_domain(ctx: RuleContext) -> int:
 
 
 def checkpoint_plan(ctx: RuleContext) -> Plan:
-    """Selective recomputation (attention only, ~5%) when it fits; else full per layer."""
+    """Pick selective recomputation (attention only, ~5%) when it fits; else full per layer."""
     limit = ctx.facts["limit_bytes"]
     selective = ctx.estimate_with({"activation_checkpointing": True},
                                   {"selective_checkpointing": True})
@@ -185,23 +185,26 @@ def checkpoint_plan(ctx: RuleContext) -> Plan:
 
 
 def _format_for(ctx: RuleContext, wanted: tuple[str, ...]) -> str | None:
-    """The first of the wanted weight formats the engine runs (its native form first)."""
+    """Return the first of the wanted weight formats the engine runs (its native form first)."""
     from hwadvisor.rules.engines import get_engine
 
     formats = get_engine(ctx.workload.engine).weight_formats
     return next((f for f in wanted if f in formats), None)
 
 
-# The 4-bit and 8-bit weight formats each engine family uses, its own first: GGUF for
-# llama.cpp (Q4_K_M is its default recommendation: llama.cpp tools/quantize/README.md), MLX's
-# affine 4-bit for mlx-lm, AWQ/GPTQ int4 (Marlin kernels) for the CUDA serving engines.
-_FOUR_BIT = ("q4_k_m", "mlx-4bit", "int4", "nf4")
-_EIGHT_BIT = ("q8_0", "mlx-8bit", "int8")
+# Q4_K_M is llama.cpp's recommended 4-bit mix (tools/quantize/README.md).
+
+
+# An engine's own 4-bit format comes first: GGUF for llama.cpp, MLX's for mlx-lm; the others
+# take AWQ/GPTQ int4 (Marlin kernels), bitsandbytes NF4 as the last resort.
+_OWN_FOUR_BIT = {"llamacpp": "q4_k_m", "mlx": "mlx-4bit"}
+_OWN_EIGHT_BIT = {"llamacpp": "q8_0", "mlx": "mlx-8bit"}
 
 
 def quantize_4bit(ctx: RuleContext) -> Plan:
     """4-bit weights in the engine's own format."""
-    chosen = _format_for(ctx, _FOUR_BIT)
+    own = _OWN_FOUR_BIT.get(ctx.workload.engine)
+    chosen = own if own is not None else _format_for(ctx, ("int4", "nf4"))
     if chosen is None:
         return Plan(reject=f"{ctx.facts['engine_name']} runs no 4-bit weight format")
     return Plan(workload={"weights_dtype": chosen}, notes=[f"format {chosen}"])
@@ -209,14 +212,15 @@ def quantize_4bit(ctx: RuleContext) -> Plan:
 
 def quantize_8bit(ctx: RuleContext) -> Plan:
     """8-bit weights in the engine's own format (INT8 W8A8 on CUDA engines)."""
-    chosen = _format_for(ctx, _EIGHT_BIT)
+    own = _OWN_EIGHT_BIT.get(ctx.workload.engine)
+    chosen = own if own is not None else _format_for(ctx, ("int8",))
     if chosen is None:
         return Plan(reject=f"{ctx.facts['engine_name']} runs no 8-bit weight format")
     return Plan(workload={"weights_dtype": chosen}, notes=[f"format {chosen}"])
 
 
 def quantize_kv(ctx: RuleContext) -> Plan:
-    """An 8-bit KV cache in the engine's own type (llama.cpp q8_0, else FP8 e4m3)."""
+    """Return an 8-bit KV cache in the engine's own type (llama.cpp q8_0, else FP8 e4m3)."""
     from hwadvisor.rules.engines import get_engine
 
     kinds = get_engine(ctx.workload.engine).kv_cache_formats
@@ -255,7 +259,7 @@ def optimizer_offload_plan(ctx: RuleContext) -> Plan:
 
 
 def replicas_plan(ctx: RuleContext) -> Plan:
-    """Serving: the tensor-parallel size (x replicas) with the best request latency that fits.
+    """Plan serving: the tensor-parallel size (x replicas) with the best request latency that fits.
 
     The same concurrent requests are spread over the replicas: each replica of a TP group of t
     serves batch x (replicas before) / (replicas after) of them.

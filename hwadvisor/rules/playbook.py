@@ -198,6 +198,10 @@ class Rule(_Strict):
     needs_retraining: bool = Field(
         False, description="An architecture change: needs a model trained that way; never a "
         "plan step, listed after the drop-in changes")
+    complexity: int = Field(
+        1, ge=1, le=3, description="What it asks of the user: 1 a flag or format, 2 a new "
+        "parallel layout or a draft model, 3 a pipeline schedule; among changes that each "
+        "make a workload fit, the simplest is taken")
     caveats: list[str] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
     variants: list[Variant] = Field(default_factory=list)
