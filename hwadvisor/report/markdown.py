@@ -132,6 +132,26 @@ def _prediction(p: Prediction) -> str:
     return text
 
 
+def _plan(report: Report) -> list[str]:
+    """The plan first: the bottom line, its steps and numbers, then the engine's config."""
+    from hwadvisor.report.plantext import config_lines, plan_lines
+
+    if report.plan is None:
+        return []
+    text = plan_lines(report)
+    lines = [f"## Plan for {report.goal}", "", f"**{text[0]}**", ""]
+    lines += [line if line[:1].isdigit() or line.startswith("   ") else f"{line}  "
+              for line in text[1:]]
+    config = config_lines(report.plan)
+    if config:
+        fence = "toml" if report.plan.engine_config and \
+            report.plan.engine_config.format == "toml" else ""
+        lines += ["", f"{config[0]}", "", f"```{fence}", *report.plan.engine_config.text
+                  .splitlines(), "```"] if report.plan.engine_config else []
+        lines += [f"- {line}" for line in config[1:] if line.startswith(("not in", "note:"))]
+    return lines
+
+
 def _recommendations(report: Report) -> list[str]:
     if not report.recommendations and not report.rejected:
         return []
@@ -212,7 +232,8 @@ def render_markdown(report: Report) -> str:
         f"hwadvisor {report.tool_version} · schema {report.schema_version} · {report.generated_at}"
         + (" · **interrupted**" if report.interrupted else "")
     )
-    for section in (_devices, _workload, _estimate, _recommendations, _trials, _gates, _notes):
+    for section in (_plan, _devices, _workload, _estimate, _recommendations, _trials, _gates,
+                    _notes):
         part = section(report)
         if part:
             lines += [""] + part
