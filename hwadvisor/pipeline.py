@@ -77,6 +77,8 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
         # The report lists the devices of one node (the plan's per-node GPUs).
         per_node = workload.gpus_per_node or workload.gpus // workload.nodes
         target = resolve_target(device_id, min(per_node, MAX_PLANNED_DEVICES))
+    if workload.attention_kernel is not None:
+        options = options.model_copy(update={"attention_kernel": workload.attention_kernel})
     result = estimate(workload, device, options)
     notes = list(target.notes)
     if not target.devices:

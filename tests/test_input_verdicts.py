@@ -10,7 +10,7 @@ def _training_report(gpus: int = 2):
     # A model that fits, so sharding's prediction is of throughput, which bandwidth moves.
     return recommend_report(
         "training-throughput", "h200-sxm",
-        WorkloadRequest(model="llama-3.2-1b", phase="training", gpus=gpus),
+        WorkloadRequest(model="llama-3.2-1b", phase="training", gpus=gpus, engine="hf"),
     )
 
 

@@ -144,8 +144,8 @@ def test_the_kernel_note_names_what_was_measured_and_what_is_assumed():
                          effects=[Effect.named("speedup_b1", est.value, ci=est.ci, runs=20)])
     val = verdict(rec, result, batch=1)
     assert val.status == "confirmed"
-    assert ("measured with torch _weight_int4pack_mm; the advice assumes Marlin-class kernels"
-            in val.detail)
+    assert ("measured with torch _weight_int4pack_mm; the advice assumes the engine's 4-bit "
+            "kernel (Marlin-class" in val.detail)
 
 
 # --- the paired timing helper -----------------------------------------------------------------

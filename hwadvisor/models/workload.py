@@ -104,6 +104,9 @@ class Workload(Strict):
     engine: EngineId = Field("hf", description="The serving or training engine that runs it")
     engine_source: str | None = Field(
         None, description="Why this engine: --engine, or the default for the device and phase")
+    attention_kernel: Literal["math", "flash"] | None = Field(
+        None, description="The attention the user runs when not the engine's default (math: "
+        "eager attention, the score matrix materialised, e.g. attn_implementation=\"eager\")")
     activation_dtype: Dtype = "bf16"
     kv_dtype: Dtype = "bf16"
     optimizer: Optimizer = "adamw"

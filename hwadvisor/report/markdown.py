@@ -133,7 +133,7 @@ def _prediction(p: Prediction) -> str:
 
 
 def _plan(report: Report) -> list[str]:
-    """The plan first: the bottom line, its steps and numbers, then the engine's config."""
+    """Render the plan first: the bottom line, its steps and numbers, then the engine's config."""
     from hwadvisor.report.plantext import config_lines, plan_lines
 
     if report.plan is None:

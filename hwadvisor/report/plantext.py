@@ -17,12 +17,12 @@ METRIC_LABEL = {
 
 
 def metric_text(plan: Plan, value: float | None) -> str:
-    """The goal's metric of the plan as people read it."""
+    """Return the goal's metric of the plan as people read it."""
     return units.quantity(value, plan.metric.unit)
 
 
 def headline(report: Report) -> str:
-    """'plan for training-throughput: llama-3-8b training on 8 x H100 with torchtitan'."""
+    """Return 'plan for training-throughput: llama-3-8b training on 8 x H100 with torchtitan'."""
     plan = report.plan
     wl = report.workload
     if plan is None or wl is None:
@@ -34,7 +34,7 @@ def headline(report: Report) -> str:
 
 
 def step_lines(plan: Plan) -> list[str]:
-    """One line per step: what to change, the metric and memory after it, and its fit."""
+    """Return one line per step: what to change, the metric and memory after it, and its fit."""
     label = METRIC_LABEL.get(plan.metric.name, plan.metric.name)
     lines = []
     for i, step in enumerate(plan.steps, start=1):
@@ -50,7 +50,7 @@ def step_lines(plan: Plan) -> list[str]:
 
 
 def numbers_line(report: Report) -> str:
-    """TTFT / TPOT / throughput / max batch / max context / layout, as far as they apply."""
+    """Return TTFT / TPOT / throughput / max batch / max context / layout, as far as they apply."""
     plan = report.plan
     if plan is None:
         return ""
@@ -78,7 +78,7 @@ def numbers_line(report: Report) -> str:
 
 
 def plan_lines(report: Report) -> list[str]:
-    """The whole plan in plain lines, bottom line first."""
+    """Return the whole plan in plain lines, bottom line first."""
     plan = report.plan
     if plan is None:
         return []
@@ -102,7 +102,7 @@ def plan_lines(report: Report) -> list[str]:
 
 
 def config_lines(plan: Plan) -> list[str]:
-    """The plan in the engine's own words, and what it could not say."""
+    """Return the plan in the engine's own words, and what it could not say."""
     config = plan.engine_config
     if config is None:
         return []

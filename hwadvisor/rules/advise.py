@@ -9,6 +9,7 @@ words (its flags or config).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,34 +100,55 @@ def _counts(current: int, per_node: int) -> list[int]:
     return sorted(c for c in counts if c > current)
 
 
-def min_gpus(ctx: RuleContext) -> tuple[int, Estimate] | None:
-    """Return the fewest GPUs (whole nodes past one) the final plan fits on, with its estimate.
+FitAt = Callable[[int], "Estimate | None"]
 
-    None for devices that do not come in numbers (a phone, a laptop, a CPU host).
+
+def plan_at(goal: Goal, rules: list[Rule], ctx: RuleContext) -> FitAt:
+    """Return count -> the final estimate of the plan searched again at that GPU count (None
+    when it does not fit): a plan for 16 GPUs may shard or split layers as one GPU's could not.
+    """
+    per_node = _per_node(ctx.device, ctx.workload)
+
+    def fit_at(count: int) -> Estimate | None:
+        nodes = max(1, math.ceil(count / per_node))
+        per = count if nodes == 1 else per_node
+        workload = ctx.workload.model_copy(update={
+            "gpus": nodes * per, "nodes": nodes, "gpus_per_node": per if nodes > 1 else None})
+        start, options = baseline(workload, ctx.device)
+        result = search(goal, rules, start, ctx.device, ctx.host, options, ctx.estimator)
+        return result.final.estimate if result.final.facts["fits"] else None
+
+    return fit_at
+
+
+def min_gpus(ctx: RuleContext, fit_at: FitAt) -> tuple[int, Estimate] | None:
+    """Return the fewest GPUs (whole nodes past one) a plan fits on, with its estimate.
+
+    None for devices that do not come in numbers (a phone, a laptop, a CPU host), and when
+    even MAX_SEARCH_GPUS do not hold it.
     """
     if str(ctx.device.device_class) not in ("datacenter-gpu", "consumer-gpu"):
         return None
     per_node = _per_node(ctx.device, ctx.workload)
-
-    def at(count: int) -> Estimate:
-        workload, options = _at_count(ctx, count, per_node)
-        return ctx.estimator(workload, ctx.device, options)
-
     previous = ctx.workload.gpus
     for count in _counts(ctx.workload.gpus, per_node):
-        est = at(count)
-        if not _fits(est, ctx):
+        est = fit_at(count)
+        if est is None:
             previous = count
             continue
         if count <= per_node:
             return count, est
         # Doubling overshoots: the fewest whole nodes between the last miss and this hit.
-        low_nodes = max(previous // per_node, 1) + 1
-        for nodes in range(low_nodes, count // per_node):
-            smaller = at(nodes * per_node)
-            if _fits(smaller, ctx):
-                return nodes * per_node, smaller
-        return count, est
+        low, high = max(previous // per_node, 1) + 1, count // per_node
+        best = (count, est)
+        while low < high:
+            mid = (low + high) // 2
+            found = fit_at(mid * per_node)
+            if found is not None:
+                best, high = (mid * per_node, found), mid
+            else:
+                low = mid + 1
+        return best
     return None
 
 
@@ -249,7 +271,7 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
     """Other ways out when the plan does not fit: more GPUs, offload, LoRA, a smaller model."""
     ctx = result.final
     out: list[PlanAlternative] = []
-    found = min_gpus(ctx)
+    found = min_gpus(ctx, plan_at(goal, list(rules.values()), result.base))
     count = found[0] if found is not None else None
     if found is not None:
         gpus, est = found
@@ -259,6 +281,22 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
             text=f"the plan fits on {gpus} x {ctx.device.name}: "
                  f"{units.gb(est.memory.total_bytes)} per GPU, {metric_words(goal, est)}"))
     in_plan = {s.candidate.rule.id for s in result.steps}
+    method = [s for s in result.steps if s.candidate.rule.changes_method]
+    if method:
+        # The plan changes the method (LoRA, QLoRA): say what the unchanged method needs too.
+        same = [r for r in rules.values() if not r.changes_method]
+        found_plain = min_gpus(ctx, plan_at(goal, same, result.base))
+        if found_plain is not None:
+            gpus, est = found_plain
+            out.append(PlanAlternative(
+                id="more-gpus-same-method",
+                title=f"{gpus} x {ctx.device.name} without "
+                      f"{', '.join(s.candidate.rule.id for s in method)}",
+                changes={"gpus": gpus}, fits=True, metric=goal_value(goal, est),
+                memory_per_gpu_bytes=est.memory.total_bytes,
+                text=f"without {', '.join(s.candidate.rule.id for s in method)} it fits on "
+                     f"{gpus} x {ctx.device.name}: {units.gb(est.memory.total_bytes)} per GPU, "
+                     f"{metric_words(goal, est)}"))
     training = ctx.workload.phase == "training"
     if training and "optimizer-offload" not in in_plan:
         params = float(ctx.workload.params_total or 0)

@@ -100,6 +100,12 @@ class SearchResult:
     rejected: dict[str, Rejected] = field(default_factory=dict)
     unchosen: dict[str, Candidate] = field(default_factory=dict)
     already: dict[str, str] = field(default_factory=dict)
+    searcher: Any = None  # the _Searcher, to replay other step lists from the base
+
+    def replay(self, rule_ids: list[str]) -> RuleContext:
+        """Return the state these rules reach from the base, each judged on the state before it."""
+        _, ctx = self.searcher.replay(self.base, rule_ids)
+        return ctx  # type: ignore[no-any-return]
 
 
 def _engine_skips(rules: list[Rule], workload: Workload, device: Device) -> dict[str, str]:
@@ -320,7 +326,7 @@ def search(goal: Goal, rules: list[Rule], workload: Workload, device: Device,
     unchosen = {c.rule.id: c for c in final_candidates}
     rejected = {k: v for k, v in searcher.rejected.items() if k not in unchosen}
     return SearchResult(base=base, final=ctx, steps=steps, rejected=rejected,
-                        unchosen=unchosen, already=already)
+                        unchosen=unchosen, already=already, searcher=searcher)
 
 
 def _state_of(taken: Taken) -> tuple[Workload, Any]:

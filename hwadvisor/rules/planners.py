@@ -338,7 +338,7 @@ def chunked_prefill_plan(ctx: RuleContext) -> Plan:
 
 def serving_engine_plan(ctx: RuleContext) -> Plan:
     """Move the workload to the device class's serving engine, with that engine's defaults."""
-    from hwadvisor.rules.engine import baseline_options
+    from hwadvisor.rules.baseline import baseline_options
     from hwadvisor.rules.engines import default_engine, get_engine
 
     target = default_engine(ctx.facts["device_class"], "inference")

@@ -29,6 +29,7 @@ class WorkloadRequest:
     inter_node_gbps: float | None = None
     activation_checkpointing: bool = False
     engine: str | None = None
+    attention_kernel: str | None = None
 
     def with_changes(self, **changes: Any) -> WorkloadRequest:
         """Return a copy with some options set (e.g. the phase a goal implies)."""
