@@ -104,8 +104,10 @@ FitAt = Callable[[int], "Estimate | None"]
 
 
 def plan_at(goal: Goal, rules: list[Rule], ctx: RuleContext) -> FitAt:
-    """Return count -> the final estimate of the plan searched again at that GPU count (None
-    when it does not fit): a plan for 16 GPUs may shard or split layers as one GPU's could not.
+    """Return count -> the final estimate of the plan searched again at that GPU count.
+
+    None when it does not fit: a plan for 16 GPUs may shard or split layers as one GPU's could
+    not, so each count gets its own search.
     """
     per_node = _per_node(ctx.device, ctx.workload)
 
