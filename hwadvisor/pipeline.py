@@ -31,14 +31,14 @@ Progress = Callable[[str, int, int], None]
 
 
 def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
-                   device_class: object) -> Workload:
+                   device_class: object, formats: list[str] | None = None) -> Workload:
     """Build the workload and settle its engine: --engine, the format's, or the default."""
     from hwadvisor.rules.engines import get_engine, pick_engine
 
     cls = str(getattr(device_class, "value", device_class) or "cpu")
     draft = request.build(device_memory_bytes, device_class)
     given_dtype = draft.weights_dtype if request.weights_dtype is not None else None
-    engine, why = pick_engine(request.engine, given_dtype, cls, draft.phase)
+    engine, why = pick_engine(request.engine, given_dtype, cls, draft.phase, formats)
     update: dict[str, object] = {"engine": engine, "engine_source": why}
     if given_dtype is None and draft.weights_dtype not in get_engine(engine).weight_formats:
         # The checkpoint's own format (an FP8 release, say) is not one this engine runs.
@@ -72,7 +72,8 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
 
     target = resolve_target(device_id, 1)
     device = primary_device(target)
-    workload = build_workload(request, device.memory_total_bytes, target.device_class)
+    workload = build_workload(request, device.memory_total_bytes, target.device_class,
+                              device.formats)
     if device_id is not None and workload.gpus > 1:
         # The report lists the devices of one node (the plan's per-node GPUs).
         per_node = workload.gpus_per_node or workload.gpus // workload.nodes
@@ -106,7 +107,8 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
         request = request.with_changes(gpus=len(target.devices))
         notes.append(f"planning training on all {len(target.devices)} probed GPUs; pass --gpus to "
                      "plan fewer")
-    workload = build_workload(request, device.memory_total_bytes, device.device_class)
+    workload = build_workload(request, device.memory_total_bytes, device.device_class,
+                              device.formats)
     outcome = recommend(workload, device, goal, host=target.host)
     if workload.is_default:
         notes.append(

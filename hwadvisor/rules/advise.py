@@ -273,15 +273,19 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
     """Other ways out when the plan does not fit: more GPUs, offload, LoRA, a smaller model."""
     ctx = result.final
     out: list[PlanAlternative] = []
-    found = min_gpus(ctx, plan_at(goal, list(rules.values()), result.base))
+    pool = list(rules.values())
+    if ctx.facts["fits"]:
+        pool = [r for r in pool if tier(r) == 1]  # the plan fits: more GPUs instead of offload
+    found = min_gpus(ctx, plan_at(goal, pool, result.base))
     count = found[0] if found is not None else None
     if found is not None:
         gpus, est = found
         out.append(PlanAlternative(
             id="more-gpus", title=f"{gpus} x {ctx.device.name}", changes={"gpus": gpus},
             fits=True, metric=goal_value(goal, est), memory_per_gpu_bytes=est.memory.total_bytes,
-            text=f"the plan fits on {gpus} x {ctx.device.name}: "
-                 f"{units.gb(est.memory.total_bytes)} per GPU, {metric_words(goal, est)}"))
+            text=(f"the plan fits on {gpus} x {ctx.device.name}" if not ctx.facts["fits"] else
+                  f"without offload or a change of method it fits on {gpus} x {ctx.device.name}")
+            + f": {units.gb(est.memory.total_bytes)} per GPU, {metric_words(goal, est)}"))
     in_plan = {s.candidate.rule.id for s in result.steps}
     method = [s for s in result.steps if s.candidate.rule.changes_method]
     if method:
@@ -463,12 +467,16 @@ def recommend(
         ttft_s=final.estimate.times.ttft_s, tpot_s=final.estimate.times.tpot_s,
         tokens_per_s=final.estimate.tokens_per_s, layout=layout_of(final),
         summary="")
+    leans = [t for t in result.steps if t.needed_to_fit and tier(t.candidate.rule) > 1]
     if fits:
         plan.max_batch = max_batch(final)
         plan.max_context = max_context(final)
-    else:
-        plan.alternatives, plan.min_gpus = alternatives(goal, result,
-                                                        {r.id: r for r in chosen})
+    if not fits or leans:
+        # Without a fit, what would; with a fit that leans on offload or a change of method,
+        # what it takes without them (more GPUs), so the trade-off is in plain sight.
+        found, count = alternatives(goal, result, {r.id: r for r in chosen})
+        plan.alternatives = found
+        plan.min_gpus = None if fits else count
     plan.engine_config = engine_config(final, plan)
     plan.summary = _summary(goal, plan, final)
     recs = _recommendations(goal, result)

@@ -166,6 +166,19 @@ def _pick_to_fit(goal: Goal, ctx: RuleContext, candidates: list[Candidate],
     return None
 
 
+def _pick_by_metric(goal: Goal, ctx: RuleContext, candidates: list[Candidate],
+                    level: int) -> Candidate | None:
+    """Pick, among changes of tier <= level that fit or cut enough, the best for the metric."""
+    current = float(ctx.estimate.memory.total_bytes)
+    pool = [c for c in candidates if c.plan_eligible and tier(c.rule) <= level and (
+        c.fits_after or _memory(c) < current * (1 - MIN_MEMORY_CUT))]
+    if not pool:
+        return None
+    return max(pool, key=lambda c: (bool(c.fits_after) and tier(c.rule) == 1, -tier(c.rule),
+                                    goal_gain(goal, ctx.estimate, c.after),  # type: ignore[arg-type]
+                                    c.rule.id))
+
+
 def _pick_for_metric(goal: Goal, ctx: RuleContext, candidates: list[Candidate]
                      ) -> Candidate | None:
     """Return the drop-in change with the largest gain on the goal's metric that still fits."""
@@ -209,11 +222,19 @@ class _Searcher:
         return Taken(pick, ctx, needed_to_fit=fitting), self.context(pick.workload,
                                                                     pick.options)
 
-    def fit_run(self, start: RuleContext, level: int) -> tuple[list[Taken], RuleContext]:
-        """Greedy changes of tier <= level until the workload fits (or none helps)."""
+    def fit_run(self, start: RuleContext, level: int,
+                by_metric: bool = False) -> tuple[list[Taken], RuleContext]:
+        """Greedy changes of tier <= level until the workload fits (or none helps).
+
+        by_metric: at each step take the change that serves the goal's metric best among those
+        that fit or cut memory enough, instead of the first that fits (8-bit Adam plus
+        recomputation can beat moving the optimizer to the CPU).
+        """
         ctx, steps, used = start, list[Taken](), set[str]()
         while not ctx.facts["fits"] and len(steps) < MAX_STEPS:
-            pick = _pick_to_fit(self.goal, ctx, self.candidates(ctx, used), level)
+            candidates = self.candidates(ctx, used)
+            pick = _pick_by_metric(self.goal, ctx, candidates, level) if by_metric else \
+                _pick_to_fit(self.goal, ctx, candidates, level)
             if pick is None:
                 break
             taken, ctx = self.take(ctx, pick, fitting=True)
@@ -282,12 +303,15 @@ class _Searcher:
         """
         best: tuple[list[Taken], RuleContext] | None = None
         for level in (1, 2, 3):
-            steps, ctx = self.fit_run(start, level)
-            if ctx.facts["fits"]:
-                return self.prune(start, steps)
-            if best is None or ctx.estimate.memory.total_bytes < \
-                    best[1].estimate.memory.total_bytes:
-                best = (steps, ctx)
+            runs = [self.fit_run(start, level, by_metric) for by_metric in (False, True)]
+            fitting = [self.prune(start, steps) for steps, ctx in runs if ctx.facts["fits"]]
+            if fitting:
+                return max(fitting, key=lambda run: goal_gain(self.goal, start.estimate,
+                                                              run[1].estimate))
+            for steps, ctx in runs:
+                if best is None or ctx.estimate.memory.total_bytes < \
+                        best[1].estimate.memory.total_bytes:
+                    best = (steps, ctx)
         assert best is not None
         return best
 
