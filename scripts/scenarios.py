@@ -125,7 +125,7 @@ SCENARIOS: tuple[Scenario, ...] = (
 
 
 def run(scenario: Scenario) -> Any:
-    """The recommend report of one scenario."""
+    """Return the recommend report of one scenario."""
     from hwadvisor.pipeline import recommend_report
     from hwadvisor.rules.playbook import parse_goal
     from hwadvisor.workload import WorkloadRequest
@@ -135,7 +135,7 @@ def run(scenario: Scenario) -> Any:
 
 
 def key_fields(report: Any) -> dict[str, Any]:
-    """What the golden test pins: the plan's shape, not its every number."""
+    """Return what the golden test pins: the shape of the plan, not its every number."""
     plan = report.plan
     return {
         "engine": plan.engine,
@@ -151,7 +151,7 @@ def key_fields(report: Any) -> dict[str, Any]:
 
 
 def render(scenarios: tuple[Scenario, ...] = SCENARIOS) -> tuple[str, dict[str, Any]]:
-    """docs/scenarios.md's text and the golden fields, scenario by scenario."""
+    """Return the text of docs/scenarios.md and the golden fields, scenario by scenario."""
     from hwadvisor.report.plantext import config_lines, plan_lines
 
     lines = ["# Scenario gallery", "",
