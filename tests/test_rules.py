@@ -428,3 +428,15 @@ def test_kv_dominated_workload_names_the_architecture_alternatives_with_their_kv
     out = run("h200-sxm", C, model="llama-3-8b", batch=8, prompt_len=32768)
     option = next(r for r in out.recommendations if r.id == "sliding-window-or-mla")
     assert option.needs_retraining and not option.in_plan
+
+
+def test_docs_rules_lists_every_rule_and_engine():
+    from pathlib import Path
+
+    from hwadvisor.rules.engines import ENGINE_IDS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "rules.md").read_text()
+    for rule in load_rules():
+        assert f"| {rule.id} |" in text, f"docs/rules.md has no row for {rule.id}"
+    for engine in ENGINE_IDS:
+        assert f"| {engine} |" in text, f"docs/rules.md has no row for engine {engine}"
