@@ -8,6 +8,7 @@ loads torch unless trials run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,6 +50,37 @@ def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
     return draft.model_copy(update=update)
 
 
+def split_into_nodes(request: WorkloadRequest, device: Device) -> tuple[WorkloadRequest,
+                                                                        str | None]:
+    """--gpus beyond one node's GPUs without --nodes: split into the reference system's nodes.
+
+    A DGX H100 has 8 GPUs: --gpus 32 plans 4 nodes of 8 (network between them), and says so.
+    """
+    per_node = device.gpus_per_node
+    gpus = request.gpus
+    if gpus is None or request.nodes is not None or request.gpus_per_node is not None \
+            or not per_node or gpus <= per_node or gpus % per_node:
+        return request, None
+    nodes = gpus // per_node
+    note = (f"--gpus {gpus} is more than one {device.name} system holds ({per_node} per node): "
+            f"planned as {nodes} nodes x {per_node} GPUs; pass --nodes and --gpus-per-node to "
+            "plan another split")
+    return request.with_changes(gpus=None, nodes=nodes, gpus_per_node=per_node), note
+
+
+def planned_host(report: Report, request: WorkloadRequest) -> tuple[Report, str | None]:
+    """--host-memory-gb: the host RAM of the planned system (offload checks read it)."""
+    if request.host_memory_gb is None:
+        return report, None
+    if not math.isfinite(request.host_memory_gb) or not 1 <= request.host_memory_gb <= 1e6:
+        raise UserError(f"--host-memory-gb must be between 1 and 1,000,000 GB, got "
+                        f"{request.host_memory_gb}", hint="e.g. --host-memory-gb 512")
+    host = report.host.model_copy(update={
+        "memory_total_bytes": int(request.host_memory_gb * 1e9)})
+    return report.model_copy(update={"host": host}), (
+        f"host memory {request.host_memory_gb:g} GB (--host-memory-gb)")
+
+
 def probe_report(measure: bool = False, progress: Progress | None = None) -> Report:
     """Probe this machine; with measure, also run the bandwidth and matmul trials on it."""
     from hwadvisor.probe import collect
@@ -72,6 +104,7 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
 
     target = resolve_target(device_id, 1)
     device = primary_device(target)
+    request, split = split_into_nodes(request, device)
     workload = build_workload(request, device.memory_total_bytes, target.device_class,
                               device.formats)
     if device_id is not None and workload.gpus > 1:
@@ -81,7 +114,7 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
     if workload.attention_kernel is not None:
         options = options.model_copy(update={"attention_kernel": workload.attention_kernel})
     result = estimate(workload, device, options)
-    notes = list(target.notes)
+    notes = list(target.notes) + ([split] if split else [])
     if not target.devices:
         notes.append("no accelerator found: estimated for the CPU (see the assumptions)")
     return target.model_copy(update={
@@ -101,6 +134,9 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     target = resolve_target(device_id, request.planned_count())
     device = primary_device(target)
     notes = list(target.notes)
+    request, split = split_into_nodes(request, device)
+    target, host_note = planned_host(target, request)
+    notes += [n for n in (split, host_note) if n]
     if device_id is None and not request.layout_given() and len(target.devices) > 1 \
             and request.phase == "training":
         # Training on a multi-GPU host: plan the GPUs that are there (sharding advice needs it).

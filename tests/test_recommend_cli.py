@@ -154,3 +154,26 @@ def test_fail_on_gate_trips_exit_1(monkeypatch):
                     "--fail-on", "refuted", "--json")
     assert result.exit_code == 1
     assert json.loads(result.stdout)["gates_tripped"]
+
+
+def test_gpus_beyond_one_node_are_split_into_the_reference_systems_nodes():
+    data = recommend_json("--device", "h100-sxm", "--model", "llama-3-70b", "--goal", "a",
+                          "--gpus", "32")
+    assert data["workload"]["nodes"] == 4 and data["workload"]["gpus_per_node"] == 8
+    assert any("4 nodes x 8 GPUs" in n for n in data["notes"])
+
+
+def test_host_memory_gb_sets_the_planned_host_and_is_bounded():
+    data = recommend_json("--device", "rtx-4090", "--model", "llama-3-8b", "--goal", "a",
+                          "--host-memory-gb", "256")
+    assert data["host"]["memory_total_bytes"] == 256_000_000_000
+    assert invoke("--device", "rtx-4090", "--host-memory-gb", "-3").exit_code == 2
+
+
+def test_emit_writes_the_engine_config(tmp_path):
+    path = tmp_path / "serve.sh"
+    result = invoke("--device", "h100-sxm", "--model", "llama-3-8b", "--batch", "64",
+                    "--emit", str(path))
+    assert result.exit_code == 0, result.output
+    text = path.read_text()
+    assert text.startswith("vllm serve llama-3-8b") and "--kv-cache-dtype fp8" in text

@@ -105,6 +105,9 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
     Param("attention_kernel", _opt("--attention-kernel", "math or flash: the attention you run "
                                    "when it is not the engine's fused default (math = eager "
                                    "attention) [default: the engine's]", str, _WORKLOAD_PANEL)),
+    Param("host_memory_gb", _opt("--host-memory-gb", "RAM of the planned host, GB, for offload "
+                                 "checks [default: this machine's, or the reference system's "
+                                 "with --device]", float, _WORKLOAD_PANEL)),
     Param("activation_checkpointing", _flag(
         "--activation-checkpointing/--no-activation-checkpointing",
         "Recompute activations in the backward pass (training)", _WORKLOAD_PANEL), False),

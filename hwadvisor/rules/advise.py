@@ -350,7 +350,7 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
         "chunk": opts.prefill_chunk_tokens or 8192, "kv_dtype": wl.kv_dtype,
         "weights_dtype": wl.weights_dtype, "spec_tokens": 3, "grad_accum": wl.grad_accum,
         "lora_rank": opts.lora_rank, "threads": 8, "offload_fraction": opts.offload_fraction,
-        "gpu_layers": 999,
+        "gpu_layers": _gpu_layers(wl, opts),
     }
     if layout is not None:
         # dp is the count of full replicas; FSDP's ranks are its shard degree, not replicas.
@@ -360,6 +360,14 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
                       ep=layout.gpus if layout.ep else 1,
                       dp_shard=shard.get(layout.sharding, 1), dp_replicate=replicas)
     return values
+
+
+def _gpu_layers(workload: Workload, options: ModelOptions) -> int:
+    """llama.cpp --n-gpu-layers: all layers, or the share the offload step keeps on the GPU."""
+    layers = workload.spec.num_layers if workload.spec else 999
+    if not options.offload_fraction:
+        return 999  # llama.cpp's "all of them"
+    return max(0, int(layers * (1.0 - options.offload_fraction)))
 
 
 def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:

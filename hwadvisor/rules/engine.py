@@ -154,6 +154,8 @@ def _predictor(rule: Rule, ctx: RuleContext, metric: str) -> Candidate:
     except ValueError:
         raise Rejection(why_not(rule, "no_metric", ctx.facts,
                                 metric_label=METRICS[metric].label), ["no_metric"]) from None
+    if got.reject is not None:
+        raise Rejection(got.reject, ["predictor"])
     pred = prediction(metric, got.before, got.after)
     return Candidate(rule, pred, None, None, None, {}, got.notes,
                      own_gain=gain(METRICS[metric], got.before, got.after))

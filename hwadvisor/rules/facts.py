@@ -30,6 +30,7 @@ FACT_NAMES: dict[str, str] = {
     "fp8_usable": "FP8 tensor cores here and an engine that runs FP8 weights",
     "fp4_usable": "FP4 tensor cores here and an engine that runs FP4 weights",
     "finetune": "full, lora or qlora",
+    "four_bit_kernel": "the 4-bit matmul kernel the engine runs, in words",
     "params_b": "total parameters, billions",
     "phase": "inference or training",
     "batch": "batch size",
@@ -152,6 +153,18 @@ def fit_text(total: int, limit: int | None, limit_source: str) -> str:
     return f"{gb(total)} needed of {gb(limit)} ({limit_source}): {verdict}"
 
 
+# The 4-bit weight kernel each engine runs (its docs; vLLM picks Marlin for AWQ/GPTQ on NVIDIA
+# Ampere+, llama.cpp its own K-quant kernels, MLX its quantized_matmul, transformers torch's
+# _weight_int4pack_mm through torchao or bitsandbytes NF4).
+FOUR_BIT_KERNEL = {
+    "vllm": "Marlin (vLLM's AWQ/GPTQ kernel)", "sglang": "Marlin (SGLang's AWQ/GPTQ kernel)",
+    "trtllm": "TensorRT-LLM's W4A16 GEMM", "llamacpp": "llama.cpp's K-quant kernels",
+    "exllamav2": "ExLlamaV2's EXL2 kernels", "mlx": "MLX's quantized_matmul",
+    "hf": "torchao int4 (torch _weight_int4pack_mm) or bitsandbytes NF4",
+    "executorch": "ExecuTorch's 8da4w XNNPACK / QNN kernels", "mlc-llm": "MLC's q4f16 kernels",
+    "litert": "LiteRT's int4 kernels",
+}
+
 _KNOBS = ("cuda_graphs", "compiled", "fused_optimizer", "comm_overlap", "expert_parallel",
           "optimizer_offload", "selective_checkpointing")
 
@@ -194,6 +207,7 @@ def build_facts(
         "fp8_usable": _engine_runs(workload.engine, "fp8", device),
         "fp4_usable": _engine_runs(workload.engine, "fp4", device),
         "finetune": opts.finetune,
+        "four_bit_kernel": FOUR_BIT_KERNEL.get(workload.engine, "the engine's 4-bit kernel"),
         "model": workload.spec.name if workload.spec else workload.model,
         "engine": workload.engine,
         "engine_name": _engine_name(workload.engine),

@@ -40,6 +40,7 @@ class Predicted:
     before: float
     after: float
     notes: list[str] = field(default_factory=list)
+    reject: str | None = None
 
 
 # Margin over the strict minimum when sizing offload or batch: allocator slack and spikes.
@@ -381,17 +382,32 @@ def max_batch_fit(ctx: RuleContext) -> Plan:
 
 
 def pd_inter_token(ctx: RuleContext) -> Predicted:
-    """Worst inter-token latency: a decode step stalled behind a colocated prefill, vs not."""
+    """Worst inter-token latency: a decode step sharing its GPUs with prefill chunks, vs not.
+
+    Against a chunked-prefill baseline (vLLM/SGLang do it by default): the worst stall is one
+    chunk's prefill, not the whole prompt's. Each pool must hold the model on half the GPUs.
+    """
     times = ctx.estimate.times
     decode, prefill = times.decode_step_s, times.prefill_s
     if decode is None or prefill is None:
         raise ValueError("no decode or prefill time")
+    half = max(1, ctx.workload.gpus // 2)
+    pool = ctx.estimate_with({"gpus": half, "nodes": 1, "gpus_per_node": None},
+                             {"tp_size": None})
+    limit = ctx.facts["limit_bytes"]
+    if limit is not None and pool.memory.total_bytes > limit:
+        return Predicted(before=1.0, after=1.0, reject=(
+            f"a pool of {half} GPU(s) would need {gb(pool.memory.total_bytes)} per GPU of "
+            f"{gb(limit)}: each of the prefill and decode pools must hold the model"))
+    chunk = ctx.options.prefill_chunk_tokens or 8192
+    tokens = ctx.workload.batch * ctx.workload.prompt_len
+    stall = prefill * min(1.0, chunk / max(tokens, 1))
     kv_per_request = ctx.estimate.memory.kv_cache_bytes / max(ctx.workload.batch, 1)
     link = ctx.facts["link_text"]
-    notes = [f"a colocated {ctx.workload.prompt_len}-token prefill stalls every decoding request "
-             f"for {prefill * 1e3:.1f} ms; disaggregated, prefill runs on its own GPUs and ships "
-             f"{gb(kv_per_request)} of KV per request over {link}"]
-    return Predicted(before=decode + prefill, after=decode, notes=notes)
+    notes = [f"colocated, a {chunk:,}-token prefill chunk shares each decode step "
+             f"(+{stall * 1e3:.1f} ms); disaggregated on {half} + {half} GPUs, prefill runs on its "
+             f"own pool and ships {gb(kv_per_request)} of KV per request over {link}"]
+    return Predicted(before=decode + stall, after=decode, notes=notes)
 
 
 def mmap_load_peak(ctx: RuleContext) -> Predicted:
