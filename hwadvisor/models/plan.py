@@ -87,6 +87,17 @@ class PlanLayout(Strict):
     sharding: str = "none"
 
 
+class PlanValidation(Strict):
+    """The plan as a whole, measured: its stacked step on a few real layers vs the baseline."""
+
+    status: Literal["confirmed", "refuted", "inconclusive", "unsupported", "error"]
+    predicted_ratio: float | None = None
+    measured_ratio: float | None = None
+    ci: list[float] | None = Field(None, description="95% interval of the measured ratio")
+    prediction_error: float | None = None
+    detail: str | None = None
+
+
 class Plan(Strict):
     """The stack of changes for the goal, with its cumulative effect and the final fit."""
 
@@ -113,17 +124,3 @@ class Plan(Strict):
     summary: str = Field(description="The bottom line in one sentence")
     validation: PlanValidation | None = Field(
         None, description="The plan's stacked step measured against the baseline (--validate)")
-
-
-class PlanValidation(Strict):
-    """The plan as a whole, measured: its stacked step on a few real layers vs the baseline."""
-
-    status: Literal["confirmed", "refuted", "inconclusive", "unsupported", "error"]
-    predicted_ratio: float | None = None
-    measured_ratio: float | None = None
-    ci: list[float] | None = Field(None, description="95% interval of the measured ratio")
-    prediction_error: float | None = None
-    detail: str | None = None
-
-
-Plan.model_rebuild()

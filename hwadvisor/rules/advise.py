@@ -117,7 +117,8 @@ def plan_at(goal: Goal, rules: list[Rule], ctx: RuleContext) -> FitAt:
         workload = ctx.workload.model_copy(update={
             "gpus": nodes * per, "nodes": nodes, "gpus_per_node": per if nodes > 1 else None})
         start, options = baseline(workload, ctx.device)
-        result = search(goal, rules, start, ctx.device, ctx.host, options, ctx.estimator)
+        result = search(goal, rules, start, ctx.device, ctx.host, options, ctx.estimator,
+                        fit_only=True)
         return result.final.estimate if result.final.facts["fits"] else None
 
     return fit_at

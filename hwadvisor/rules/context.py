@@ -10,8 +10,22 @@ from hwadvisor.models import Device, Estimate, HostInfo, ModelOptions, Workload
 
 Estimator = Callable[[Workload, Device, ModelOptions], Estimate]
 
-# Workload fields that change the spec's shape: a what-if on them re-validates the workload.
-_SPEC_FIELD = "spec"
+# The workload fields an estimate depends on (all but the nested spec, keyed on its own).
+_WORKLOAD_KEYS = tuple(k for k in Workload.model_fields if k != "spec")
+# id(spec) -> (spec, its key): specs are shared by every what-if of a search, so their key is
+# computed once; the spec itself is held so its id cannot be reused by another object.
+_SPEC_KEYS: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+
+
+def _spec_key(spec: Any) -> tuple[Any, ...]:
+    found = _SPEC_KEYS.get(id(spec))
+    if found is not None and found[0] is spec:
+        return found[1]
+    key = tuple(spec.__dict__.values())
+    if len(_SPEC_KEYS) > 4096:
+        _SPEC_KEYS.clear()
+    _SPEC_KEYS[id(spec)] = (spec, key)
+    return key
 
 
 @dataclass
@@ -25,17 +39,19 @@ class RuleContext:
     estimate: Estimate
     facts: dict[str, Any]
     estimator: Estimator
-    _cache: dict[str, Estimate] = field(default_factory=dict)
+    _cache: dict[Any, Estimate] = field(default_factory=dict)
 
     @staticmethod
-    def key_of(workload: Workload, options: ModelOptions) -> str:
-        """Return a cache key for a (workload, options) state: the fields that move an estimate."""
+    def key_of(workload: Workload, options: ModelOptions) -> tuple[Any, ...]:
+        """Return a cache key for a (workload, options) state: the fields that move an estimate.
+
+        Plain tuples in the models' field order (no sorting, no repr): the plan search builds
+        a key for every what-if it judges.
+        """
         spec = workload.spec
-        spec_key = None if spec is None else tuple(sorted(
-            (k, v) for k, v in spec.__dict__.items() if not isinstance(v, (list, dict))))
-        w = tuple(sorted((k, v) for k, v in workload.__dict__.items()
-                         if k != _SPEC_FIELD and not isinstance(v, (list, dict))))
-        return repr((w, spec_key, tuple(sorted(options.__dict__.items()))))
+        spec_key = None if spec is None else _spec_key(spec)
+        w = tuple(workload.__dict__[k] for k in _WORKLOAD_KEYS)
+        return (w, spec_key, tuple(options.__dict__.values()))
 
     def what_if(
         self, workload_changes: dict[str, Any], option_changes: dict[str, Any],

@@ -291,11 +291,11 @@ def caveats_of(rule: Rule, facts: dict[str, Any]) -> list[str]:
 
 def new_context(workload: Workload, device: Device, host: HostInfo | None,
                 options: ModelOptions, estimator: Estimator,
-                cache: dict[str, Estimate] | None = None) -> RuleContext:
+                cache: dict[Any, Estimate] | None = None) -> RuleContext:
     """Return a RuleContext for one state (estimates cached across states in `cache`)."""
     from hwadvisor.rules.facts import build_facts
 
-    shared = cache if cache is not None else {}
+    shared: dict[Any, Estimate] = cache if cache is not None else {}
     key = RuleContext.key_of(workload, options)
     estimate = shared.get(key)
     if estimate is None:

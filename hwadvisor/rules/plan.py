@@ -201,8 +201,9 @@ class _Searcher:
                  estimator: Estimator, skip: set[str]) -> None:
         self.goal, self.rules, self.device, self.host = goal, rules, device, host
         self.estimator, self.skip = estimator, skip
-        self.cache: dict[str, Estimate] = {}
+        self.cache: dict[Any, Estimate] = {}
         self.rejected: dict[str, Rejected] = {}
+        self._judged: dict[Any, tuple[list[Candidate], dict[str, Rejected]]] = {}
 
     def context(self, workload: Workload, options: Any) -> RuleContext:
         """Return the state of a workload and its knobs."""
@@ -211,7 +212,10 @@ class _Searcher:
 
     def candidates(self, ctx: RuleContext, used: set[str]) -> list[Candidate]:
         """Every rule not used yet judged on this state (rejections remembered)."""
-        found, rejected = _judge_all(self.rules, ctx, used | self.skip)
+        key = (RuleContext.key_of(ctx.workload, ctx.options), frozenset(used))
+        if key not in self._judged:  # the fit runs of a level start from the same states
+            self._judged[key] = _judge_all(self.rules, ctx, used | self.skip)
+        found, rejected = self._judged[key]
         self.rejected.update(rejected)
         return found
 
@@ -329,8 +333,12 @@ class _Searcher:
 
 
 def search(goal: Goal, rules: list[Rule], workload: Workload, device: Device,
-           host: HostInfo | None, options: Any, estimator: Estimator) -> SearchResult:
-    """Plan search from the engine's default setup (see the module docstring)."""
+           host: HostInfo | None, options: Any, estimator: Estimator,
+           fit_only: bool = False) -> SearchResult:
+    """Plan search from the engine's default setup (see the module docstring).
+
+    fit_only stops once the workload fits (min_gpus asks only whether some plan fits).
+    """
     already = _engine_skips(rules, workload, device)
     searcher = _Searcher(goal, rules, device, host, estimator, set(already))
     base = searcher.context(workload, options)
@@ -338,6 +346,9 @@ def search(goal: Goal, rules: list[Rule], workload: Workload, device: Device,
     ctx = base
     if not base.facts["fits"]:
         steps, ctx = searcher.fit(base)
+    if fit_only:
+        return SearchResult(base=base, final=ctx, steps=steps, already=already,
+                            searcher=searcher)
     used = {s.candidate.rule.id for s in steps}
     more, ctx = searcher.improve(ctx, used)
     steps += more
