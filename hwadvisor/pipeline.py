@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hwadvisor.errors import UserError
 from hwadvisor.models import (
     Device,
     Estimate,
     ModelOptions,
+    Plan,
     Recommendation,
     Report,
     Workload,
@@ -25,6 +26,7 @@ from hwadvisor.models import (
 from hwadvisor.models.recommend import Goal
 
 if TYPE_CHECKING:  # the probe path must not import the workload package
+    from hwadvisor.validator.plan import PlanCheck
     from hwadvisor.workload import WorkloadRequest
 
 # Told (trial id, trials done, trials in all) as trials run; the CLI draws a progress bar.
@@ -192,12 +194,49 @@ def repredict(report: Report, rec: Recommendation, busbw_gbps: float) -> float |
     return again.predicted.factor if again is not None else None
 
 
+def plan_check(report: Report) -> PlanCheck | None:
+    """Return what the validator needs to measure the plan as a whole (None without a plan)."""
+    from hwadvisor.probe.target import primary_device
+    from hwadvisor.rules.plancheck import metric_words, predicted_ratio, trial_spec
+    from hwadvisor.validator.plan import PlanCheck
+
+    plan = report.plan
+    if plan is None or report.workload is None or report.goal is None:
+        return None
+    ratio = _plan_ratio(plan)
+    if not plan.steps:
+        return PlanCheck(spec=None, plan_ratio=ratio, no_steps=True)
+    device = primary_device(report)
+    workload = report.workload
+    spec, unmeasured = trial_spec(workload, device, report.goal, plan)
+    if spec is None:
+        return PlanCheck(spec=None, unmeasured=unmeasured, plan_ratio=ratio)
+
+    def predict(applied: dict[str, Any]) -> float | None:
+        assert spec is not None
+        return predicted_ratio(workload, device, spec.phase, spec.metric, applied)
+
+    return PlanCheck(spec=spec, unmeasured=unmeasured, predict=predict, plan_ratio=ratio,
+                     metric=metric_words(spec))
+
+
+def _plan_ratio(plan: Plan) -> float | None:
+    """Return the whole plan's predicted ratio: a speedup for speed goals, a factor for memory."""
+    before, after = plan.metric.before, plan.metric.after
+    if not before or not after:
+        return None
+    if plan.metric.name == "memory_per_gpu_bytes":
+        return after / before
+    return after / before if plan.metric.better == "higher" else before / after
+
+
 def validate_recommendations(report: Report, progress: Progress | None = None,
                              quick: bool = False, nvls: bool = False) -> Report:
-    """Run each recommendation's trial here and set its verdict (recommend --validate)."""
+    """Run each recommendation's trial and the plan's stacked step; set the verdicts."""
     from hwadvisor.validator.runner import validate_report
 
-    return validate_report(report, progress=progress, quick=quick, repredict=repredict, nvls=nvls)
+    return validate_report(report, progress=progress, quick=quick, repredict=repredict, nvls=nvls,
+                           plan_check=plan_check(report))
 
 
 def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: WorkloadRequest,

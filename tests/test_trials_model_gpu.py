@@ -112,3 +112,49 @@ def test_kv_cache_speed_on_fp8_gpu():
     assert r.status == "ok", r.reason
     _with_interval(r, "speedup")
     assert r.kernel and "dequantised" in r.kernel
+
+
+def _plan_step(request, quick=False):
+    ctx = TrialContext(budget_s=3.0, quick=quick, extra={"plan": request})
+    return get_trial("plan-step").run(ctx)
+
+
+def test_plan_step_decode_int4_with_graphs_gpu():
+    """Batch 1 at Llama-3-8B widths: int4 weights read a quarter of the bytes; both graphed."""
+    r = _plan_step({"phase": "inference", "batch": 1, "context_len": 2304,
+                    "baseline": {"cuda_graphs": True}, "plan": {"cuda_graphs": True,
+                                                                "weights": "int4"}})
+    assert r.status == "ok", r.reason
+    speedup = _with_interval(r, "speedup")
+    assert speedup.value > 1.0
+    assert r.effect_of("memory_factor").value < 0.6  # 4-layer weights shrink ~3.5x, cache not
+    assert "_weight_int4pack_mm" in r.kernel
+
+
+def test_plan_step_graphs_and_math_attention_gpu():
+    r = _plan_step({"phase": "inference", "batch": 4, "context_len": 2048,
+                    "baseline": {"attention": "math"}, "plan": {"cuda_graphs": True}})
+    assert r.status == "ok", r.reason
+    assert _with_interval(r, "speedup").value > 1.0
+
+
+@pytest.mark.skipif(torch.cuda.is_available()
+                    and tuple(torch.cuda.get_device_capability(0)) < (8, 9),
+                    reason="needs FP8 tensor cores")
+def test_plan_step_fp8_weights_and_kv_gpu():
+    r = _plan_step({"phase": "inference", "batch": 16, "context_len": 2048,
+                    "baseline": {"cuda_graphs": True},
+                    "plan": {"cuda_graphs": True, "weights": "fp8", "kv": "fp8"}})
+    assert r.status == "ok", r.reason
+    _with_interval(r, "speedup")
+    assert r.effect_of("memory_factor").value < 0.8
+
+
+def test_plan_step_train_gpu():
+    r = _plan_step({"phase": "training", "batch": 4, "seq_len": 2048,
+                    "baseline": {"batch": 4, "checkpointing": "full"},
+                    "plan": {"batch": 4, "checkpointing": "selective", "fused_optimizer": True,
+                             "lora_rank": 16}})
+    assert r.status == "ok", r.reason
+    assert _with_interval(r, "speedup").value > 1.0  # less recompute, no weight gradients
+    assert r.effect_of("memory_factor") is not None

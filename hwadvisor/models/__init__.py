@@ -20,6 +20,7 @@ from hwadvisor.models.plan import (
     PlanLayout,
     PlanMetric,
     PlanStep,
+    PlanTrialSpec,
     PlanValidation,
 )
 from hwadvisor.models.recommend import Goal, Prediction, Recommendation, Rejected, Validation
@@ -53,6 +54,7 @@ __all__ = [
     "PlanLayout",
     "PlanMetric",
     "PlanStep",
+    "PlanTrialSpec",
     "PlanValidation",
     "Prediction",
     "Recommendation",

@@ -87,14 +87,56 @@ class PlanLayout(Strict):
     sharding: str = "none"
 
 
+Knob = str | int | float | bool
+
+
+class PlanTrialSpec(Strict):
+    """What the stacked-step trial runs: the baseline's knobs and the plan's, and the shapes.
+
+    Knobs (trials/plan_step.py): cuda_graphs, weights (bf16 | int4 | fp8 | another format),
+    kv (bf16 | fp8 | ...), attention (flash | math), checkpointing (none | full | selective),
+    fused_optimizer, lora_rank (0: no adapters), batch.
+    """
+
+    phase: Literal["inference", "training"]
+    metric: Literal["time", "memory"] = Field(
+        description="What decides: time per token (the speed goals) or peak memory")
+    batch: int = Field(ge=1)
+    context_len: int = Field(1, ge=1, description="Inference: the KV cache the step reads")
+    seq_len: int = Field(1, ge=1, description="Training: tokens per sequence")
+    baseline: dict[str, Knob]
+    plan: dict[str, Knob]
+    steps: dict[str, list[str]] = Field(
+        default_factory=dict, description="Knob -> the plan steps that set it")
+
+
 class PlanValidation(Strict):
-    """The plan as a whole, measured: its stacked step on a few real layers vs the baseline."""
+    """The plan as a whole, measured: its stacked step on a few real layers vs the baseline.
+
+    The ratio is the baseline's time per token over the plan's (a speedup, > 1 helps) for the
+    speed goals, and the plan's peak bytes over the baseline's (< 1 helps) for memory.
+    """
 
     status: Literal["confirmed", "refuted", "inconclusive", "unsupported", "error"]
-    predicted_ratio: float | None = None
+    metric: str | None = Field(None, description="What the ratio compares, in words")
+    predicted_ratio: float | None = Field(
+        None, description="The performance model's ratio for the same step: the measured "
+        "steps on the trial's layers and shapes")
     measured_ratio: float | None = None
     ci: list[float] | None = Field(None, description="95% interval of the measured ratio")
-    prediction_error: float | None = None
+    runs: int | None = Field(None, description="Paired rounds behind the interval")
+    threshold: float | None = Field(
+        None, description="Where the interval must lie beyond to confirm (1: the plan helps; "
+        "for a plan predicted to cost speed, 0.8 x the predicted ratio)")
+    prediction_error: float | None = Field(
+        None, description="measured / predicted - 1 (the model's error on this step)")
+    plan_ratio: float | None = Field(
+        None, description="The whole plan's predicted ratio on the full model (every step)")
+    measured_steps: list[str] = Field(
+        default_factory=list, description="Plan steps the stacked step ran")
+    unmeasured_steps: list[str] = Field(
+        default_factory=list, description="Plan steps it could not run here, with the reason")
+    kernel: str | None = Field(None, description="The kernels measured, when not the advice's")
     detail: str | None = None
 
 

@@ -98,7 +98,30 @@ def plan_lines(report: Report) -> list[str]:
         lines.append(f"fits on {plan.min_gpus} of these GPUs (min_gpus)")
     for alt in plan.alternatives:
         lines.append(f"alternative ({alt.id}): {alt.text}")
+    lines += validation_lines(plan)
     return [line for line in lines if line]
+
+
+def validation_lines(plan: Plan) -> list[str]:
+    """Return the plan's measured check (recommend --validate), when it ran."""
+    v = plan.validation
+    if v is None:
+        return []
+    head = f"plan measured: {v.status}"
+    if v.measured_ratio is not None:
+        ci = f" [{v.ci[0]:.2f}, {v.ci[1]:.2f}]" if v.ci else ""
+        head += f", x{v.measured_ratio:.2f}{ci} ({v.metric})"
+        if v.predicted_ratio is not None:
+            head += f", predicted x{v.predicted_ratio:.2f} for the same step"
+    lines = [head]
+    if v.measured_ratio is None and v.detail:
+        lines.append(f"   {v.detail}")
+    if v.measured_steps:
+        lines.append(f"   ran: {', '.join(v.measured_steps)}")
+    lines += [f"   not measured: {item}" for item in v.unmeasured_steps]
+    if v.kernel:
+        lines.append(f"   kernels: {v.kernel}")
+    return lines
 
 
 def config_lines(plan: Plan) -> list[str]:

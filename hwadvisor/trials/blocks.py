@@ -73,20 +73,37 @@ class Attention(nn.Module):
         return self.o(out.transpose(1, 2).reshape(b, s, self.h * self.d))
 
     def decode(
-        self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor
+        self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor,
+        kv_scale: float | None = None,
     ) -> torch.Tensor:
         """Forward new tokens x (B, T, hidden) against static caches (B, Hkv, L, D).
 
         Their K/V are written at `pos` (T long positions, a tensor so a CUDA graph can replay
         the step). One token (decode) attends over all L slots; T > 1 tokens (verifying drafts,
         prefilling a suffix after a cached prefix) each attend to the slots up to their own.
+        With kv_scale the caches hold FP8 (one per-tensor scale, as vLLM's FP8 KV cache): new
+        K/V are written scaled and rounded, and the caches are dequantised to x's dtype before
+        attention (plain torch has no attention kernel that reads FP8).
         """
         b, t, _ = x.shape
         q = self._heads(self.q(x), self.h)
-        k_cache.index_copy_(2, pos, self._heads(self.k(x), self.hkv))
-        v_cache.index_copy_(2, pos, self._heads(self.v(x), self.hkv))
-        k = expand_kv(k_cache, self.h // self.hkv)
-        v = expand_kv(v_cache, self.h // self.hkv)
+        k_new = self._heads(self.k(x), self.hkv)
+        v_new = self._heads(self.v(x), self.hkv)
+        if kv_scale is not None:
+            # Written through a byte view: index_copy_ has no FP8 kernel on every torch.
+            k_new = (k_new.float() / kv_scale).to(k_cache.dtype).view(torch.uint8)
+            v_new = (v_new.float() / kv_scale).to(v_cache.dtype).view(torch.uint8)
+            k_cache.view(torch.uint8).index_copy_(2, pos, k_new)
+            v_cache.view(torch.uint8).index_copy_(2, pos, v_new)
+        else:
+            k_cache.index_copy_(2, pos, k_new)
+            v_cache.index_copy_(2, pos, v_new)
+        k_all, v_all = k_cache, v_cache
+        if kv_scale is not None:
+            k_all = k_cache.to(x.dtype) * kv_scale
+            v_all = v_cache.to(x.dtype) * kv_scale
+        k = expand_kv(k_all, self.h // self.hkv)
+        v = expand_kv(v_all, self.h // self.hkv)
         mask = None
         if t > 1:  # one query against every cached key needs no mask
             slots = torch.arange(k_cache.shape[2], device=x.device)
@@ -125,27 +142,42 @@ class Block(nn.Module):
         return x + self.mlp(self.norm2(x))
 
     def decode(
-        self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor
+        self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor,
+        kv_scale: float | None = None,
     ) -> torch.Tensor:
         """Forward of new tokens against this layer's KV cache (see Attention.decode)."""
-        x = x + self.attn.decode(self.norm1(x), k_cache, v_cache, pos)
+        x = x + self.attn.decode(self.norm1(x), k_cache, v_cache, pos, kv_scale)
         return x + self.mlp(self.norm2(x))
+
+    def attention_part(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the attention half's residual branch (what selective checkpointing recomputes)."""
+        return self.attn(self.norm1(x))  # type: ignore[no-any-return]
 
 
 class Stack(nn.Module):
-    """`layers` blocks; forward optionally wraps each in torch.utils.checkpoint."""
+    """`layers` blocks; forward optionally wraps each in torch.utils.checkpoint.
+
+    checkpointing True recomputes every block in backward (full activation checkpointing);
+    selective True recomputes the attention half only, keeping the MLP's activations (the
+    selective recomputation of Korthikanti et al. 2022, which torchtitan's "selective" AC
+    approximates by op).
+    """
 
     def __init__(self, shape: BlockShape) -> None:
         super().__init__()
         self.blocks = nn.ModuleList(Block(shape) for _ in range(shape.layers))
         self.checkpointing = False
+        self.selective = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Run every block; with checkpointing, backward recomputes each block's activations."""
         from torch.utils.checkpoint import checkpoint
 
         for block in self.blocks:
-            if self.checkpointing:
+            if self.checkpointing and self.selective:
+                x = x + checkpoint(block.attention_part, x, use_reentrant=False)
+                x = x + block.mlp(block.norm2(x))  # type: ignore[operator]  # ModuleList loses Block
+            elif self.checkpointing:
                 x = checkpoint(block, x, use_reentrant=False)
             else:
                 x = block(x)
@@ -153,11 +185,12 @@ class Stack(nn.Module):
 
     def decode(
         self, x: torch.Tensor, k_caches: list[torch.Tensor], v_caches: list[torch.Tensor],
-        pos: torch.Tensor,
+        pos: torch.Tensor, kv_scale: float | None = None,
     ) -> torch.Tensor:
         """One cached forward (a decode step, or T new tokens) through every layer."""
         for block, kc, vc in zip(self.blocks, k_caches, v_caches, strict=True):
-            x = block.decode(x, kc, vc, pos)  # type: ignore[operator]  # ModuleList loses Block
+            # ModuleList loses the Block type
+            x = block.decode(x, kc, vc, pos, kv_scale)  # type: ignore[operator]
         return x
 
 

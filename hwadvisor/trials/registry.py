@@ -36,6 +36,10 @@ TRIALS: dict[str, str] = {
 # The trials `probe --measure` runs: their figures go into Device.measured.
 MEASURE_TRIALS: tuple[str, ...] = ("memory-bandwidth", "matmul-peak")
 
+# The plan's stacked step (recommend --validate): not in the suite, it needs a plan to run.
+PLAN_TRIAL_ID = "plan-step"
+PLAN_TRIAL = "hwadvisor.trials.plan_step:PlanStepTrial"
+
 
 def trial_ids() -> list[str]:
     """Every registered trial id, in registration order."""
@@ -51,8 +55,12 @@ def check_ids(ids: list[str]) -> None:
 
 
 def get_trial(trial_id: str) -> Trial:
-    """Import and instantiate the trial registered under trial_id."""
-    check_ids([trial_id])
-    module_name, _, class_name = TRIALS[trial_id].partition(":")
+    """Import and instantiate the trial registered under trial_id (or the plan's trial)."""
+    if trial_id == PLAN_TRIAL_ID:
+        path = PLAN_TRIAL
+    else:
+        check_ids([trial_id])
+        path = TRIALS[trial_id]
+    module_name, _, class_name = path.partition(":")
     module = importlib.import_module(module_name)
     return getattr(module, class_name)()  # type: ignore[no-any-return]

@@ -26,10 +26,12 @@ from hwadvisor.trials import environment
 from hwadvisor.trials.base import Trial, TrialContext
 from hwadvisor.trials.registry import get_trial
 from hwadvisor.validator.inputs import Repredict, input_verdict
+from hwadvisor.validator.plan import PlanCheck, plan_verdict
 from hwadvisor.validator.verdicts import spec_for, trial_for, verdict
 
 INTERRUPTED = "interrupted by Ctrl-C"
 PIDS_BEFORE = "gpu_pids_before"  # TrialContext.extra key: GPU process ids before the first trial
+PLAN_REQUEST = "plan"  # TrialContext.extra key of the plan's stacked-step spec (plan_step.py)
 
 # Told (trial id, trials done, trials in all) as trials run; the CLI draws a progress bar.
 Progress = Callable[[str, int, int], None]
@@ -207,21 +209,31 @@ def context_for(report: Report, quick: bool = False, nvls: bool = False) -> Tria
 
 
 def validate_report(report: Report, progress: Progress | None = None, quick: bool = False,
-                    repredict: Repredict | None = None, nvls: bool = False) -> Report:
+                    repredict: Repredict | None = None, nvls: bool = False,
+                    plan_check: PlanCheck | None = None) -> Report:
     """Run each recommendation's trial once at the workload's shapes and set its validation.
 
     repredict, when given, predicts advice again from a measured input (the collectives
     trial's bus bandwidth); without it such advice keeps the trial's plain reading.
+    plan_check, when given, runs the plan's stacked step last and sets plan.validation.
     """
-    from hwadvisor.trials.registry import TRIALS
+    from hwadvisor.trials.registry import PLAN_TRIAL_ID, TRIALS
 
     wanted: list[str] = []
     for rec in report.recommendations:
         trial_id = trial_for(rec)
         if trial_id and trial_id in TRIALS and trial_id not in wanted:
             wanted.append(trial_id)
-    results, interrupted = run_trials(wanted, context_for(report, quick, nvls), progress)
+    ctx = context_for(report, quick, nvls)
+    runs_plan = plan_check is not None and plan_check.spec is not None
+    if runs_plan:
+        assert plan_check is not None and plan_check.spec is not None
+        ctx.extra[PLAN_REQUEST] = plan_check.spec.model_dump()
+        wanted.append(PLAN_TRIAL_ID)
+    results, interrupted = run_trials(wanted, ctx, progress)
     by_id = {r.id: r for r in results}
+    if plan_check is not None and report.plan is not None:
+        report.plan.validation = plan_verdict(plan_check, by_id.get(PLAN_TRIAL_ID))
     batch = report.workload.batch if report.workload is not None else 1
     for rec in report.recommendations:
         trial_id = trial_for(rec)
