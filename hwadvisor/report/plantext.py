@@ -33,15 +33,18 @@ def headline(report: Report) -> str:
             f"{wl.gpus} x {device}, engine {plan.engine}")
 
 
-def step_lines(plan: Plan) -> list[str]:
+def step_lines(plan: Plan, on_gpu: bool = True) -> list[str]:
     """Return one line per step: what to change, the metric and memory after it, and its fit."""
     label = METRIC_LABEL.get(plan.metric.name, plan.metric.name)
+    if not on_gpu and label == "memory per GPU":
+        label = "memory"
+    per = " per GPU" if on_gpu else ""
     lines = []
     for i, step in enumerate(plan.steps, start=1):
         fit = "fits" if step.fits_after else "does not fit yet"
         why = " (to fit)" if step.needed_to_fit else ""
         lines.append(f"{i}. {step.title}{why} → {label} {metric_text(plan, step.metric_after)}, "
-                     f"{units.gb(step.memory_per_gpu_bytes_after)} per GPU, {fit}")
+                     f"{units.gb(step.memory_per_gpu_bytes_after)}{per}, {fit}")
         if step.changes_method:
             lines.append(f"   changes the method: {step.changes_method}")
         for effect in step.side_effects[:3]:
@@ -83,11 +86,14 @@ def plan_lines(report: Report) -> list[str]:
     if plan is None:
         return []
     lines = [plan.summary, headline(report)]
+    on_gpu = str(report.device_class) in ("datacenter-gpu", "consumer-gpu")
     label = METRIC_LABEL.get(plan.metric.name, plan.metric.name)
+    if not on_gpu and label == "memory per GPU":
+        label = "memory"
     if plan.steps:
         lines.append(f"{label}: {metric_text(plan, plan.metric.before)} on the engine's defaults "
                      f"→ {metric_text(plan, plan.metric.after)} with the plan")
-        lines += step_lines(plan)
+        lines += step_lines(plan, on_gpu)
     else:
         lines.append(f"no change beats the engine's defaults: {label} "
                      f"{metric_text(plan, plan.metric.after)}")

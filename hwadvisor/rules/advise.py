@@ -204,7 +204,7 @@ def _alternative(goal: Goal, ctx: RuleContext, alt_id: str, title: str, workload
         id=alt_id, title=title, changes={**workload_changes, **option_changes}, fits=fits,
         metric=goal_value(goal, est), memory_per_gpu_bytes=est.memory.total_bytes,
         host_memory_bytes=host_bytes,
-        text=f"{text}: {units.gb(est.memory.total_bytes)} per GPU, {verdict}"
+        text=f"{text}: {units.gb(est.memory.total_bytes)}{per_gpu(ctx.device)}, {verdict}"
         + (f", {metric_words(goal, est)}" if fits else ""))
 
 
@@ -258,7 +258,7 @@ def smaller_model(goal: Goal, ctx: RuleContext) -> PlanAlternative | None:
         changes={"model": preset}, fits=True, metric=goal_value(goal, est),
         memory_per_gpu_bytes=est.memory.total_bytes,
         text=f"{preset} ({params / 1e9:.1f}B, the largest {spec.model_type} preset that fits "
-             f"with this plan): {units.gb(est.memory.total_bytes)} per GPU, "
+             f"with this plan): {units.gb(est.memory.total_bytes)}{per_gpu(ctx.device)}, "
              f"{metric_words(goal, est)}{speed}")
 
 
@@ -386,6 +386,11 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
         notes=list(rendered.notes))
 
 
+def per_gpu(device: Device) -> str:
+    """Return " per GPU" for a GPU; nothing for a Mac, phone or CPU, whose memory is one pool."""
+    return " per GPU" if str(device.device_class) in ("datacenter-gpu", "consumer-gpu") else ""
+
+
 def _summary(goal: Goal, plan: Plan, ctx: RuleContext) -> str:
     device = f"{ctx.workload.gpus} x {ctx.device.name}"
     metric = plan.metric
@@ -397,14 +402,15 @@ def _summary(goal: Goal, plan: Plan, ctx: RuleContext) -> str:
             f" ({metric.before / metric.after:.2g}x better than the engine's default)"
     steps = f"{len(plan.steps)} change{'s' if len(plan.steps) != 1 else ''}"
     limit = units.gb(plan.device_memory_bytes)
+    per = per_gpu(ctx.device)
     if plan.fits:
         return (f"Fits: {ctx.workload.model} on {device} with {steps} — "
                 f"{fmt_metric(goal, metric.after)}{change}, "
-                f"{units.gb(plan.memory_per_gpu_bytes)} per GPU of {limit}.")
+                f"{units.gb(plan.memory_per_gpu_bytes)}{per} of {limit}.")
     ways = [a.text for a in plan.alternatives if a.fits][:3]
     what = ("; ".join(ways)) if ways else "no alternative fits on this hardware"
-    return (f"Does not fit: {ctx.workload.model} needs {units.gb(plan.memory_per_gpu_bytes)} per "
-            f"GPU on {device} (limit {limit}) even with {steps}. What would: {what}.")
+    return (f"Does not fit: {ctx.workload.model} needs {units.gb(plan.memory_per_gpu_bytes)}{per} "
+            f"on {device} (limit {limit}) even with {steps}. What would: {what}.")
 
 
 def _recommendations(goal: Goal, result: SearchResult) -> list[Recommendation]:
