@@ -45,10 +45,10 @@ E2E = HERE / "data" / "h200_e2e_2026-12-01.json"
 MEDIAN_TARGET = 0.15
 WORST_TARGET = 0.35
 
-# Training frameworks that overlap their collectives with compute by default: torchtitan's
-# FSDP2 prefetches (and AsyncTP where named); NeMo / Megatron-Bridge recipes set
-# overlap_grad_reduce and overlap_param_gather.
-OVERLAPPING = ("torchtitan", "megatron")
+# Training frameworks that overlap their collectives with compute: NeMo / Megatron-Bridge
+# recipes set overlap_grad_reduce and overlap_param_gather (and TP comm overlap); torchtitan
+# overlaps TP only with AsyncTP (its FSDP2 prefetch is the model's implicit FSDP overlap).
+OVERLAPPING = ("megatron",)
 # CUDA graphs entered llama.cpp's CUDA backend with PR #6766 (merged May 2024); the May 2024
 # builds of the figures here (b2795-b2843) launch kernel by kernel.
 LLAMACPP_GRAPHS_BUILD = 2850
@@ -177,8 +177,11 @@ def _degrees(parallel: str) -> dict[str, int]:
 
 def _grad_accum(fig: Figure, dp: int) -> int:
     text = fig.settings
-    if fig.engine == "torchtitan" and _degrees(fig.parallel).get("PP", 1) > 1:
-        return max(1, fig.batch)  # micro-batches of one sequence
+    pp = _degrees(fig.parallel).get("PP", 1)
+    if fig.engine == "torchtitan" and pp > 1:
+        # torchtitan at 9dec370 (Dec 2024): experimental.pipeline_parallel_microbatches = None,
+        # "defaults to the number of pipeline stages": the local batch in pp micro-batches.
+        return pp
     ga = re.search(r"\bGA (\d+)", text)
     if ga:
         return int(ga.group(1))
@@ -198,7 +201,7 @@ def build(fig: Figure) -> tuple[Workload, Device, ModelOptions]:
     training = fig.phase == "training"
     batch = fig.batch
     if training and fig.engine == "torchtitan" and pp > 1:
-        batch = 1
+        batch = max(1, round(fig.batch / pp / tp))
     elif training and tp > 1:
         batch = max(1, round(fig.batch / tp))  # hwadvisor: sequences per GPU; a TP group shares
     dp = max(1, fig.gpus // (tp * pp * cp))
@@ -253,7 +256,7 @@ def _run_options(fig: Figure, training: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if training:
         out["compiled"] = "torch.compile" in text and "eager" not in fig.settings.lower()
-        if fig.engine in OVERLAPPING:
+        if fig.engine in OVERLAPPING or "asynctp" in fig.settings.lower().replace(" ", ""):
             out["comm_overlap"] = True
         if fig.activation_checkpointing and "selective" in text:
             out["selective_checkpointing"] = True
@@ -263,8 +266,7 @@ def _run_options(fig: Figure, training: bool) -> dict[str, Any]:
     if fig.engine == "llamacpp" and build and int(build.group(1)) < LLAMACPP_GRAPHS_BUILD:
         out["cuda_graphs"] = False
     if fig.engine == "torchtitan" and _degrees(fig.parallel).get("PP", 1) > 1:
-        # torchtitan's pipeline: micro-batches of one sequence, two stages per rank for the
-        # interleaved 1F1B schedule (pipeline_parallel_microbatch_size = 1).
+        # torchtitan's interleaved 1F1B runs two stages per rank (its 405B recipe).
         out["virtual_pipeline_stages"] = 2 if "interleaved" in text else 1
     return out
 

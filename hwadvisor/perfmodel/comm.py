@@ -221,8 +221,8 @@ def _local_link(setup: Setup, measured_busbw_gbps: float | None) -> Link:
 
 def _data_parallel_grads(setup: Setup, link: Link, n: int, busy_s: dict[str, float],
                          result: CommResult, prefix: str) -> None:
-    """All-reduce of the (TP-sharded) gradients over n replicas, once per step, in buckets."""
-    grads = setup.parts.total * grad_bytes_per_param(setup) / setup.layout.tp
+    """All-reduce of the (TP- and PP-sharded) gradients over n replicas, once per step."""
+    grads = setup.parts.total * grad_bytes_per_param(setup) / (setup.layout.tp * setup.layout.pp)
     buckets = max(1, math.ceil(grads / C.DDP_BUCKET_BYTES))
     total = allreduce_s(grads, n, link) + (buckets - 1) * _latency(link)
     # The backward of the last micro-batch (2/3 of its compute) can hide the bucketed all-reduce.

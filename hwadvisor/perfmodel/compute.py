@@ -223,6 +223,8 @@ class _Rates:
     """The rates and choices every op of one estimate shares."""
 
     stream: float  # B/s
+    theoretical: float  # B/s, the datasheet (or measured) figure: no kernel streams faster
+    half_dim: float  # the GEMM shape factor's half point
     gemm: float  # FLOP/s of a large GEMM in the compute dtype
     act_gemm: float  # FLOP/s of a large 16-bit GEMM
     peak16: float  # datasheet 16-bit peak, FLOP/s
@@ -266,6 +268,8 @@ def rates(setup: Setup) -> _Rates:
         host = pcie_gbps(setup.device)[0] * C.GB
     out = _Rates(
         stream=res.stream_gbps * C.GB,
+        theoretical=max(res.bandwidth_gbps, res.stream_gbps) * C.GB,
+        half_dim=E.gemm_half_dim(family),
         gemm=res.gemm_tflops * 1e12,
         act_gemm=res.act_gemm_tflops * 1e12,
         peak16=peak16,
@@ -298,14 +302,15 @@ def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float,
     if E.kernel_flat_rate(r.kernel):
         compute = r.peak16 * (r.dequant or 1.0)
     else:
-        shape = E.gemm_shape_factor(m, n, k)
+        shape = E.gemm_shape_factor(m, n, k, r.half_dim)
         if r.dequant is not None:
             compute = r.peak16 * r.dequant * shape
         else:
             compute = (r.act_gemm if r.weight_only else r.gemm) * shape
         compute = max(compute, r.vector)
-    return Op(name, flops, nbytes, compute, r.stream * r.gemv, E.kernel_overlap_p(r.kernel),
-              host, r.host_rate)
+    memory = min(r.stream * r.gemv, r.theoretical)
+    return Op(name, flops, nbytes, compute, memory, E.kernel_overlap_p(r.kernel), host,
+              r.host_rate)
 
 
 def _layer_bits(setup: Setup) -> float:
@@ -420,9 +425,16 @@ def decode_attention_op(setup: Setup, r: _Rates, batch: float, context: float,
     swa = window_layers(spec)
     window = min(context, float(spec.sliding_window or context))
     cache = batch * kv_token * ((spec.num_layers - swa) * context + swa * window)
-    extra = E.engine_time(setup.workload.engine).kv_passes
+    engine = E.engine_time(setup.workload.engine)
+    extra = engine.kv_passes
     if spec.num_kv_heads >= spec.num_heads or spec.attention == "mla":
         extra = 0.0  # no GQA heads to expand
+    if not setup.options.cuda_graphs:
+        extra += engine.kv_passes_eager
+    if r.backend == "math" and engine.kv_passes == 0.0:
+        # A materialised path broadcasts each KV head to its query heads: K and V are read
+        # once per query head of the group (llama.cpp without flash attention, torch's math).
+        extra += max(1.0, spec.num_heads / spec.num_kv_heads) - 1.0
     nbytes = cache * (1.0 + extra) + batch * tokens * kv_token * spec.num_layers
     return Op("attention", flops, nbytes, r.attention_rate, r.stream * r.kv_efficiency)
 
@@ -470,7 +482,7 @@ def kernels_per_forward(setup: Setup, tokens: float) -> float:
             touched = expected_experts_touched(spec, tokens)
             moe = C.MOE_KERNELS_EAGER_PER_EXPERT * touched
         else:
-            moe = C.MOE_KERNELS_FUSED
+            moe = engine.moe_kernels
     layers = spec.num_layers * _layer_share(setup)
     return layers * per_layer + setup.parts.moe_layers * _layer_share(setup) * moe + \
         C.KERNELS_OUTSIDE_LAYERS
@@ -628,8 +640,8 @@ def _lora_op(setup: Setup, r: _Rates, tokens: float, layers: float) -> Op:
     h, inter = float(spec.hidden_size), float(spec.intermediate_size)
     widths = 4.0 * (h + h) + 3.0 * (h + inter)  # (in + out) of 7 projections
     flops = 2.0 * tokens * rank * widths * layers * 3.0
-    return Op("LoRA adapters", flops, 0.0, r.act_gemm * E.gemm_shape_factor(tokens, rank, h),
-              r.stream)
+    return Op("LoRA adapters", flops, 0.0, r.act_gemm * E.gemm_shape_factor(
+        tokens, rank, h, r.half_dim), r.stream)
 
 
 def optimizer_phase(setup: Setup) -> Phase:

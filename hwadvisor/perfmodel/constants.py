@@ -108,15 +108,19 @@ GRAPH_NODE_S = 1.0e-6
 
 # Fixed GPU time of one kernel on top of its roofline (launch gap, ramp-up to full bandwidth,
 # tail wave), seconds, by device family. Hopper: fit to the H200 e2e CUDA-graphed decode step
-# of Llama-3-8B at batch 1 (8.95 ms; ~1430 kernels after the 4.0 ms of weight streaming) -
-# 2.8 us, consistent with the cuda-graphs trial's 0.93 ms for 4 layers. Others: fit to the tune
-# split (llama.cpp / MLX decode at batch 1, where these floors are a visible share).
+# of Llama-3-8B at batch 1 (8.95 ms; ~1320 kernels after ~4 ms of weight streaming) = 2.8 us,
+# consistent with the cuda-graphs trial's 0.93 ms for 4 layers. Consumer NVIDIA, Apple, AMD:
+# fit to the tune split (llama.cpp / vLLM decode at batch 1, where floors are a visible share).
+# Ultra chips (two dies joined by UltraFusion) pay ~5x a single die's per-kernel time: with it
+# the tune split's 7B and 70B decode rates on M1/M2/M3 Ultra agree (big models reach a higher
+# share of the bandwidth there, small ones a lower).
 KERNEL_FLOOR_S: dict[str, float] = {
     "nvidia": 2.8e-6,
-    "nvidia-consumer": 2.0e-6,
-    "amd": 4.0e-6,
-    "apple": 2.0e-6,
-    "apple-ultra": 5.0e-6,
+    "nvidia-consumer": 1.8e-6,
+    "amd": 3.0e-6,
+    "amd-rdna3": 1.8e-6,
+    "apple": 1.25e-6,
+    "apple-ultra": 6.0e-6,
     "mobile": 5.0e-6,
     "cpu": 0.0,
     "default": 3.0e-6,
@@ -124,19 +128,21 @@ KERNEL_FLOOR_S: dict[str, float] = {
 
 # Achievable streaming bandwidth as a share of the theoretical (datasheet or probed) figure:
 # what a large copy reaches. Hopper HBM3e: H200 memory-bandwidth trial, copy 4092 GB/s of
-# 4814 theoretical = 0.85 (docs/benchmarks.md runs: 4092-4239, 0.85-0.88). Other families:
-# fit to the tune split where figures exist, else stated as assumptions (GDDR and HBM2e
-# stream copies usually land at 85-92% of the datasheet).
+# 4814 theoretical = 0.85 (docs/benchmarks.md runs: 4092-4239, 0.85-0.88). Apple tiers and
+# RDNA 3: fit to the tune split (llama.cpp and MLX decode: Max chips stream a smaller share of
+# their wider memory than Pro chips; base chips are taken as Pro). Others: assumptions (GDDR
+# and HBM copies usually land at 80-92% of the datasheet).
 STREAM_BANDWIDTH_FRACTION: dict[str, float] = {
     "nvidia-hopper": 0.85,
     "nvidia-blackwell": 0.85,  # assumed like HBM3e on Hopper
     "nvidia": 0.88,
     "amd-cdna3": 0.80,
+    "amd-rdna3": 0.95,
     "amd": 0.85,
-    "apple-base": 0.85,
-    "apple-pro": 0.85,
-    "apple-max": 0.80,
-    "apple-ultra": 0.70,
+    "apple-base": 0.86,
+    "apple-pro": 0.86,
+    "apple-max": 0.73,
+    "apple-ultra": 0.95,
     "mobile": 0.6,
     "cpu": 0.6,
     "default": 0.85,
@@ -146,15 +152,15 @@ STREAM_BANDWIDTH_FRACTION: dict[str, float] = {
 # dtype class ("16" = bf16/fp16, "8" = fp8/int8, "4" = fp4, "32" = tf32/fp32).
 # Hopper: H200 matmul-peak trial, bf16 758.7 / 989.5 = 0.77, tf32 382.9 / 494.5 = 0.77,
 # fp8 1356.3 / 1979 = 0.69 (torch._scaled_mm per-tensor, fast accumulation; other runs
-# 0.69-0.74). Others: fit to the tune split (prefill and training figures), or assumed equal
-# to Hopper's where no figure exists.
+# 0.69-0.74). Blackwell fp8 (Transformer Engine, B200 Megatron training), CDNA 3 fp8 (vLLM
+# on MI300X) and Apple 16-bit (llama.cpp f16 prefill): fit to the tune split. Others: assumed.
 GEMM_PEAK_FRACTION: dict[str, dict[str, float]] = {
     "nvidia-hopper": {"16": 0.77, "8": 0.69, "32": 0.77, "4": 0.6},
-    "nvidia-blackwell": {"16": 0.72, "8": 0.65, "32": 0.72, "4": 0.6},
+    "nvidia-blackwell": {"16": 0.72, "8": 0.47, "32": 0.72, "4": 0.45},
     "nvidia": {"16": 0.80, "8": 0.70, "32": 0.80, "4": 0.6},
-    "amd-cdna3": {"16": 0.55, "8": 0.50, "32": 0.55, "4": 0.5},
+    "amd-cdna3": {"16": 0.55, "8": 0.27, "32": 0.55, "4": 0.25},
     "amd": {"16": 0.60, "8": 0.55, "32": 0.60, "4": 0.5},
-    "apple": {"16": 0.75, "8": 0.75, "32": 0.75, "4": 0.75},
+    "apple": {"16": 0.80, "8": 0.80, "32": 0.80, "4": 0.80},
     "mobile": {"16": 0.5, "8": 0.5, "32": 0.5, "4": 0.5},
     "cpu": {"16": 0.5, "8": 0.5, "32": 0.5, "4": 0.5},
     "default": {"16": 0.7, "8": 0.6, "32": 0.7, "4": 0.5},
@@ -166,43 +172,68 @@ POWER_CAP_CLOCK_EXPONENT = 1.0 / 3.0
 # GEMM shape factor: each of M, N, K enters as x / (x + GEMM_HALF_DIM) (a 128-wide tensor-core
 # tile half empty below 128 rows, tail waves over the SMs), normalised to 1 at 8192^3 where the
 # peak above was measured. With 128 it reproduces the H200 fp8-gemm trial's bf16 prefill
-# shapes (M=2048: qkv 694, gate_up 699, down 740 TFLOP/s; model 715, 723, 723).
-GEMM_HALF_DIM = 128.0
+# shapes (M=2048: qkv 694, gate_up 699, down 740 TFLOP/s; model 715, 723, 723). Apple GPUs
+# multiply in 8x8 simdgroup matrices inside 32-64-wide threadgroup tiles (MLX's steel GEMM,
+# llama.cpp's kernel_mul_mm): a 32-row half point (assumption).
+GEMM_HALF_DIM: dict[str, float] = {"apple": 32.0, "default": 128.0}
 
 # Weight-streaming efficiency of a matmul at small M (decode), as a share of the achievable
-# stream bandwidth above, by kernel family. cublas: H200 int4 trial's bf16 side at batch 1
-# (gate_up 33.9 us and down 37.0 us for 117 MB each, with the 2.8 us floor) = 0.93.
-# torch-scaled-mm (fp8): H200 fp8-gemm trial at M=16 (qkv 43.7, gate_up 22.5, down 32.0 us
-# for 25-59 MB) = ~0.5. torch-int4: H200 int4 trial (gate_up 20.3 us for 30.5 MB at batch 1,
-# with the compute term below) = 0.45. marlin: "near-ideal 3.87x over fp16 up to batch 16-32"
-# (IST-DASLab/marlin README) = 0.9 of the stream. The llama.cpp and MLX families: fit to the
-# tune split.
+# stream bandwidth above, by kernel family (keys "kernel" or "kernel@family"). cublas: H200
+# int4 trial's bf16 side at batch 1 (gate_up 33.9 us and down 37.0 us for 117 MB each, with the
+# 2.8 us floor) = 0.93. torch-scaled-mm (fp8): H200 fp8-gemm trial at M=16 (qkv 43.7, gate_up
+# 22.5, down 32.0 us for 25-59 MB) = ~0.5. torch-int4: H200 int4 trial (gate_up 20.3 us for
+# 30.5 MB at batch 1, with the compute term) = 0.45. marlin: "near-ideal 3.87x over fp16 up to
+# batch 16-32" (IST-DASLab/marlin README) = 0.9. llama.cpp (legacy quants and f16) and MLX per
+# vendor, CUTLASS-class fp8 on CDNA 3 (vLLM): fit to the tune split; MLX streams more of the
+# bandwidth than llama.cpp's Metal kernels on the same chip (above 1: capped at the datasheet).
 GEMV_EFFICIENCY: dict[str, float] = {
     "cublas": 0.93,
     "cutlass-fp8": 0.85,
+    "cutlass-fp8@amd": 0.63,
     "torch-scaled-mm": 0.5,
     "torch-int4": 0.45,
     "marlin": 0.9,
     "exllamav2": 0.85,
     "bitsandbytes": 0.5,
-    "llamacpp": 0.80,
-    "llamacpp-f16": 0.90,
-    "mlx": 0.85,
+    "llamacpp": 0.85,
+    "llamacpp@apple": 0.875,
+    "llamacpp@nvidia": 0.96,
+    "llamacpp@amd": 1.0,
+    "llamacpp-f16": 0.9,
+    "llamacpp-f16@apple": 1.0,
+    "llamacpp-f16@nvidia": 0.85,
+    "mlx": 1.17,
+    "mlx-f16": 1.2,
     "default": 0.8,
 }
+# Kernels whose streaming share is a factor of another's: llama.cpp's K-quants against its
+# legacy quants (q4_0, q8_0), fit to the tune split (Apple and NVIDIA decode figures of both).
+GEMV_RELATIVE: dict[str, tuple[str, float]] = {"llamacpp-k": ("llamacpp", 0.87)}
 # Compute rate of a kernel family's matmuls as a share of the device's 16-bit dense peak, where
 # it is not cuBLAS's (those follow GEMM_PEAK_FRACTION): keys "kernel" or "kernel@family".
 # torch-int4: the H200 int4 trial's slope, 4.3 us per extra row of the 14336x4096 shape = 27
 # TFLOP/s = 0.028 of 989.5 (tinygemm; flat in M, see KERNEL_FLAT_RATE). marlin: ~0.8 of fp16
-# at large batch (Marlin README). llama.cpp (MMQ / dequantise + cuBLAS) and MLX: fit to the
-# tune split (prefill figures).
+# at large batch (Marlin README). llama.cpp f16 on GeForce: its cuBLAS calls compute in fp16
+# with fp16 accumulation (ggml-cuda: CUBLAS_COMPUTE_16F), twice the fp32-accumulate rate the
+# profiles list (GA102 / AD102 whitepapers): 2 x 0.8. llama.cpp quantised prefill (MMQ) per
+# family, llama.cpp on A100 / H100 (May 2024 builds reach 30-36% of the tensor peak), MLX: fit
+# to the tune split.
 KERNEL_COMPUTE_FRACTION: dict[str, float] = {
     "torch-int4": 0.028,
     "marlin": 0.8,
     "exllamav2": 0.6,
     "bitsandbytes": 0.77,
     "llamacpp": 0.6,
-    "mlx": 0.75,
+    "llamacpp@apple": 0.71,
+    "llamacpp@nvidia": 0.87,
+    "llamacpp@nvidia-hopper": 0.30,
+    "llamacpp@nvidia-ampere-hbm": 0.36,
+    "llamacpp@amd": 0.50,
+    "llamacpp-f16@nvidia-hopper": 0.30,
+    "llamacpp-f16@nvidia-ada": 1.6,
+    "llamacpp-f16@nvidia-ampere": 1.6,
+    "mlx": 0.825,
+    "mlx-f16": 0.9,
 }
 # Kernels whose rate does not follow the GEMM shape factor (tinygemm: the int4 trial's per-row
 # cost is the same at 16 and at 64 rows).
@@ -230,16 +261,17 @@ DEQUANT_COPY_BYTES_PER_WEIGHT = 4.0
 # = 0.13; math runs as bmm + softmax (GEMM efficiency, scores in memory). FA3-class kernels
 # (vLLM/SGLang/TensorRT-LLM on Hopper): 0.5 (Shah et al. 2024, FlashAttention-3, fig. 5:
 # ~500 TFLOP/s causal hd128 at 2-4k on H100 SXM). On other families the serving kernels are
-# FA2-class; Apple (Metal): fit to the tune split.
+# FA2-class. llama.cpp's flash_attn_ext and Apple's (MLX's mx.fast.sdpa: "serving"; llama.cpp
+# Metal): fit to the tune split (prefill at 2-8k tokens).
 ATTENTION_PEAK_FRACTION: dict[str, dict[str, float]] = {
     "nvidia-hopper": {"cudnn": 0.41, "serving": 0.50, "sdpa": 0.21, "efficient": 0.13,
-                      "llamacpp": 0.20},
+                      "llamacpp": 0.25},
     "nvidia-blackwell": {"cudnn": 0.45, "serving": 0.50, "sdpa": 0.25, "efficient": 0.13,
                          "llamacpp": 0.20},
     "nvidia": {"cudnn": 0.45, "serving": 0.45, "sdpa": 0.45, "efficient": 0.25,
                "llamacpp": 0.25},
     "amd": {"cudnn": 0.3, "serving": 0.3, "sdpa": 0.2, "efficient": 0.15, "llamacpp": 0.15},
-    "apple": {"serving": 0.4, "sdpa": 0.3, "efficient": 0.3, "llamacpp": 0.3, "cudnn": 0.3},
+    "apple": {"serving": 0.8, "sdpa": 0.3, "efficient": 0.3, "llamacpp": 0.1, "cudnn": 0.3},
     "default": {"cudnn": 0.3, "serving": 0.3, "sdpa": 0.2, "efficient": 0.15,
                 "llamacpp": 0.15},
 }
@@ -298,10 +330,9 @@ KERNELS_PER_LAYER: dict[str, float] = {
 # Outside the layers: embedding, final norm, lm_head, sampling / loss.
 KERNELS_OUTSIDE_LAYERS = 10.0
 # An MoE layer: router, top-k, and per touched expert ~6 ops in eager loops (Hugging Face
-# MixtralSparseMoeBlock: index, gate, up, act, mul, down, index_add); a grouped / fused MoE
-# kernel otherwise (vLLM fused_moe: 2 GEMM kernels + routing ~4).
+# MixtralSparseMoeBlock: index, gate, up, act, mul, down, index_add); with grouped / fused MoE
+# kernels EngineTime.moe_kernels (vLLM fused_moe: 2 GEMM kernels + routing ~4 = 6).
 MOE_KERNELS_EAGER_PER_EXPERT = 6.0
-MOE_KERNELS_FUSED = 6.0
 # Backward launches about twice the forward's kernels (dgrad + wgrad per matmul).
 BACKWARD_KERNEL_FACTOR = 2.0
 
@@ -317,7 +348,10 @@ class EngineTime:
     elementwise: ELEMENTWISE_BYTES row when not compiled.
     attention: ATTENTION_PEAK_FRACTION column for its attention kernel.
     kv_passes: passes over the KV cache per decode step beyond one read (Hugging Face: the
-    GQA heads expanded by repeat_kv, written and read again).
+    GQA heads expanded by repeat_kv, written and read again, on SDPA's masked path).
+    kv_passes_eager: more passes when the step runs eagerly (Hugging Face's DynamicCache
+    concatenates each layer's cache with the new token, reading and writing it all).
+    moe_kernels: kernels an MoE layer adds when its experts run as grouped kernels.
     """
 
     host_s: float
@@ -327,21 +361,30 @@ class EngineTime:
     elementwise: str
     attention: str
     kv_passes: float = 0.0
+    kv_passes_eager: float = 0.0
+    moe_kernels: float = 6.0
 
 
 # host_s and host_op_factor of hf: fit to the H200 e2e eager decode step of Llama-3-8B at
 # batch 1 (28.6 ms, host-bound: 41 x 32 + 10 kernels); kv_passes of hf: fit to the e2e
-# graphed decode at batch 16 (30.3 ms). Serving engines overlap scheduling with the GPU
+# graphed decode at batch 16 (30.3 ms), ~2 x the GQA group of 4 (repeat_kv's write and SDPA's
+# read of the expanded heads) plus the masked path's extra pass; kv_passes_eager: torch.cat's
+# read and write of the cache (2, counted from cache_utils.py). Serving engines overlap scheduling with the GPU
 # (vLLM V1 async scheduling, SGLang's and TensorRT-LLM's overlap schedulers): 0.1-0.3 ms
-# exposed (assumption). llama.cpp and MLX: fit to the tune split (decode at batch 1).
+# exposed (assumption).
 ENGINE_TIME: dict[str, EngineTime] = {
-    "hf": EngineTime(5e-4, 2.3, "eager", "compiled", "eager", "sdpa", 6.0),
+    "hf": EngineTime(5e-4, 2.3, "eager", "compiled", "eager", "sdpa", 10.5, 2.0),
     "vllm": EngineTime(2e-4, 1.0, "fused", "fused", "fused", "serving"),
     "sglang": EngineTime(2e-4, 1.0, "fused", "fused", "fused", "serving"),
     "trtllm": EngineTime(1e-4, 1.0, "fused", "fused", "fused", "serving"),
-    "llamacpp": EngineTime(5e-4, 0.2, "llamacpp", "llamacpp", "fused", "llamacpp"),
+    # llama.cpp: host_s (sampling, graph building per token) and host_op_factor (a CUDA launch
+    # from ggml's scheduler, builds without CUDA graphs) fit to the tune split.
+    "llamacpp": EngineTime(7.5e-4, 1.09, "llamacpp", "llamacpp", "fused", "llamacpp"),
     "exllamav2": EngineTime(3e-4, 1.0, "fused", "fused", "fused", "serving"),
-    "mlx": EngineTime(5e-4, 0.3, "mlx", "mlx", "fused", "serving"),
+    # MLX builds each step's graph from Python op by op, as eager PyTorch does: the same host
+    # cost per op (assumption); an MoE layer (SwitchGLU) adds router, top-k, gathers, three
+    # gather_qmm and the weighted sum: 14 ops (mlx_lm/models/switch_layers.py).
+    "mlx": EngineTime(5e-4, 1.0, "mlx", "mlx", "fused", "serving", moe_kernels=14.0),
     "executorch": EngineTime(3e-4, 0.2, "fused", "fused", "fused", "sdpa"),
     "mlc-llm": EngineTime(3e-4, 0.2, "fused", "fused", "fused", "serving"),
     "litert": EngineTime(3e-4, 0.2, "fused", "fused", "fused", "sdpa"),

@@ -109,21 +109,24 @@ def gemm_peak_fraction(family: str, dtype: str) -> float:
     return _lookup_row(C.GEMM_PEAK_FRACTION, family).get(dtype_class(dtype), 0.7)
 
 
-def _dim_factor(x: float) -> float:
-    return x / (x + C.GEMM_HALF_DIM)
+def _dim_factor(x: float, half: float) -> float:
+    return x / (x + half)
 
 
-_REFERENCE = _dim_factor(8192.0) ** 3
+def gemm_half_dim(family: str) -> float:
+    """The GEMM shape factor's half point for the family (tile width of its matrix units)."""
+    return _lookup(C.GEMM_HALF_DIM, family)
 
 
-def gemm_shape_factor(m: float, n: float, k: float) -> float:
+def gemm_shape_factor(m: float, n: float, k: float, half: float = 128.0) -> float:
     """GEMM efficiency at (M, N, K) relative to 8192^3: non-decreasing in each, 1 at 8192^3.
 
     Below GEMM_MIN_ROWS rows the GEMV kernels keep the 16-row rate; capped at 1: larger shapes
     than the reference reach the reference's rate.
     """
-    return min(1.0, _dim_factor(max(m, C.GEMM_MIN_ROWS)) * _dim_factor(max(n, 1.0))
-               * _dim_factor(max(k, 1.0)) / _REFERENCE)
+    reference = _dim_factor(8192.0, half) ** 3
+    return min(1.0, _dim_factor(max(m, C.GEMM_MIN_ROWS), half) * _dim_factor(max(n, 1.0), half)
+               * _dim_factor(max(k, 1.0), half) / reference)
 
 
 # --- weight-only (dequantising) kernels -------------------------------------------------------
@@ -141,7 +144,9 @@ def quant_kernel(weights_dtype: str, engine: str, family: str, option: str | Non
         return option
     fmt = formats.weight_format(weights_dtype)
     if fmt.family == "gguf":
-        return "llamacpp"
+        # K-quants (and i-quants) unpack 6-bit sub-block scales per super-block of 256: more
+        # work per weight than the legacy 32-weight blocks of q4_0 / q8_0.
+        return "llamacpp" if weights_dtype in ("q4_0", "q8_0") else "llamacpp-k"
     if fmt.family == "mlx":
         return "mlx"
     if weights_dtype == "nf4":
@@ -156,13 +161,23 @@ def quant_kernel(weights_dtype: str, engine: str, family: str, option: str | Non
         return "torch-scaled-mm" if engine in ("hf", "torchtitan", "deepspeed") else "cutlass-fp8"
     if weights_dtype in ("fp16", "bf16", "fp32", "tf32") and engine == "llamacpp":
         return "llamacpp-f16"
+    if weights_dtype in ("fp16", "bf16", "fp32", "tf32") and engine == "mlx":
+        return "mlx-f16"
     return "cublas"
 
 
 def gemv_efficiency(kernel: str, family: str) -> float:
-    """Share of the stream bandwidth a weight-streaming matmul reaches at decode (M small)."""
+    """Share of the stream bandwidth a weight-streaming matmul reaches at decode (M small).
+
+    Above 1 for kernels that stream better than the family's reference (the caller caps the
+    product at the theoretical bandwidth). A kernel listed in GEMV_RELATIVE is that share of its base kernel's (K-quants of llama.cpp's
+    legacy quants), unless the table names it for the family itself.
+    """
     found = _keyed(C.GEMV_EFFICIENCY, kernel, family)
-    return min(1.0, found if found is not None else C.GEMV_EFFICIENCY["default"])
+    if found is None and kernel in C.GEMV_RELATIVE:
+        base, factor = C.GEMV_RELATIVE[kernel]
+        return gemv_efficiency(base, family) * factor
+    return found if found is not None else C.GEMV_EFFICIENCY["default"]
 
 
 def _keyed(table: dict[str, float], kernel: str, family: str) -> float | None:
@@ -174,7 +189,10 @@ def _keyed(table: dict[str, float], kernel: str, family: str) -> float | None:
 
 def kernel_compute_fraction(kernel: str, family: str) -> float | None:
     """Share of the 16-bit dense peak this kernel family computes at; None: cuBLAS-class GEMMs."""
-    return _keyed(C.KERNEL_COMPUTE_FRACTION, kernel, family)
+    found = _keyed(C.KERNEL_COMPUTE_FRACTION, kernel, family)
+    if found is None and kernel in C.GEMV_RELATIVE:
+        return kernel_compute_fraction(C.GEMV_RELATIVE[kernel][0], family)
+    return found
 
 
 def kernel_overlap_p(kernel: str) -> float | None:
