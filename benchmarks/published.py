@@ -27,10 +27,11 @@ import json
 import re
 import statistics
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from hwadvisor import profiles
 from hwadvisor.errors import UserError

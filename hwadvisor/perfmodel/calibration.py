@@ -151,14 +151,14 @@ def _from_trials(trials: list[TrialResult], stream_hint: float | None) -> dict[s
 
 
 def measured_devices(report: Report) -> list[Device]:
-    """The report's devices that carry measurements (or ran its trials)."""
+    """Return the report's devices that carry measurements (or ran its trials)."""
     if report.trials:
         return list(report.devices[:1])
     return [d for d in report.devices if d.measured is not None]
 
 
 def from_report(report: Report, device: Device, source: str = "") -> Calibration | None:
-    """The calibration for `device` out of a report, or None when it measured another device.
+    """Return the calibration for `device` from a report; None when it measured another.
 
     Trials in a validate report ran on its first device; probe --measure fills each device's
     measured field.

@@ -138,14 +138,13 @@ def communication(setup: Setup, busy_s: dict[str, float],
     busy_s gives each phase's GPU time (the roofline) overlapped communication can hide behind.
     """
     result = CommResult()
-    layout, wl, spec = setup.layout, setup.workload, setup.spec
+    layout = setup.layout
     n = layout.gpus
     if n <= 1:
         return result
     link = bus_link(setup, measured_busbw_gbps)
     result.details["bus_bandwidth_gbps"] = link.gbps
     result.notes.append(f"communication: {link.note}")
-    overlap = setup.options.comm_overlap
     if layout.strategy == "tp":
         # TP inside a node runs on the node's link; only a group crossing nodes sees the network.
         tp_link = link if layout.tp_crosses_nodes else _local_link(setup, measured_busbw_gbps)

@@ -118,7 +118,10 @@ def prefill_span(setup: Setup) -> tuple[float, float]:
 
 @dataclass
 class Op:
-    """One group of kernels: its work, the rates they reach, and how memory and compute mix."""
+    """One group of kernels: its work, the rates they reach, and how memory and compute mix.
+
+    compute_s, memory_s and time_s are computed once, when the op is made.
+    """
 
     name: str
     flops: float
@@ -128,22 +131,28 @@ class Op:
     p: float | None = None  # None: max(compute, memory); else their p-norm
     host_bytes: float = 0.0  # bytes streamed over PCIe (offloaded weights)
     host_rate: float = 1.0
+    compute_s: float = field(init=False, default=0.0)
+    memory_s: float = field(init=False, default=0.0)
+    time_s: float = field(init=False, default=0.0)
 
-    @property
-    def compute_s(self) -> float:
-        """Seconds at the compute rate."""
-        return self.flops / self.compute_rate if self.compute_rate else 0.0
-
-    @property
-    def memory_s(self) -> float:
-        """Seconds at the memory rate (PCIe bytes included)."""
+    def __post_init__(self) -> None:
+        """Seconds at the compute rate, at the memory rate (PCIe included), and the op's time."""
+        self.compute_s = self.flops / self.compute_rate if self.compute_rate else 0.0
         own = self.device_bytes / self.memory_rate if self.memory_rate else 0.0
-        return own + (self.host_bytes / self.host_rate if self.host_bytes else 0.0)
+        self.memory_s = own + (self.host_bytes / self.host_rate if self.host_bytes else 0.0)
+        self.time_s = E.combine(self.memory_s, self.compute_s, self.p)
 
-    @property
-    def time_s(self) -> float:
-        """The op's roofline time."""
-        return E.combine(self.memory_s, self.compute_s, self.p)
+
+@dataclass
+class _Totals:
+    flops: float = 0.0
+    device_bytes: float = 0.0
+    host_bytes: float = 0.0
+    compute_s: float = 0.0
+    memory_s: float = 0.0
+    busy_s: float = 0.0
+    compute_bound_s: float = 0.0
+    memory_bound_s: float = 0.0
 
 
 @dataclass
@@ -154,11 +163,13 @@ class Phase:
     ops: list[tuple[Op, float]] = field(default_factory=list)
     kernels: float = 0.0
     host_kernels: float = 0.0  # kernels the host launches one by one (eager)
+    _totals: _Totals | None = field(default=None, repr=False)
 
     def add(self, op: Op, times: float = 1.0) -> None:
         """Add an op counted `times` (nothing when it does no work)."""
         if times > 0 and (op.flops > 0 or op.device_bytes > 0 or op.host_bytes > 0):
             self.ops.append((op, times))
+            self._totals = None
 
     def extend(self, other: Phase, times: float = 1.0) -> None:
         """Add another phase's ops and kernels, `times` over."""
@@ -166,49 +177,63 @@ class Phase:
             self.ops.append((op, n * times))
         self.kernels += other.kernels * times
         self.host_kernels += other.host_kernels * times
+        self._totals = None
+
+    def totals(self) -> _Totals:
+        """Return the sums over the ops, computed once per change."""
+        if self._totals is None:
+            t = _Totals()
+            for op, n in self.ops:
+                t.flops += op.flops * n
+                t.device_bytes += op.device_bytes * n
+                t.host_bytes += op.host_bytes * n
+                t.compute_s += op.compute_s * n
+                t.memory_s += op.memory_s * n
+                t.busy_s += op.time_s * n
+                if op.compute_s >= op.memory_s:
+                    t.compute_bound_s += op.time_s * n
+                else:
+                    t.memory_bound_s += op.time_s * n
+            self._totals = t
+        return self._totals
 
     @property
     def flops(self) -> float:
         """FLOPs of the phase."""
-        return sum(op.flops * n for op, n in self.ops)
+        return self.totals().flops
 
     @property
     def device_bytes(self) -> float:
         """Device-memory bytes of the phase."""
-        return sum(op.device_bytes * n for op, n in self.ops)
+        return self.totals().device_bytes
 
     @property
     def host_bytes(self) -> float:
         """Bytes over PCIe."""
-        return sum(op.host_bytes * n for op, n in self.ops)
+        return self.totals().host_bytes
 
     @property
     def compute_s(self) -> float:
         """Sum over ops of their compute terms."""
-        return sum(op.compute_s * n for op, n in self.ops)
+        return self.totals().compute_s
 
     @property
     def memory_s(self) -> float:
         """Sum over ops of their memory terms."""
-        return sum(op.memory_s * n for op, n in self.ops)
+        return self.totals().memory_s
 
     @property
     def busy_s(self) -> float:
         """Sum over ops of their roofline times: the GPU's work without floors."""
-        return sum(op.time_s * n for op, n in self.ops)
+        return self.totals().busy_s
 
     def bound_split(self) -> tuple[float, float]:
-        """(time of compute-bound ops, time of memory-bound ops)."""
-        compute = memory = 0.0
-        for op, n in self.ops:
-            if op.compute_s >= op.memory_s:
-                compute += op.time_s * n
-            else:
-                memory += op.time_s * n
-        return compute, memory
+        """Return (time of compute-bound ops, time of memory-bound ops)."""
+        t = self.totals()
+        return t.compute_bound_s, t.memory_bound_s
 
     def top(self, count: int = 3) -> list[tuple[str, float]]:
-        """The ops that take the most time: (name, seconds), merged by name."""
+        """Return the ops that take the most time: (name, seconds), merged by name."""
         merged: dict[str, float] = {}
         for op, n in self.ops:
             merged[op.name] = merged.get(op.name, 0.0) + op.time_s * n
@@ -241,7 +266,7 @@ class _Rates:
 
 
 def rates(setup: Setup) -> _Rates:
-    """The rates for this setup (cached on the setup: one estimate builds several phases)."""
+    """Return the rates for this setup (cached on it: one estimate builds several phases)."""
     cached = setup.__dict__.get("_rates")
     if isinstance(cached, _Rates):
         return cached
@@ -290,7 +315,7 @@ def rates(setup: Setup) -> _Rates:
 
 def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float, k: float,
           bits: float, copies: float = 0.0) -> Op:
-    """A GEMM of M rows against `params` weights of shape (N, K) stored at `bits` per weight.
+    """Build a GEMM of M rows against `params` weights of shape (N, K), `bits` per weight.
 
     copies: extra passes over a 16-bit copy of the weights (a dequantise-then-GEMM kernel).
     """
@@ -325,7 +350,7 @@ def _copies(r: _Rates, m: float) -> float:
 
 def layer_gemms(setup: Setup, r: _Rates, tokens: float, layers: float,
                 frozen_dequant: bool = False) -> list[tuple[Op, float]]:
-    """The GEMMs of `layers` decoder layers with `tokens` rows, per GPU (TP shards N)."""
+    """Return the GEMMs of `layers` decoder layers with `tokens` rows, per GPU (TP shards N)."""
     spec, tp = setup.spec, setup.layout.tp
     h = float(spec.hidden_size)
     bits = _layer_bits(setup)
@@ -634,7 +659,7 @@ def train_phase(setup: Setup) -> Phase:
 
 
 def _lora_op(setup: Setup, r: _Rates, tokens: float, layers: float) -> Op:
-    """The adapters of LoRA: rank-r A and B on every projection, forward and backward (x3)."""
+    """Build LoRA's adapters: rank-r A and B on every projection, forward and backward (x3)."""
     spec = setup.spec
     rank = float(setup.options.lora_rank)
     h, inter = float(spec.hidden_size), float(spec.intermediate_size)
@@ -645,7 +670,7 @@ def _lora_op(setup: Setup, r: _Rates, tokens: float, layers: float) -> Op:
 
 
 def optimizer_phase(setup: Setup) -> Phase:
-    """The optimizer step per GPU, once per step: fused or foreach, on the GPU or the host.
+    """Build the optimizer step per GPU, once per step: fused or foreach, GPU or host.
 
     LoRA/QLoRA step only the adapters. Offloaded (ZeRO-Offload): the step runs on the host at
     its memory bandwidth, and gradients go down and updated 16-bit weights come up over PCIe.

@@ -369,9 +369,9 @@ class EngineTime:
 # batch 1 (28.6 ms, host-bound: 41 x 32 + 10 kernels); kv_passes of hf: fit to the e2e
 # graphed decode at batch 16 (30.3 ms), ~2 x the GQA group of 4 (repeat_kv's write and SDPA's
 # read of the expanded heads) plus the masked path's extra pass; kv_passes_eager: torch.cat's
-# read and write of the cache (2, counted from cache_utils.py). Serving engines overlap scheduling with the GPU
-# (vLLM V1 async scheduling, SGLang's and TensorRT-LLM's overlap schedulers): 0.1-0.3 ms
-# exposed (assumption).
+# read and write of the cache (2, counted from cache_utils.py). Serving engines overlap
+# scheduling with the GPU (vLLM V1 async scheduling, SGLang's and TensorRT-LLM's overlap
+# schedulers): 0.1-0.3 ms exposed (assumption).
 ENGINE_TIME: dict[str, EngineTime] = {
     "hf": EngineTime(5e-4, 2.3, "eager", "compiled", "eager", "sdpa", 10.5, 2.0),
     "vllm": EngineTime(2e-4, 1.0, "fused", "fused", "fused", "serving"),

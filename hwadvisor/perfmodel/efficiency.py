@@ -114,8 +114,13 @@ def _dim_factor(x: float, half: float) -> float:
 
 
 def gemm_half_dim(family: str) -> float:
-    """The GEMM shape factor's half point for the family (tile width of its matrix units)."""
+    """Return the GEMM shape factor's half point for the family (its matrix tile width)."""
     return _lookup(C.GEMM_HALF_DIM, family)
+
+
+@lru_cache(maxsize=8)
+def _reference(half: float) -> float:
+    return _dim_factor(8192.0, half) ** 3
 
 
 def gemm_shape_factor(m: float, n: float, k: float, half: float = 128.0) -> float:
@@ -124,7 +129,7 @@ def gemm_shape_factor(m: float, n: float, k: float, half: float = 128.0) -> floa
     Below GEMM_MIN_ROWS rows the GEMV kernels keep the 16-row rate; capped at 1: larger shapes
     than the reference reach the reference's rate.
     """
-    reference = _dim_factor(8192.0, half) ** 3
+    reference = _reference(half)
     return min(1.0, _dim_factor(max(m, C.GEMM_MIN_ROWS), half) * _dim_factor(max(n, 1.0), half)
                * _dim_factor(max(k, 1.0), half) / reference)
 
@@ -133,7 +138,7 @@ def gemm_shape_factor(m: float, n: float, k: float, half: float = 128.0) -> floa
 
 
 def quant_kernel(weights_dtype: str, engine: str, family: str, option: str | None) -> str:
-    """The kernel family that runs the matmuls of these weights (option overrides).
+    """Return the kernel family that runs the matmuls of these weights (option overrides).
 
     16-bit and W8A8 weights run dense GEMMs ("cublas"; FP8 through torch._scaled_mm in plain
     PyTorch, CUTLASS FP8 kernels in serving engines); GGUF blocks run llama.cpp's kernels, MLX
@@ -170,8 +175,9 @@ def gemv_efficiency(kernel: str, family: str) -> float:
     """Share of the stream bandwidth a weight-streaming matmul reaches at decode (M small).
 
     Above 1 for kernels that stream better than the family's reference (the caller caps the
-    product at the theoretical bandwidth). A kernel listed in GEMV_RELATIVE is that share of its base kernel's (K-quants of llama.cpp's
-    legacy quants), unless the table names it for the family itself.
+    product at the theoretical bandwidth). A kernel listed in GEMV_RELATIVE is that share of
+    its base kernel's (K-quants of llama.cpp's legacy quants), unless the table names it for
+    the family itself.
     """
     found = _keyed(C.GEMV_EFFICIENCY, kernel, family)
     if found is None and kernel in C.GEMV_RELATIVE:
@@ -196,12 +202,12 @@ def kernel_compute_fraction(kernel: str, family: str) -> float | None:
 
 
 def kernel_overlap_p(kernel: str) -> float | None:
-    """p of the kernel's memory/compute combination; None: they overlap (max)."""
+    """P of the kernel's memory/compute combination; None: they overlap (max)."""
     return C.KERNEL_OVERLAP_P.get(kernel)
 
 
 def kernel_flat_rate(kernel: str) -> bool:
-    """True when the kernel's rate does not follow the GEMM shape factor."""
+    """Tell whether the kernel's rate ignores the GEMM shape factor."""
     return kernel in C.KERNEL_FLAT_RATE
 
 
@@ -240,12 +246,12 @@ def elementwise_bytes_per_token(mode: str, hidden: float, kv_width: float,
 
 
 def kernel_floor_s(family: str) -> float:
-    """Fixed GPU time per kernel beyond its roofline."""
+    """Return the fixed GPU time per kernel beyond its roofline."""
     return _lookup(C.KERNEL_FLOOR_S, family)
 
 
 def engine_time(engine: str) -> C.EngineTime:
-    """The engine's host costs and kernel choices (hf when unknown)."""
+    """Return the engine's host costs and kernel choices (hf when unknown)."""
     return C.ENGINE_TIME.get(engine, C.ENGINE_TIME["hf"])
 
 

@@ -62,7 +62,7 @@ def graphs_on(setup: Setup) -> bool:
 
 
 def host_step_s(setup: Setup) -> float:
-    """The engine's exposed host work per forward (ModelOptions.host_overhead_s overrides)."""
+    """Return the engine's exposed host work per forward (host_overhead_s overrides)."""
     if setup.options.host_overhead_s is not None:
         return setup.options.host_overhead_s
     return E.engine_time(setup.workload.engine).host_s

@@ -104,7 +104,7 @@ def _peak(device: Device, dtype: str, notes: list[str] | None) -> tuple[float | 
 
 
 def _achievable(peak: float, measured: bool, family: str, dtype: str) -> float:
-    """A large GEMM's rate: the measured 8192^3 figure, or the datasheet times the family's share."""
+    """Return a large GEMM's rate: measured at 8192^3, or the datasheet x the family's share."""
     return peak if measured else peak * E.gemm_peak_fraction(family, dtype)
 
 
