@@ -386,10 +386,10 @@ def main(argv: list[str] | None = None) -> int:
     lines, ok = report(evaluate(figures), args.markdown)
     print("\n".join(lines))
     if not args.no_trials:
-        from benchmarks.trials_vs_model import compare, render
+        sys.path.insert(0, str(HERE))
+        from trials_vs_model import compare, render
 
-        trial_rows = compare()
-        text, trials_ok = render(trial_rows, args.markdown)
+        text, trials_ok = render(compare(), args.markdown)
         print()
         print(text)
         ok &= trials_ok
