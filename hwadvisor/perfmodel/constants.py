@@ -99,7 +99,8 @@ FALLBACK_TFLOPS: dict[str, float] = {
 EAGER_OP_S = 8.6e-6
 # The host's speed at that dispatch relative to the H200 host's server CPU, by device class:
 # desktops and Macs run one thread faster than server parts (Geekbench 6 single-core: Xeon
-# Platinum 8480+ ~1,900, Ryzen 9 7950X ~3,000, Apple M2 Max ~2,800 -> ~0.6-0.65 of the time).
+# Platinum 8480+ ~1,900, Ryzen 9 7950X ~3,000, Apple M2 Max ~2,800 -> ~0.6-0.65 of the time);
+# phones' efficiency-bound cores slower (assumption).
 HOST_OP_SCALE: dict[str, float] = {"datacenter-gpu": 1.0, "consumer-gpu": 0.6,
                                    "apple-silicon": 0.65, "mobile-soc": 1.5, "cpu": 1.0}
 # One node of a replayed CUDA graph: the same add captured 2000 times (H200 e2e:
@@ -113,7 +114,8 @@ GRAPH_NODE_S = 1.0e-6
 # fit to the tune split (llama.cpp / vLLM decode at batch 1, where floors are a visible share).
 # Ultra chips (two dies joined by UltraFusion) pay ~5x a single die's per-kernel time: with it
 # the tune split's 7B and 70B decode rates on M1/M2/M3 Ultra agree (big models reach a higher
-# share of the bandwidth there, small ones a lower).
+# share of the bandwidth there, small ones a lower). Phones: assumption (no figure yet); CPUs
+# run ops as function calls (their cost is the host's).
 KERNEL_FLOOR_S: dict[str, float] = {
     "nvidia": 2.8e-6,
     "nvidia-consumer": 1.8e-6,
