@@ -188,6 +188,8 @@ GEMM_HALF_DIM: dict[str, float] = {"apple": 32.0, "default": 128.0}
 # batch 16-32" (IST-DASLab/marlin README) = 0.9. llama.cpp (legacy quants and f16) and MLX per
 # vendor, CUTLASS-class fp8 on CDNA 3 (vLLM): fit to the tune split; MLX streams more of the
 # bandwidth than llama.cpp's Metal kernels on the same chip (above 1: capped at the datasheet).
+# CUTLASS fp8 on NVIDIA 0.85, ExLlamaV2 0.85, bitsandbytes' gemv_4bit 0.5, the llama.cpp and
+# default rows: assumptions.
 GEMV_EFFICIENCY: dict[str, float] = {
     "cublas": 0.93,
     "cutlass-fp8": 0.85,
@@ -219,7 +221,8 @@ GEMV_RELATIVE: dict[str, tuple[str, float]] = {"llamacpp-k": ("llamacpp", 0.87)}
 # with fp16 accumulation (ggml-cuda: CUBLAS_COMPUTE_16F), twice the fp32-accumulate rate the
 # profiles list (GA102 / AD102 whitepapers): 2 x 0.8. llama.cpp quantised prefill (MMQ) per
 # family, llama.cpp on A100 / H100 (May 2024 builds reach 30-36% of the tensor peak), MLX: fit
-# to the tune split.
+# to the tune split. bitsandbytes: a cuBLAS GEMM after dequantising (Hopper's 0.77); ExLlamaV2
+# and the llama.cpp default: assumptions.
 KERNEL_COMPUTE_FRACTION: dict[str, float] = {
     "torch-int4": 0.028,
     "marlin": 0.8,
@@ -263,8 +266,10 @@ DEQUANT_COPY_BYTES_PER_WEIGHT = 4.0
 # = 0.13; math runs as bmm + softmax (GEMM efficiency, scores in memory). FA3-class kernels
 # (vLLM/SGLang/TensorRT-LLM on Hopper): 0.5 (Shah et al. 2024, FlashAttention-3, fig. 5:
 # ~500 TFLOP/s causal hd128 at 2-4k on H100 SXM). On other families the serving kernels are
-# FA2-class. llama.cpp's flash_attn_ext and Apple's (MLX's mx.fast.sdpa: "serving"; llama.cpp
-# Metal): fit to the tune split (prefill at 2-8k tokens).
+# FA2-class: 0.45 of Ampere/Ada peaks (FlashAttention-2, Dao 2023: 50-73% of A100's peak in
+# the forward at long sequences, less causal at 2k; assumption), AMD rows assumptions.
+# llama.cpp's flash_attn_ext and Apple's (MLX's mx.fast.sdpa: "serving"; llama.cpp Metal):
+# fit to the tune split (prefill at 2-8k tokens); Apple's other columns unused (assumption).
 ATTENTION_PEAK_FRACTION: dict[str, dict[str, float]] = {
     "nvidia-hopper": {"cudnn": 0.41, "serving": 0.50, "sdpa": 0.21, "efficient": 0.13,
                       "llamacpp": 0.25},
@@ -284,7 +289,8 @@ ATTENTION_BACKWARD_EFFICIENCY = 0.8
 ATTENTION_BACKWARD_FLOP_FACTOR = 2.5
 # Reading the KV cache in a decode step, as a share of the stream bandwidth: paged / split-K
 # decode kernels (FlashDecoding, FlashInfer, TensorRT-LLM XQA) ~0.85 (assumption, in line
-# with the GEMV figure); torch SDPA over a cache ~0.6 (fit to the H200 e2e decode at batch 16).
+# with the GEMV figure); torch SDPA over a cache 0.6, cuDNN 0.7, llama.cpp 0.8, any other 0.75
+# (assumptions; Hugging Face's extra passes, EngineTime.kv_passes, are fit to the e2e run).
 KV_READ_EFFICIENCY: dict[str, float] = {"serving": 0.85, "sdpa": 0.6, "cudnn": 0.7,
                                         "efficient": 0.6, "llamacpp": 0.8, "default": 0.75}
 
@@ -321,7 +327,8 @@ FP8_CAST_BACKWARD_FACTOR = 2.0
 # SDPA stay, Inductor fuses the pointwise ops into ~6 Triton kernels = 14. fused: serving
 # engines (merged qkv and gate_up, fused norm/rotary/activation, one attention and one cache
 # write) = 11. llama.cpp: ggml's Llama graph (norm, mul, 7 mul_mat, 2 rope, 2 cpy, soft_max
-# or flash_attn_ext, cont, adds, glu) = 22.
+# or flash_attn_ext, cont, adds, glu) = 22. MLX: mlx_lm's Llama block (2 fast rms_norm, 4-7
+# matmuls, 2 rope, the cache update, sdpa, 2 adds, silu x up) = 18.
 KERNELS_PER_LAYER: dict[str, float] = {
     "eager": 41.0,
     "compiled": 14.0,
@@ -373,7 +380,8 @@ class EngineTime:
 # read of the expanded heads) plus the masked path's extra pass; kv_passes_eager: torch.cat's
 # read and write of the cache (2, counted from cache_utils.py). Serving engines overlap
 # scheduling with the GPU (vLLM V1 async scheduling, SGLang's and TensorRT-LLM's overlap
-# schedulers): 0.1-0.3 ms exposed (assumption).
+# schedulers): 0.1-0.3 ms exposed (assumption); ExLlamaV2, the on-device engines and the
+# training frameworks: assumptions (their steps are long, or GPU-bound, against these).
 ENGINE_TIME: dict[str, EngineTime] = {
     "hf": EngineTime(5e-4, 2.3, "eager", "compiled", "eager", "sdpa", 10.5, 2.0),
     "vllm": EngineTime(2e-4, 1.0, "fused", "fused", "fused", "serving"),
@@ -467,10 +475,11 @@ INTER_NODE_DEFAULT_GBPS = 50.0
 COLLECTIVE_LATENCY_S: dict[str, float] = {"nvlink": 10e-6, "pcie": 20e-6, "inter-node": 30e-6}
 # Mid-size messages pay a protocol overhead on top of the small-message latency (NCCL switches
 # from its low-latency protocol to Simple, and pipelines chunks): s / (s + knee) of this many
-# seconds. Fit, with COLLECTIVE_LATENCY_S and the 0.8 x NVLink figure, to the validator's
-# collectives trial on two H200 (NV18, NCCL 2.28.9, docs/benchmarks.md 2026-11-30): all-reduce
-# 220 / 310 / 330 GB/s at 25 MiB / one Llama-3-8B layer / 1 GiB (model 224 / 323 / 333); small
-# messages (a decode step's 16 KB) cost the latency alone.
+# seconds (PCIe and the network: assumptions). NVLink: fit to the validator's collectives
+# trial on two H200 (NV18, NCCL 2.28.9, docs/benchmarks.md 2026-11-30): all-reduce 220 / 310 /
+# 330 GB/s at 25 MiB / one Llama-3-8B layer / 1 GiB; with the trial's own plateau (334 GB/s,
+# what --calibration uses) the model gives 223 / 324 / 330, with the 8-GPU 0.8 x NVLink figure
+# 235 / 349 / 355. Small messages (a decode step's 16 KB) cost the latency alone.
 COLLECTIVE_PROTOCOL_S: dict[str, float] = {"nvlink": 30e-6, "pcie": 40e-6, "inter-node": 60e-6}
 COLLECTIVE_KNEE_BYTES = 1e6
 # All-gather and reduce-scatter against all-reduce at 1 GiB in the same trial: 266 / 330.
