@@ -281,6 +281,9 @@ def render(rows: list[Row], markdown: bool = False) -> tuple[str, bool]:
                          f"{r.predicted:8.3g}  {r.error:+6.1%}{'' if hit else '  MISSED'}")
     lines.append("sources of constants, not checks: " + "; ".join(
         f"{k} -> {v}" for k, v in SOURCES.items()))
+    if not rows:
+        ok = False
+        lines.append("no trial results to compare (did the trials run? they need a CUDA GPU)")
     lines.append(f"trials: {sum(abs(r.error) <= TARGET for r in rows)}/{len(rows)} within "
                  f"+-{TARGET:.0%} {'ok' if ok else 'MISSED'}")
     return "\n".join(lines), ok
