@@ -37,7 +37,7 @@ from hwadvisor import profiles
 from hwadvisor.errors import UserError
 from hwadvisor.models import Device, Estimate, ModelOptions, NvidiaDetails, Workload
 from hwadvisor.perfmodel import estimate
-from hwadvisor.rules.engine import baseline_options
+from hwadvisor.rules.baseline import baseline_options
 from hwadvisor.workload import build_workload, list_presets
 
 HERE = Path(__file__).resolve().parent

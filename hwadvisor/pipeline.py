@@ -8,6 +8,7 @@ loads torch unless trials run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,14 +34,14 @@ Progress = Callable[[str, int, int], None]
 
 
 def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
-                   device_class: object) -> Workload:
+                   device_class: object, formats: list[str] | None = None) -> Workload:
     """Build the workload and settle its engine: --engine, the format's, or the default."""
     from hwadvisor.rules.engines import get_engine, pick_engine
 
     cls = str(getattr(device_class, "value", device_class) or "cpu")
     draft = request.build(device_memory_bytes, device_class)
     given_dtype = draft.weights_dtype if request.weights_dtype is not None else None
-    engine, why = pick_engine(request.engine, given_dtype, cls, draft.phase)
+    engine, why = pick_engine(request.engine, given_dtype, cls, draft.phase, formats)
     update: dict[str, object] = {"engine": engine, "engine_source": why}
     if given_dtype is None and draft.weights_dtype not in get_engine(engine).weight_formats:
         # The checkpoint's own format (an FP8 release, say) is not one this engine runs.
@@ -49,6 +50,37 @@ def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
             f"{get_engine(engine).name} does not run the checkpoint's {draft.weights_dtype} "
             "weights: planned in bf16 (convert the checkpoint, or pass --engine)")
     return draft.model_copy(update=update)
+
+
+def split_into_nodes(request: WorkloadRequest, device: Device) -> tuple[WorkloadRequest,
+                                                                        str | None]:
+    """--gpus beyond one node's GPUs without --nodes: split into the reference system's nodes.
+
+    A DGX H100 has 8 GPUs: --gpus 32 plans 4 nodes of 8 (network between them), and says so.
+    """
+    per_node = device.gpus_per_node
+    gpus = request.gpus
+    if gpus is None or request.nodes is not None or request.gpus_per_node is not None \
+            or not per_node or gpus <= per_node or gpus % per_node:
+        return request, None
+    nodes = gpus // per_node
+    note = (f"--gpus {gpus} is more than one {device.name} system holds ({per_node} per node): "
+            f"planned as {nodes} nodes x {per_node} GPUs; pass --nodes and --gpus-per-node to "
+            "plan another split")
+    return request.with_changes(gpus=None, nodes=nodes, gpus_per_node=per_node), note
+
+
+def planned_host(report: Report, request: WorkloadRequest) -> tuple[Report, str | None]:
+    """--host-memory-gb: the host RAM of the planned system (offload checks read it)."""
+    if request.host_memory_gb is None:
+        return report, None
+    if not math.isfinite(request.host_memory_gb) or not 1 <= request.host_memory_gb <= 1e6:
+        raise UserError(f"--host-memory-gb must be between 1 and 1,000,000 GB, got "
+                        f"{request.host_memory_gb}", hint="e.g. --host-memory-gb 512")
+    host = report.host.model_copy(update={
+        "memory_total_bytes": int(request.host_memory_gb * 1e9)})
+    return report.model_copy(update={"host": host}), (
+        f"host memory {request.host_memory_gb:g} GB (--host-memory-gb)")
 
 
 def probe_report(measure: bool = False, progress: Progress | None = None) -> Report:
@@ -129,13 +161,17 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
     device = primary_device(target)
     measured, calibration_notes = load_calibration(calibration, device)
     device = calibrated(device, measured)
-    workload = build_workload(request, device.memory_total_bytes, target.device_class)
+    request, split = split_into_nodes(request, device)
+    workload = build_workload(request, device.memory_total_bytes, target.device_class,
+                              device.formats)
     if device_id is not None and workload.gpus > 1:
         # The report lists the devices of one node (the plan's per-node GPUs).
         per_node = workload.gpus_per_node or workload.gpus // workload.nodes
         target = resolve_target(device_id, min(per_node, MAX_PLANNED_DEVICES))
+    if workload.attention_kernel is not None:
+        options = options.model_copy(update={"attention_kernel": workload.attention_kernel})
     result = estimate(workload, device, options, calibration=measured)
-    notes = list(target.notes) + calibration_notes
+    notes = list(target.notes) + ([split] if split else []) + calibration_notes
     if not target.devices:
         notes.append("no accelerator found: estimated for the CPU (see the assumptions)")
     return target.model_copy(update={
@@ -152,7 +188,7 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     every estimate the rules engine makes.
     """
     from hwadvisor.probe.target import primary_device, resolve_target
-    from hwadvisor.rules.engine import recommend
+    from hwadvisor.rules.advise import recommend
     from hwadvisor.rules.playbook import GOAL_PHASE
 
     if request.phase is None:
@@ -162,13 +198,17 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     measured, calibration_notes = load_calibration(calibration, device)
     device = calibrated(device, measured)
     notes = list(target.notes) + calibration_notes
+    request, split = split_into_nodes(request, device)
+    target, host_note = planned_host(target, request)
+    notes += [n for n in (split, host_note) if n]
     if device_id is None and not request.layout_given() and len(target.devices) > 1 \
             and request.phase == "training":
         # Training on a multi-GPU host: plan the GPUs that are there (sharding advice needs it).
         request = request.with_changes(gpus=len(target.devices))
         notes.append(f"planning training on all {len(target.devices)} probed GPUs; pass --gpus to "
                      "plan fewer")
-    workload = build_workload(request, device.memory_total_bytes, device.device_class)
+    workload = build_workload(request, device.memory_total_bytes, device.device_class,
+                              device.formats)
     outcome = recommend(workload, device, goal, host=target.host,
                         estimator=_estimator(measured) if measured is not None else None)
     if workload.is_default:
@@ -189,6 +229,7 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
         workload=workload,
         estimate=outcome.estimate,
         goal=goal,
+        plan=outcome.plan,
         recommendations=outcome.recommendations,
         rejected=outcome.rejected,
     )
@@ -202,7 +243,7 @@ def repredict(report: Report, rec: Recommendation, busbw_gbps: float) -> float |
     """
     from hwadvisor.perfmodel import estimate
     from hwadvisor.probe.target import primary_device
-    from hwadvisor.rules.engine import recommend
+    from hwadvisor.rules.advise import recommend
 
     if report.workload is None or report.goal is None:
         return None

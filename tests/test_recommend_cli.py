@@ -24,8 +24,9 @@ def recommend_json(*args: str) -> dict:
 
 
 def test_json_report_has_the_contract_keys():
+    # Plain transformers serving (--engine hf): graphs and low-precision weights are news to it.
     data = recommend_json("--device", "h200-sxm", "--model", "llama-3-8b", "--goal",
-                          "inference-latency")
+                          "inference-latency", "--engine", "hf")
     assert data["kind"] == "recommend" and data["goal"] == "inference-latency"
     assert data["device_class"] == "datacenter-gpu"
     assert data["workload"]["model"] == "llama-3-8b" and data["workload"]["is_default"] is False
@@ -39,7 +40,12 @@ def test_json_report_has_the_contract_keys():
         assert rec["validation"]["status"] == "pending"
     assert [r["rank"] for r in recs] == list(range(1, len(recs) + 1))
     ids = {r["id"] for r in recs}
-    assert {"cuda-graphs", "fp8-weights", "int4-weights"} <= ids
+    assert "cuda-graphs" in ids and ids & {"fp8-weights", "int4-weights"}
+    plan = data["plan"]
+    assert plan["fits"] is True and plan["min_gpus"] is None
+    assert [s["id"] for s in plan["steps"]] == [r["id"] for r in recs if r["in_plan"]]
+    assert plan["metric"]["name"] == "request_latency_s" and plan["metric"]["better"] == "lower"
+    assert plan["metric"]["after"] < plan["metric"]["before"]
     for rej in data["rejected"]:
         assert rej["id"] and rej["why_not"].startswith(rej["id"] + ":")
 
@@ -84,22 +90,25 @@ def test_no_options_at_all_works_on_this_machine():
 
 
 def test_gpus_plans_that_many_devices_and_shards():
+    # Plain PyTorch training starts from DDP, which cannot hold 8B with AdamW: FSDP makes it fit.
     data = recommend_json("--device", "h100-sxm", "--model", "llama-3-8b", "--goal", "a",
-                          "--gpus", "8")
+                          "--gpus", "8", "--engine", "hf")
     assert len(data["devices"]) == 8 and data["workload"]["gpus"] == 8
     shard = next(r for r in data["recommendations"] if r["id"] == "fsdp2-zero3")
-    assert shard["trial"] == "collectives"
+    assert shard["trial"] == "collectives" and shard["step"] == 1
     assert shard["predicted"]["after"] < shard["predicted"]["before"]
+    assert data["plan"]["steps"][0]["needed_to_fit"] is True and data["plan"]["fits"] is True
 
 
 def test_output_file_is_a_loadable_report(tmp_path):
     path = tmp_path / "rec.json"
     result = invoke("--device", "m3-max", "--model", "llama-3-8b", "--goal", "c",
-                    "--output", str(path))
+                    "--engine", "hf", "--output", str(path))
     assert result.exit_code == 0, result.output
     report = load_report(path)
     assert report.kind == "recommend" and report.goal == "memory-footprint"
     assert "mmap-weights" in {r.id for r in report.recommendations}
+    assert report.plan is not None and report.plan.metric.name == "memory_per_gpu_bytes"
     assert not list(tmp_path.glob(".*.tmp"))  # the atomic write left no temp file
 
 
@@ -145,3 +154,26 @@ def test_fail_on_gate_trips_exit_1(monkeypatch):
                     "--fail-on", "refuted", "--json")
     assert result.exit_code == 1
     assert json.loads(result.stdout)["gates_tripped"]
+
+
+def test_gpus_beyond_one_node_are_split_into_the_reference_systems_nodes():
+    data = recommend_json("--device", "h100-sxm", "--model", "llama-3-70b", "--goal", "a",
+                          "--gpus", "32")
+    assert data["workload"]["nodes"] == 4 and data["workload"]["gpus_per_node"] == 8
+    assert any("4 nodes x 8 GPUs" in n for n in data["notes"])
+
+
+def test_host_memory_gb_sets_the_planned_host_and_is_bounded():
+    data = recommend_json("--device", "rtx-4090", "--model", "llama-3-8b", "--goal", "a",
+                          "--host-memory-gb", "256")
+    assert data["host"]["memory_total_bytes"] == 256_000_000_000
+    assert invoke("--device", "rtx-4090", "--host-memory-gb", "-3").exit_code == 2
+
+
+def test_emit_writes_the_engine_config(tmp_path):
+    path = tmp_path / "serve.sh"
+    result = invoke("--device", "h100-sxm", "--model", "llama-3-8b", "--batch", "64",
+                    "--emit", str(path))
+    assert result.exit_code == 0, result.output
+    text = path.read_text()
+    assert text.startswith("vllm serve llama-3-8b") and "--kv-cache-dtype fp8" in text

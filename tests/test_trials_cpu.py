@@ -186,12 +186,17 @@ def test_matmul_peak_cpu_quick():
     result = get_trial("matmul-peak").run(TrialContext(quick=True, budget_s=1.0))
     assert result.status == "ok", result.reason
     labels = {m.label: m for m in result.measurements}
-    assert set(labels) == {"fp32", "bf16"}
+    assert set(labels) == {"fp32", "bf16", "fp32 sustained", "bf16 sustained"}
     fp32 = labels["fp32"]
     assert fp32.error is not None and fp32.error < 1e-4
     n = fp32.params["m"]
     assert fp32.value == pytest.approx(2 * n**3 / fp32.median / 1e12)
     assert result.effect["fp32_tflops"] == fp32.value
+    # burst (one product per timing) and sustained (a back-to-back stream) are both reported
+    stream = labels["fp32 sustained"]
+    assert stream.params["mode"] == "sustained" and fp32.params["mode"] == "burst"
+    assert len(stream.samples) >= 6
+    assert result.effect["fp32_sustained_tflops"] == stream.value
     if not labels["bf16"].skipped:
         assert labels["bf16"].error < 2e-2
 

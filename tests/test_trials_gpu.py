@@ -56,6 +56,10 @@ def test_matmul_peak_gpu():
     if _cc() >= (8, 9):
         assert not labels["fp8"].skipped, labels["fp8"].skipped
         assert labels["fp8"].error < 0.1
+    # sustained (a back-to-back stream) never beats burst by much, and is not a collapse
+    for fmt in ("bf16", "fp16", "tf32"):
+        burst, stream = result.effect[f"{fmt}_tflops"], result.effect[f"{fmt}_sustained_tflops"]
+        assert 0.5 * burst < stream < 1.05 * burst
     if _is_h200():
         bf16 = result.effect["bf16_tflops"]
         assert 0.4 * H200_BF16_TFLOPS < bf16 <= H200_BF16_TFLOPS
@@ -100,6 +104,8 @@ def test_int4_weight_only_gpu():
     assert result.status == "ok", result.reason
     for batch in (1, 4, 16, 64):
         assert f"speedup_b{batch}" in result.effect
+        assert result.effect_of(f"speedup_b{batch}").ci is not None
+    assert result.kernel == "torch _weight_int4pack_mm"
     assert result.max_error is not None and result.max_error < 2e-2
     # weight-only int4 reads a quarter of the bytes: at batch 1 it should not lose to bf16
     assert result.effect["speedup_b1"] > 0.8

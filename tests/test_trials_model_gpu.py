@@ -14,7 +14,8 @@ pytestmark = [pytest.mark.gpu, requires_cuda]
 
 FULL = TrialContext(budget_s=5.0)  # the workload-sized shapes (Llama-3-8B widths by default)
 IDS = ["activation-checkpointing", "cuda-graphs", "attention-backends", "torch-compile",
-       "kv-cache-quantization"]
+       "kv-cache-quantization", "fused-adamw", "continuous-batching", "speculative-verify",
+       "prefix-reuse"]
 
 
 @pytest.mark.parametrize("trial_id", IDS)
@@ -64,3 +65,50 @@ def test_kv_cache_quantization_gpu():
     assert r.status == "ok", r.reason
     assert 0.5 <= r.effect["memory_factor"] < 0.51
     assert r.effect["output_rel_error"] < 0.3
+
+
+def _with_interval(r, key):
+    effect = r.effect_of(key)
+    assert effect is not None and effect.ci is not None, key
+    assert effect.ci[0] <= effect.value <= effect.ci[1]
+    return effect
+
+
+def test_interleaved_speedups_carry_intervals_gpu():
+    for trial_id in ("cuda-graphs", "attention-backends", "activation-checkpointing"):
+        r = get_trial(trial_id).run(FULL)
+        assert r.status == "ok", r.reason
+        _with_interval(r, "speedup")
+
+
+def test_fused_adamw_gpu():
+    r = get_trial("fused-adamw").run(FULL)
+    assert r.status == "ok", r.reason
+    assert _with_interval(r, "speedup").value > 0.8  # one kernel is never much slower
+
+
+def test_serving_trials_gpu():
+    from hwadvisor.models import Workload
+
+    ctx = TrialContext(workload=Workload(model="llama-3-8b", batch=4, prompt_len=2048),
+                       budget_s=5.0)
+    batching = get_trial("continuous-batching").run(ctx)
+    assert batching.status == "ok", batching.reason
+    # a decode step of 4 sequences costs far less than 4 steps of one while weights dominate
+    assert _with_interval(batching, "throughput_speedup").value > 2.0
+    verify = get_trial("speculative-verify").run(ctx)
+    assert verify.status == "ok", verify.reason
+    assert _with_interval(verify, "verify_time_factor").value < 2.0
+    prefix = get_trial("prefix-reuse").run(ctx)
+    assert prefix.status == "ok", prefix.reason
+    assert _with_interval(prefix, "speedup").value > 1.2  # half the tokens to prefill
+
+
+@pytest.mark.skipif(torch.cuda.is_available()
+                    and tuple(torch.cuda.get_device_capability(0)) < (8, 9),
+                    reason="needs FP8 tensor cores")
+def test_kv_cache_speed_on_fp8_gpu():
+    r = get_trial("kv-cache-quantization").run(FULL)
+    assert r.status == "ok", r.reason
+    _with_interval(r, "speedup")
+    assert r.kernel and "dequantised" in r.kernel

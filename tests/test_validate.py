@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from hwadvisor.cli.app import app
 from hwadvisor.models import (
+    Effect,
     Measurement,
     Prediction,
     Recommendation,
@@ -29,7 +30,7 @@ class OutOfMemoryError(RuntimeError):
 
 
 class FakeTrial:
-    """A trial whose run() does what the test asks."""
+    """A trial whose run() does what the test asks (effects with a ±1% interval)."""
 
     def __init__(self, trial_id: str, action: str = "ok", effect: dict[str, float] | None = None,
                  unsupported: str | None = None) -> None:
@@ -52,8 +53,10 @@ class FakeTrial:
             raise ValueError("kernel exploded")
         if self.action == "ctrl-c":
             raise KeyboardInterrupt
-        return TrialResult(id=self.id, status="ok", effect=self.effect,
-                           measurements=[Measurement(label="x", samples=[1.0, 1.0, 1.0])])
+        return TrialResult(id=self.id, status="ok", effects=[
+            Effect.named(k, val, ci=[val * 0.99, val * 1.01], runs=10)
+            for k, val in self.effect.items()],
+            measurements=[Measurement(label="x", samples=[1.0, 1.0, 1.0])])
 
 
 def loader_for(trials: dict[str, FakeTrial]):
@@ -109,6 +112,13 @@ def rec(rec_id: str, trial: str | None, metric: str, factor: float | None) -> Re
 
 
 def ok(trial_id: str, **effect: float) -> TrialResult:
+    """A result whose effects carry a tight interval (±1%): the decision follows the value."""
+    return TrialResult(id=trial_id, status="ok", effects=[
+        Effect.named(k, v, ci=[v * 0.99, v * 1.01], runs=20) for k, v in effect.items()])
+
+
+def point(trial_id: str, **effect: float) -> TrialResult:
+    """A result with point values only (no interval)."""
     return TrialResult(id=trial_id, status="ok", effect=effect)
 
 
@@ -128,18 +138,22 @@ def test_refuted_when_no_gain():
     assert v.verdict(r, ok("torch-compile", speedup=0.7)).status == "refuted"
 
 
-def test_a_speedup_within_the_timing_noise_is_no_gain():
+def test_a_speedup_within_the_timing_noise_is_inconclusive():
+    """The FP8 decode GEMM of 2026-11-30 (0.84x to 1.31x across runs): a wide interval decides
+    nothing, where the old point rule called it either way."""
     r = rec("fp8-weights", "fp8-gemm", "estimate.times.decode_step_s", 0.8)
-    steady = [1.0, 1.01, 0.99, 1.0, 1.0]
-    jumpy = [0.8, 1.0, 1.2, 0.85, 1.15]  # IQR 0.3 of a median 1.0: 30% noise
-    clean = TrialResult(id="fp8-gemm", status="ok", effect={"decode_speedup": 1.12},
-                        measurements=[Measurement(label="bf16", samples=steady)])
-    noisy = TrialResult(id="fp8-gemm", status="ok", effect={"decode_speedup": 1.12},
-                        measurements=[Measurement(label="bf16", samples=jumpy)])
-    assert v.verdict(r, clean).status == "confirmed"
-    judged = v.verdict(r, noisy)
-    assert judged.status == "refuted"
-    assert "must exceed 30%" in judged.detail
+    tight = TrialResult(id="fp8-gemm", status="ok", effects=[
+        Effect.named("decode_speedup", 1.12, ci=[1.09, 1.15], runs=30)])
+    wide = TrialResult(id="fp8-gemm", status="ok", effects=[
+        Effect.named("decode_speedup", 1.12, ci=[0.84, 1.31], runs=8)],
+        measurements=[Measurement(label="bf16", samples=[0.8, 1.0, 1.2, 0.85, 1.15])])
+    assert v.verdict(r, tight).status == "confirmed"
+    judged = v.verdict(r, wide)
+    assert judged.status == "inconclusive"
+    assert judged.ci == pytest.approx([1 / 1.31, 1 / 0.84])
+    assert judged.threshold == pytest.approx(1 / 1.05)  # fp8-weights' min_gain 0.05
+    assert "straddles" in judged.detail and "noisy" in judged.detail
+    assert v.verdict(r, point("fp8-gemm", decode_speedup=1.5)).status == "inconclusive"
 
 
 def test_rate_metric_uses_speedup_directly():
@@ -211,6 +225,9 @@ def test_unsupported_error_info_and_missing_effect():
     info = rec("fsdp2-zero3", "collectives", "estimate.tokens_per_s", 1.3)
     val = v.verdict(info, ok("collectives", busbw_gbps=400.0))
     assert val.status == "pending" and "no verdict" in val.detail
+    # a rule no trial measures is unsupported, not pending
+    none = rec("sliding-window-or-mla", None, "estimate.memory.kv_cache_bytes", 0.5)
+    assert v.verdict(none, None).status == "unsupported"
 
 
 def test_validate_report_runs_each_trial_once(monkeypatch):
@@ -221,13 +238,13 @@ def test_validate_report_runs_each_trial_once(monkeypatch):
     report.recommendations = [
         rec("cuda-graphs", "cuda-graphs", "estimate.times.decode_step_s", 0.5),
         rec("cuda-graphs-b", "cuda-graphs", "estimate.times.decode_step_s", 0.8),
-        rec("prefix-caching", None, "estimate.times.prefill_s", 0.5),
+        rec("sliding-window-or-mla", None, "estimate.memory.kv_cache_bytes", 0.5),
     ]
     out = v.validate_report(report, progress=None)
     assert fake.runs == 1
     assert [r.id for r in out.trials] == ["cuda-graphs"]
     assert [x.validation.status for x in out.recommendations] == ["confirmed", "confirmed",
-                                                                  "pending"]
+                                                                  "unsupported"]
 
 
 def test_measured_from_results():

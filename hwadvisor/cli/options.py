@@ -104,21 +104,23 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
                          + " [default: by device and phase, e.g. vllm on datacenter GPUs, "
                          "llamacpp on consumer GPUs, mlx on Apple, torchtitan for datacenter "
                          "training]", str, _WORKLOAD_PANEL)),
+    Param("attention_kernel", _opt("--attention-kernel", "math or flash: the attention you run "
+                                   "when it is not the engine's fused default (math = eager "
+                                   "attention) [default: the engine's]", str, _WORKLOAD_PANEL)),
+    Param("host_memory_gb", _opt("--host-memory-gb", "RAM of the planned host, GB, for offload "
+                                 "checks [default: this machine's, or the reference system's "
+                                 "with --device]", float, _WORKLOAD_PANEL)),
     Param("activation_checkpointing", _flag(
         "--activation-checkpointing/--no-activation-checkpointing",
         "Recompute activations in the backward pass (training)", _WORKLOAD_PANEL), False),
 )
 
 SHARDINGS: tuple[str, ...] = get_args(ModelOptions.model_fields["sharding"].annotation)
-ATTENTION_KERNELS: tuple[str, ...] = get_args(
-    ModelOptions.model_fields["attention_kernel"].annotation)
 
 MODEL_PARAMS: tuple[Param, ...] = (
     Param("sharding", _opt("--sharding", f"Multi-GPU strategy: {', '.join(SHARDINGS)} "
                            "[default: none = ddp for training, tp for inference when --gpus > 1]",
                            str, _MODEL_PANEL)),
-    Param("attention_kernel", _opt("--attention-kernel", f"{' or '.join(ATTENTION_KERNELS)} "
-                                   "[default: math]", str, _MODEL_PANEL)),
     Param("cuda_graphs", _flag("--cuda-graphs", "Assume CUDA graph replay", _MODEL_PANEL), False),
     Param("compiled", _flag("--compiled", "Assume torch.compile", _MODEL_PANEL), False),
     Param("fused_optimizer", _flag("--fused-optimizer", "Assume a fused optimizer kernel",
@@ -184,10 +186,6 @@ def build_model_options(values: dict[str, Any]) -> ModelOptions:
     }
     if (s := parse_choice("--sharding", values.get("sharding"), None, SHARDINGS)) is not None:
         built["sharding"] = s
-    kernel = parse_choice("--attention-kernel", values.get("attention_kernel"), None,
-                          ATTENTION_KERNELS)
-    if kernel is not None:
-        built["attention_kernel"] = kernel
     if (o := _fraction("--offload-fraction", values.get("offload_fraction"))) is not None:
         built["offload_fraction"] = o
     if (p := _fraction("--prefix-cache-hit", values.get("prefix_cache_hit"))) is not None:
@@ -239,7 +237,8 @@ FailOnOpt = Annotated[
     typer.Option(
         "--fail-on",
         help="Exit 1 when a recommendation's verdict (or a trial) is this; repeatable: "
-        "--fail-on refuted --fail-on error.",
+        "--fail-on refuted --fail-on error. inconclusive: the trial's 95% interval straddled "
+        "the rule's threshold.",
         case_sensitive=False,
     ),
 ]

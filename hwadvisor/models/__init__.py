@@ -13,6 +13,15 @@ from hwadvisor.models.hardware import (
     PcieLink,
     PeerLink,
 )
+from hwadvisor.models.plan import (
+    EngineConfig,
+    Plan,
+    PlanAlternative,
+    PlanLayout,
+    PlanMetric,
+    PlanStep,
+    PlanValidation,
+)
 from hwadvisor.models.recommend import Goal, Prediction, Recommendation, Rejected, Validation
 from hwadvisor.models.report import SCHEMA_VERSION, Report
 from hwadvisor.models.trial import Effect, Measurement, TrialEnvironment, TrialResult
@@ -23,6 +32,7 @@ __all__ = [
     "Bottleneck",
     "Device",
     "Effect",
+    "EngineConfig",
     "DeviceClass",
     "Estimate",
     "Goal",
@@ -38,6 +48,12 @@ __all__ = [
     "NvidiaDetails",
     "PcieLink",
     "PeerLink",
+    "Plan",
+    "PlanAlternative",
+    "PlanLayout",
+    "PlanMetric",
+    "PlanStep",
+    "PlanValidation",
     "Prediction",
     "Recommendation",
     "Rejected",

@@ -151,7 +151,11 @@ class Measured(Strict):
     """Figures measured on this device by the validator's trials (probe --measure)."""
 
     memory_bandwidth_gbps: float | None = None
-    matmul_tflops: dict[str, float] = Field(default_factory=dict)
+    matmul_tflops: dict[str, float] = Field(
+        default_factory=dict, description="Burst: one product per timing, as triton's do_bench")
+    matmul_sustained_tflops: dict[str, float] = Field(
+        default_factory=dict,
+        description="Sustained: a back-to-back stream long enough to reach the power limit")
     trial_ids: list[str] = Field(default_factory=list)
 
 

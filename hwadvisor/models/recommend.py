@@ -31,6 +31,13 @@ class Validation(Strict):
     prediction_error: float | None = Field(
         None, description="(measured - predicted) / predicted of the factor"
     )
+    ci: list[float] | None = Field(
+        None, min_length=2, max_length=2,
+        description="95% confidence interval [low, high] of measured_factor (same space)")
+    threshold: float | None = Field(
+        None, description="The value of measured_factor the interval was held against: "
+        "confirmed when it lies wholly on the helpful side, refuted when wholly on the other")
+    runs: int | None = Field(None, description="Samples behind the interval (A/B pairs, timings)")
     detail: str | None = None
     holds_where: str | None = Field(None, description="Where the advice holds, when narrowed")
 
@@ -54,6 +61,12 @@ class Recommendation(Strict):
     fits_after: bool | None = Field(
         None, description="Whether the workload fits the memory limit after this change"
     )
+    in_plan: bool = Field(False, description="The plan applies it (plan.steps, in order)")
+    step: int | None = Field(None, description="Its place in plan.steps (1-based)")
+    needs_retraining: bool = Field(
+        False, description="Needs a model trained that way (an architecture change)")
+    side_effects: list[str] = Field(
+        default_factory=list, description="What else it changes, in words (never ranked on)")
 
 
 class Rejected(Strict):

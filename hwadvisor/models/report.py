@@ -10,13 +10,14 @@ from pydantic import Field
 from hwadvisor import __version__
 from hwadvisor.models.estimate import Estimate
 from hwadvisor.models.hardware import Device, DeviceClass, HostInfo, Strict
+from hwadvisor.models.plan import Plan
 from hwadvisor.models.recommend import Goal, Recommendation, Rejected
 from hwadvisor.models.trial import TrialResult
 from hwadvisor.models.workload import Workload
 
 # MAJOR.MINOR: MINOR grows when keys are added (old readers still work);
 # MAJOR grows when a key is removed, renamed or changes meaning (see docs/schema-versioning.md).
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 ReportKind = Literal["probe", "estimate", "recommend", "validate"]
 
@@ -42,6 +43,8 @@ class Report(Strict):
     workload: Workload | None = None
     estimate: Estimate | None = None
     goal: Goal | None = None
+    plan: Plan | None = Field(
+        None, description="recommend: the stack of changes for the goal, with its effect and fit")
     recommendations: list[Recommendation] = Field(default_factory=list)
     rejected: list[Rejected] = Field(default_factory=list)
     trials: list[TrialResult] = Field(default_factory=list)

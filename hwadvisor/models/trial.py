@@ -11,7 +11,8 @@ from hwadvisor.models.hardware import Strict
 
 TrialStatus = Literal["ok", "unsupported", "error", "interrupted"]
 Better = Literal["higher", "lower"]
-Verdict = Literal["pending", "confirmed", "refuted", "unsupported", "error"]
+# inconclusive: the measurement's 95% interval straddles the rule's threshold (no decision).
+Verdict = Literal["pending", "confirmed", "refuted", "inconclusive", "unsupported", "error"]
 
 NOISY_SPREAD = 0.10  # spread over 10% of the median marks a measurement noisy
 DERIVED_FIELDS = ("median", "spread", "noisy")
@@ -100,17 +101,30 @@ class Effect(Strict):
     value: float
     unit: str | None = Field(None, description="x, GB/s, TFLOP/s, s, ms, bytes, ratio ...")
     better: Better | None = Field(None, description="Which way is an improvement, if any")
+    ci: list[float] | None = Field(
+        None, min_length=2, max_length=2,
+        description="95% confidence interval [low, high] of the value (models/stats.py)")
+    runs: int | None = Field(
+        None, description="Samples behind the interval: A/B pairs for a ratio, timings for a rate")
 
     @classmethod
-    def named(cls, name: str, value: float) -> Effect:
+    def named(cls, name: str, value: float, ci: tuple[float, float] | list[float] | None = None,
+              runs: int | None = None) -> Effect:
         """Build an effect whose unit and direction follow the trials' naming convention."""
         unit, better = effect_meaning(name)
-        return cls(name=name, value=float(value), unit=unit, better=better)
+        return cls(name=name, value=float(value), unit=unit, better=better,
+                   ci=[float(ci[0]), float(ci[1])] if ci is not None else None, runs=runs)
 
 
-def named_effects(values: dict[str, float]) -> list[Effect]:
-    """Effects from a name -> value dict, by the naming convention (see effect_meaning)."""
-    return [Effect.named(k, v) for k, v in values.items()]
+def named_effects(values: dict[str, float],
+                  intervals: dict[str, tuple[tuple[float, float] | None, int]] | None = None,
+                  ) -> list[Effect]:
+    """Effects from a name -> value dict, by the naming convention (see effect_meaning).
+
+    intervals, when given, maps a name to (ci, runs) for the effects that carry an interval.
+    """
+    found = intervals or {}
+    return [Effect.named(k, v, *found.get(k, (None, None))) for k, v in values.items()]
 
 
 class TrialEnvironment(Strict):
@@ -118,8 +132,13 @@ class TrialEnvironment(Strict):
 
     device: str | None = None
     torch_version: str | None = None
-    sm_clock_mhz: int | None = None
+    sm_clock_mhz: int | None = Field(None, description="SM clock right after the trial")
     memory_clock_mhz: int | None = None
+    sm_clock_mhz_before: int | None = Field(None, description="SM clock right before the trial")
+    throttle_reasons_before: list[str] | None = Field(
+        None, description="NVML clocks-event reasons active before the trial (null: unreadable)")
+    throttle_reasons: list[str] | None = Field(
+        None, description="NVML clocks-event reasons active right after the trial")
     other_processes: list[str] = Field(default_factory=list)
 
 
@@ -138,6 +157,9 @@ class TrialResult(Strict):
         default_factory=list, description="Measured effects with units, e.g. speedup_b1 = 2.1 x"
     )
     summary: str | None = None
+    kernel: str | None = Field(
+        None, description="The kernel (or library path) the trial measured, when it matters: "
+        "'torch _weight_int4pack_mm', 'torch._scaled_mm' ...")
     max_error: float | None = None
     environment: TrialEnvironment = Field(default_factory=TrialEnvironment)
     wall_s: float | None = None

@@ -78,6 +78,9 @@ class ModelSpec(Strict):
         "None: every layer from dense_layers on, every moe_layer_freq-th",
     )
     max_position_embeddings: int | None = None
+    mtp_layers: int = Field(
+        0, ge=0, description="Multi-token-prediction heads shipped with the checkpoint "
+        "(num_nextn_predict_layers; a built-in draft for speculative decoding)")
     native_weights_dtype: Dtype | None = Field(
         None, description="The checkpoint's own weights format (quantization_config or "
         "torch_dtype); None when the config does not say")
@@ -101,6 +104,9 @@ class Workload(Strict):
     engine: EngineId = Field("hf", description="The serving or training engine that runs it")
     engine_source: str | None = Field(
         None, description="Why this engine: --engine, or the default for the device and phase")
+    attention_kernel: Literal["math", "flash"] | None = Field(
+        None, description="The attention the user runs when not the engine's default (math: "
+        "eager attention, the score matrix materialised, e.g. attn_implementation=\"eager\")")
     activation_dtype: Dtype = "bf16"
     kv_dtype: Dtype = "bf16"
     optimizer: Optimizer = "adamw"

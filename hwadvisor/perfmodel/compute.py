@@ -660,11 +660,11 @@ def train_phase(setup: Setup) -> Phase:
 
 def _lora_op(setup: Setup, r: _Rates, tokens: float, layers: float) -> Op:
     """Build LoRA's adapters: rank-r A and B on every projection, forward and backward (x3)."""
-    spec = setup.spec
-    rank = float(setup.options.lora_rank)
-    h, inter = float(spec.hidden_size), float(spec.intermediate_size)
-    widths = 4.0 * (h + h) + 3.0 * (h + inter)  # (in + out) of 7 projections
-    flops = 2.0 * tokens * rank * widths * layers * 3.0
+    from hwadvisor.perfmodel.memory import lora_params
+
+    per_layer = lora_params(setup) / max(setup.spec.num_layers, 1)  # rank x (in + out) each
+    flops = 2.0 * tokens * per_layer * layers * 3.0
+    rank, h = float(setup.options.lora_rank), float(setup.spec.hidden_size)
     return Op("LoRA adapters", flops, 0.0, r.act_gemm * E.gemm_shape_factor(
         tokens, rank, h, r.half_dim), r.stream)
 
@@ -672,16 +672,18 @@ def _lora_op(setup: Setup, r: _Rates, tokens: float, layers: float) -> Op:
 def optimizer_phase(setup: Setup) -> Phase:
     """Build the optimizer step per GPU, once per step: fused or foreach, GPU or host.
 
-    LoRA/QLoRA step only the adapters. Offloaded (ZeRO-Offload): the step runs on the host at
-    its memory bandwidth, and gradients go down and updated 16-bit weights come up over PCIe.
+    LoRA/QLoRA step only the adapters (memory.lora_params). Offloaded (ZeRO-Offload): the step
+    runs on the host at its memory bandwidth, and gradients go down and updated 16-bit weights
+    come up over PCIe.
     """
     opts = setup.options
     table = C.OPT_BYTES_PER_PARAM_FUSED if opts.fused_optimizer else C.OPT_BYTES_PER_PARAM_UNFUSED
-    params = setup.parts.total / setup.layout.weight_shards
+    trained = setup.parts.total
     if opts.finetune in ("lora", "qlora"):
-        spec = setup.spec
-        widths = 4.0 * 2 * spec.hidden_size + 3.0 * (spec.hidden_size + spec.intermediate_size)
-        params = opts.lora_rank * widths * spec.num_layers / setup.layout.weight_shards
+        from hwadvisor.perfmodel.memory import lora_params
+
+        trained = lora_params(setup)
+    params = trained / setup.layout.weight_shards
     phase = Phase("optimizer step")
     per_param = table[setup.workload.optimizer]
     kind = "fused" if opts.fused_optimizer else "foreach"

@@ -188,8 +188,8 @@ GEMM_HALF_DIM: dict[str, float] = {"apple": 32.0, "default": 128.0}
 # batch 16-32" (IST-DASLab/marlin README) = 0.9. llama.cpp (legacy quants and f16) and MLX per
 # vendor, CUTLASS-class fp8 on CDNA 3 (vLLM): fit to the tune split; MLX streams more of the
 # bandwidth than llama.cpp's Metal kernels on the same chip (above 1: capped at the datasheet).
-# CUTLASS fp8 on NVIDIA 0.85, ExLlamaV2 0.85, bitsandbytes' gemv_4bit 0.5, the llama.cpp and
-# default rows: assumptions.
+# CUTLASS fp8 on NVIDIA 0.85, ExLlamaV2 0.85, bitsandbytes' gemv_4bit 0.5, the on-device
+# engines' int4 GEMV 0.8, the llama.cpp and default rows: assumptions.
 GEMV_EFFICIENCY: dict[str, float] = {
     "cublas": 0.93,
     "cutlass-fp8": 0.85,
@@ -199,6 +199,7 @@ GEMV_EFFICIENCY: dict[str, float] = {
     "marlin": 0.9,
     "exllamav2": 0.85,
     "bitsandbytes": 0.5,
+    "mobile-int4": 0.8,
     "llamacpp": 0.85,
     "llamacpp@apple": 0.875,
     "llamacpp@nvidia": 0.96,
@@ -222,9 +223,12 @@ GEMV_RELATIVE: dict[str, tuple[str, float]] = {"llamacpp-k": ("llamacpp", 0.87)}
 # profiles list (GA102 / AD102 whitepapers): 2 x 0.8. llama.cpp quantised prefill (MMQ) per
 # family, llama.cpp on A100 / H100 (May 2024 builds reach 30-36% of the tensor peak), MLX: fit
 # to the tune split. bitsandbytes: a cuBLAS GEMM after dequantising (Hopper's 0.77); ExLlamaV2
-# and the llama.cpp default: assumptions.
+# and the llama.cpp default: assumptions. torch's int4 kernel off NVIDIA (MPS, CPU) and the
+# on-device engines' int4 kernels (mobile-int4): assumptions, not the H200's tinygemm figure.
 KERNEL_COMPUTE_FRACTION: dict[str, float] = {
-    "torch-int4": 0.028,
+    "torch-int4@nvidia": 0.028,
+    "torch-int4": 0.3,
+    "mobile-int4": 0.5,
     "marlin": 0.8,
     "exllamav2": 0.6,
     "bitsandbytes": 0.77,

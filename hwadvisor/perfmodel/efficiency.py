@@ -159,7 +159,9 @@ def quant_kernel(weights_dtype: str, engine: str, family: str, option: str | Non
     if fmt.kind == "weight-only":  # int4 (AWQ/GPTQ)
         if engine == "exllamav2":
             return "exllamav2"
-        if engine in ("hf", "torchtitan", "executorch") or not family.startswith("nvidia"):
+        if engine in ("executorch", "litert", "mlc-llm"):
+            return "mobile-int4"  # XNNPACK / KleidiAI, LiteRT's and TVM's int4 GEMV kernels
+        if engine in ("hf", "torchtitan") or not family.startswith("nvidia"):
             return "torch-int4"
         return "marlin"
     if fmt.kind == "w8a8":

@@ -153,13 +153,19 @@ def training_activation_bytes(setup: Setup) -> float:
 def inference_activation_bytes(setup: Setup) -> float:
     """Return the largest layer's prefill working set plus the last token's logits.
 
-    The whole uncached prompt is one chunk (no chunked prefill assumed): residual and normed
-    input (2h) plus the widest MLP's intermediates, in the activation dtype; math attention
-    adds the score matrix of one layer.
+    The uncached prompts of the batch prefill in one forward, or in chunks of
+    prefill_chunk_tokens where the engine chunks: residual and normed input (2h) plus the
+    widest MLP's intermediates, in the activation dtype; math attention adds the score matrix
+    of one layer.
     """
     wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
     new_tokens = max(1.0, wl.prompt_len * (1.0 - setup.options.prefix_cache_hit))
     tokens = setup.batch * new_tokens
+    chunk = setup.options.prefill_chunk_tokens
+    if chunk is not None and tokens > chunk:
+        # Chunked prefill (vLLM/SGLang): one forward holds at most the chunk's tokens.
+        tokens = float(chunk)
+        new_tokens = min(new_tokens, float(chunk))
     widths = [spec.intermediate_size]
     if spec.num_experts > 0:
         widths.append(spec.experts_per_token * expert_width(spec) + shared_expert_width(spec))
@@ -188,6 +194,24 @@ def training_weight_dtype(setup: Setup) -> str:
     return setup.workload.weights_dtype if setup.options.mixed_precision else "fp32"
 
 
+def lora_params(setup: Setup) -> float:
+    """Parameters of rank-r adapters on every linear layer of attention and the dense MLP.
+
+    A LoRA adapter on a (in -> out) projection adds r x (in + out) parameters (Hu et al. 2021);
+    PEFT's target_modules="all-linear" puts one on q, k, v, o, gate, up and down. Routed experts
+    keep no adapters (the usual MoE recipe).
+    """
+    spec, r = setup.spec, setup.options.lora_rank
+    h = spec.hidden_size
+    q_out = spec.num_heads * spec.head_dim
+    kv_out = spec.num_kv_heads * spec.head_dim
+    attention = (h + q_out) + 2 * (h + kv_out) + (q_out + h)
+    width = spec.intermediate_size
+    mlp = (3 if spec.gated_mlp else 2) * (h + width)
+    dense_layers = spec.num_layers - setup.parts.moe_layers
+    return float(r * (spec.num_layers * attention + dense_layers * mlp))
+
+
 def working_weight_dtype(setup: Setup) -> str:
     """Return the dtype weights are held and read in (fp32 for fp32 training)."""
     return training_weight_dtype(setup) if setup.training else setup.workload.weights_dtype
@@ -210,6 +234,37 @@ def largest_layer_weight_bytes(setup: Setup) -> float:
             setup.parts.shared_experts_and_router / setup.parts.moe_layers)
     bits = formats.layer_bits(formats.weight_format(dtype), setup.parts, spec)
     return (attention + max(dense, moe)) * bits / 8.0
+
+
+def training_state_bytes(setup: Setup, notes: list[str]) -> tuple[float, float]:
+    """(gradient bytes, optimizer bytes) per GPU: full training, or LoRA's adapters only.
+
+    LoRA/QLoRA train only the adapters: their gradients and optimizer state (fp32 adapters with
+    AdamW, 16 bytes a parameter in all, as PEFT keeps them under autocast). Optimizer offload
+    moves the optimizer state (and its fp32 master copy) to host RAM.
+    """
+    shards = setup.layout.weight_shards
+    if setup.options.finetune in ("lora", "qlora"):
+        adapters = lora_params(setup)
+        notes.append(f"{setup.options.finetune}: rank-{setup.options.lora_rank} adapters "
+                     f"({adapters / 1e6:.0f}M parameters) trained, the base frozen")
+        grads = adapters * C.GRAD_BYTES_FP32 / shards
+        opt = adapters * C.OPTIMIZER_BYTES_FP32[setup.workload.optimizer] / shards
+    else:
+        params = setup.parts.total
+        grads = params * grad_bytes_per_param(setup) / shards
+        opt = params * optimizer_bytes_per_param(setup) / shards
+    if setup.options.optimizer_offload:
+        notes.append(f"optimizer state ({opt / C.GB:.1f} GB per GPU) in host RAM")
+        opt = 0.0
+    return grads, opt
+
+
+def offloaded_host_bytes(setup: Setup) -> float:
+    """Host RAM the offloaded optimizer state takes, per GPU (0 without offload)."""
+    if not (setup.training and setup.options.optimizer_offload):
+        return 0.0
+    return setup.parts.total * optimizer_bytes_per_param(setup) / setup.layout.weight_shards
 
 
 # --- The whole picture ------------------------------------------------------------------------
@@ -241,11 +296,11 @@ def memory_estimate(setup: Setup) -> MemoryEstimate:
     kv = act = grads = opt = 0.0
     if setup.training:
         act = training_activation_bytes(setup)
-        params = setup.parts.total
-        grads = params * grad_bytes_per_param(setup) / shards
-        opt = params * optimizer_bytes_per_param(setup) / shards
+        grads, opt = training_state_bytes(setup, notes)
         if wl.activation_checkpointing:
-            notes.append("activation checkpointing: layer inputs kept, one layer recomputed")
+            notes.append("activation checkpointing: " + (
+                "attention recomputed, the rest kept" if setup.options.selective_checkpointing
+                else "layer inputs kept, one layer recomputed"))
     else:
         kv = kv_cache_bytes(setup.spec, wl.kv_dtype, setup.batch, wl.prompt_len + wl.gen_len,
                             layout.tp) / layout.pp

@@ -52,12 +52,18 @@ class FigureDelta(BaseModel):
 
 
 class VerdictChange(BaseModel):
-    """A recommendation's verdict in both reports."""
+    """A recommendation's verdict in both reports.
+
+    Only confirmed -> refuted regresses: the measurement now says the advice does not pay.
+    confirmed -> inconclusive is `undecided`, not a regression: the interval widened (a noisy
+    run, a busy GPU) and says neither; gate on it with --fail-on inconclusive if wanted.
+    """
 
     id: str
     baseline: str | None = None
     current: str | None = None
     regressed: bool = False
+    undecided: bool = Field(False, description="Decided in the baseline, inconclusive now")
 
 
 class Comparison(BaseModel):
@@ -154,8 +160,10 @@ def _verdicts(baseline: Report, current: Report) -> list[VerdictChange]:
     changes = []
     for rec_id in list(before) + [i for i in after if i not in before]:
         b, c = before.get(rec_id), after.get(rec_id)
-        changes.append(VerdictChange(id=rec_id, baseline=b, current=c,
-                                     regressed=(b == "confirmed" and c == "refuted")))
+        changes.append(VerdictChange(
+            id=rec_id, baseline=b, current=c,
+            regressed=(b == "confirmed" and c == "refuted"),
+            undecided=(b in ("confirmed", "refuted") and c == "inconclusive")))
     return changes
 
 

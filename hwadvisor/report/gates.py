@@ -18,6 +18,7 @@ class FailOn(str, Enum):
     """Verdicts (and trial statuses) that fail a CI run when asked with --fail-on."""
 
     REFUTED = "refuted"
+    INCONCLUSIVE = "inconclusive"
     ERROR = "error"
     UNSUPPORTED = "unsupported"
 

@@ -17,6 +17,7 @@ DASH = "—"  # an unknown value: shown as a dash, never as 0
 VERDICT_MARK = {
     "confirmed": "✅ confirmed",
     "refuted": "❌ refuted",
+    "inconclusive": "❔ inconclusive",
     "unsupported": "⚪ unsupported",
     "error": "⚠️ error",
     "pending": "⏳ pending",
@@ -131,6 +132,26 @@ def _prediction(p: Prediction) -> str:
     return text
 
 
+def _plan(report: Report) -> list[str]:
+    """Render the plan first: the bottom line, its steps and numbers, then the engine's config."""
+    from hwadvisor.report.plantext import config_lines, plan_lines
+
+    if report.plan is None:
+        return []
+    text = plan_lines(report)
+    lines = [f"## Plan for {report.goal}", "", f"**{text[0]}**", ""]
+    lines += [line if line[:1].isdigit() or line.startswith("   ") else f"{line}  "
+              for line in text[1:]]
+    config = config_lines(report.plan)
+    if config:
+        fence = "toml" if report.plan.engine_config and \
+            report.plan.engine_config.format == "toml" else ""
+        lines += ["", f"{config[0]}", "", f"```{fence}", *report.plan.engine_config.text
+                  .splitlines(), "```"] if report.plan.engine_config else []
+        lines += [f"- {line}" for line in config[1:] if line.startswith(("not in", "note:"))]
+    return lines
+
+
 def _recommendations(report: Report) -> list[str]:
     if not report.recommendations and not report.rejected:
         return []
@@ -142,6 +163,8 @@ def _recommendations(report: Report) -> list[str]:
         for r in ranked:
             v = r.validation
             measured = f"×{v.measured_factor:.2f}" if v.measured_factor is not None else None
+            if measured and v.ci is not None:
+                measured += f" [{v.ci[0]:.2f}, {v.ci[1]:.2f}]"
             rows.append([r.rank, r.id, r.title, _prediction(r.predicted), r.trial,
                          VERDICT_MARK.get(v.status, v.status), measured, v.detail])
         lines += table(["rank", "id", "title", "predicted", "trial", "verdict", "measured",
@@ -209,7 +232,8 @@ def render_markdown(report: Report) -> str:
         f"hwadvisor {report.tool_version} · schema {report.schema_version} · {report.generated_at}"
         + (" · **interrupted**" if report.interrupted else "")
     )
-    for section in (_devices, _workload, _estimate, _recommendations, _trials, _gates, _notes):
+    for section in (_plan, _devices, _workload, _estimate, _recommendations, _trials, _gates,
+                    _notes):
         part = section(report)
         if part:
             lines += [""] + part
@@ -241,7 +265,8 @@ def render_comparison_markdown(comparison: Comparison) -> str:
     if comparison.verdicts:
         lines += ["", "## Verdicts", ""]
         lines += table(["recommendation", "baseline", "current", "status"],
-                       [[v.id, v.baseline, v.current, "❌ regressed" if v.regressed else "ok"]
+                       [[v.id, v.baseline, v.current, "❌ regressed" if v.regressed
+                         else ("❔ no longer decided" if v.undecided else "ok")]
                         for v in comparison.verdicts])
     if comparison.notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in comparison.notes]

@@ -61,6 +61,16 @@ class When(BaseModel):
     min_kv_fraction: float | None = Field(
         None, description="KV cache share of the persistent state (weights, KV, grads, optimizer)")
     min_activation_fraction: float | None = None
+    min_nodes: int | None = None
+    engine_in: list[str] | None = None
+    engine_not_in: list[str] | None = None
+    knobs_off: list[str] | None = Field(
+        None, description="Engine knobs (cuda_graphs, compiled ...) that must still be off")
+    chunked_prefill: bool | None = None
+    fp8_usable: bool | None = None
+    fp4_usable: bool | None = None
+    finetune_in: list[Literal["full", "lora", "qlora"]] | None = None
+    max_kv_fraction: float | None = None
 
 
 def _in(key: str) -> Callable[[Facts, Any], bool]:
@@ -163,6 +173,21 @@ CONDITIONS: dict[str, tuple[Callable[[Facts, Any], bool], str]] = {
     "min_activation_fraction": (
         _at_least("activation_fraction"),
         "activations are only {activation_fraction:.1%} of memory ({activations_gb})"),
+    "min_nodes": (_at_least("nodes"), "needs at least {expected} nodes; the plan has {nodes}"),
+    "engine_in": (_in("engine"), "applies to {expected}; the engine is {engine_name}"),
+    "engine_not_in": (_not_in("engine"), "{engine_name} does not take this"),
+    "knobs_off": (_has_none("knobs_on"), "already on in this plan ({expected})"),
+    "chunked_prefill": (
+        _equals("chunked_prefill"), "the plan prefills in chunks already"),
+    "fp8_usable": (
+        _equals("fp8_usable"), "FP8 weights need FP8 tensor cores and an engine that runs them: "
+        "{device} ({arch_text}) with {engine_name}"),
+    "fp4_usable": (
+        _equals("fp4_usable"), "FP4 weights need FP4 tensor cores (Blackwell) and an engine that "
+        "runs them: {device} ({arch_text}) with {engine_name}"),
+    "finetune_in": (_in("finetune"), "applies to {expected} training; this is {finetune}"),
+    "max_kv_fraction": (
+        _at_most("kv_fraction"), "the KV cache is already {kv_fraction:.0%} of the state"),
 }
 
 # Reasons the engine itself can give, after predicting (not `when` keys, but overridable).

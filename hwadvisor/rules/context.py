@@ -10,10 +10,27 @@ from hwadvisor.models import Device, Estimate, HostInfo, ModelOptions, Workload
 
 Estimator = Callable[[Workload, Device, ModelOptions], Estimate]
 
+# The workload fields an estimate depends on (all but the nested spec, keyed on its own).
+_WORKLOAD_KEYS = tuple(k for k in Workload.model_fields if k != "spec")
+# id(spec) -> (spec, its key): specs are shared by every what-if of a search, so their key is
+# computed once; the spec itself is held so its id cannot be reused by another object.
+_SPEC_KEYS: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+
+
+def _spec_key(spec: Any) -> tuple[Any, ...]:
+    found = _SPEC_KEYS.get(id(spec))
+    if found is not None and found[0] is spec:
+        return found[1]
+    key = tuple(spec.__dict__.values())
+    if len(_SPEC_KEYS) > 4096:
+        _SPEC_KEYS.clear()
+    _SPEC_KEYS[id(spec)] = (spec, key)
+    return key
+
 
 @dataclass
 class RuleContext:
-    """What a planner or predictor sees: the baseline and a way to estimate a what-if."""
+    """One state of the plan: workload and knobs, their estimate and facts, and a what-if."""
 
     workload: Workload
     device: Device
@@ -22,31 +39,45 @@ class RuleContext:
     estimate: Estimate
     facts: dict[str, Any]
     estimator: Estimator
-    _cache: dict[str, Estimate] = field(default_factory=dict)
+    _cache: dict[Any, Estimate] = field(default_factory=dict)
+
+    @staticmethod
+    def key_of(workload: Workload, options: ModelOptions) -> tuple[Any, ...]:
+        """Return a cache key for a (workload, options) state: the fields that move an estimate.
+
+        Plain tuples in the models' field order (no sorting, no repr): the plan search builds
+        a key for every what-if it judges.
+        """
+        spec = workload.spec
+        spec_key = None if spec is None else _spec_key(spec)
+        w = tuple(workload.__dict__[k] for k in _WORKLOAD_KEYS)
+        return (w, spec_key, tuple(options.__dict__.values()))
 
     def what_if(
         self, workload_changes: dict[str, Any], option_changes: dict[str, Any],
         spec_changes: dict[str, Any] | None = None,
     ) -> tuple[Workload, ModelOptions]:
-        """Return the workload and options with the changes applied (validated)."""
-        data = self.workload.model_dump()
-        data.update(workload_changes)
-        if spec_changes and self.workload.spec is not None:
-            data["spec"] = {**data["spec"], **spec_changes}
-        workload = Workload.model_validate(data)
-        options = ModelOptions.model_validate({**self.options.model_dump(), **option_changes})
+        """Return the workload and options with the changes applied.
+
+        Playbook values are validated when the TOML loads, and planners compute theirs, so a
+        copy without re-validation is safe and keeps the plan search fast.
+        """
+        workload = self.workload.model_copy(update=workload_changes) if workload_changes \
+            else self.workload
+        if spec_changes and workload.spec is not None:
+            workload = workload.model_copy(
+                update={"spec": workload.spec.model_copy(update=spec_changes)})
+        options = self.options.model_copy(update=option_changes) if option_changes \
+            else self.options
         return workload, options
 
     def estimate_with(
         self, workload_changes: dict[str, Any], option_changes: dict[str, Any],
         spec_changes: dict[str, Any] | None = None,
     ) -> Estimate:
-        """Estimate of the baseline with the changes applied; cached per change set."""
-        key = repr((sorted(workload_changes.items()), sorted(option_changes.items()),
-                    sorted((spec_changes or {}).items())))
+        """Estimate of this state with the changes applied; cached per resulting state."""
+        workload, options = self.what_if(workload_changes, option_changes, spec_changes)
+        key = self.key_of(workload, options)
         if key not in self._cache:
-            workload, options = self.what_if(workload_changes, option_changes, spec_changes)
             self._cache[key] = self.estimator(workload, self.device, options)
         return self._cache[key]
-
-

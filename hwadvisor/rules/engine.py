@@ -1,9 +1,11 @@
-"""The rules engine: judge each rule of a goal, predict its effect, rank what fires.
+"""The rules engine: judge one rule on one state of the plan, and predict its effect.
 
-For every rule of the goal: check its conditions against the facts (workload, estimate,
-device); if one fails, reject it with its why-not. Otherwise run the performance model on the
-rule's what-if (or its predictor), read the rule's metric before and after, and keep it when
-the gain is worth it. What fires is ranked by predicted gain.
+A state is the workload and the knobs as the plan has them so far (the engine's defaults
+first). Judging a rule on it: check its conditions against the facts of that state; if one
+fails, the rule is rejected with its why-not. Otherwise run the performance model on the rule's
+what-if (or its predictor) applied to the state, read the rule's metric before and after, and
+return the candidate with the goal's metric after it too. rules/plan.py searches over the
+candidates; this module never ranks.
 """
 
 from __future__ import annotations
@@ -18,17 +20,23 @@ from hwadvisor.models import (
     HostInfo,
     ModelOptions,
     Prediction,
-    Recommendation,
-    Rejected,
     Workload,
 )
 from hwadvisor.models.recommend import Goal
+from hwadvisor.rules.baseline import baseline, baseline_options  # noqa: F401 - re-exported
 from hwadvisor.rules.conditions import CONDITIONS, ENGINE_REASONS, expected_text, failed_conditions
 from hwadvisor.rules.context import Estimator, RuleContext
-from hwadvisor.rules.facts import build_facts, fit_text, gb
+from hwadvisor.rules.facts import fit_text, gb
 from hwadvisor.rules.metrics import METRICS, gain, prediction, read_metric, tradeoff_text
 from hwadvisor.rules.planners import PLANNERS, PREDICTORS, Plan
-from hwadvisor.rules.playbook import Rule, rules_for_goal
+from hwadvisor.rules.playbook import Rule
+
+# The goal's one metric (issue "plans, not lists"): what a plan is ranked and searched on.
+GOAL_METRIC: dict[Goal, str] = {
+    "training-throughput": "estimate.tokens_per_s",
+    "inference-latency": "estimate.times.request_latency_s",
+    "memory-footprint": "estimate.memory.total_bytes",
+}
 
 
 class _Formatter(string.Formatter):
@@ -55,75 +63,71 @@ def default_estimator() -> Estimator:
     return estimate  # type: ignore[no-any-return]
 
 
-def baseline_options(workload: Workload, device: Device | None = None) -> ModelOptions:
-    """Return the knobs as the workload's engine runs it by default (engines.toml).
+@dataclass
+class State:
+    """One point of the plan: workload and knobs, their estimate and facts."""
 
-    vLLM and SGLang start with fused attention, CUDA graphs, chunked prefill and tensor
-    parallelism over several GPUs; plain transformers runs eagerly with SDPA attention;
-    torchtitan shards with FSDP2. Training on several GPUs with an engine that names no
-    strategy starts from data parallelism (DDP), what people reach for first; fp32 compute
-    means no mixed precision.
-    """
-    from hwadvisor.rules.engines import get_engine
+    ctx: RuleContext
+    applied: tuple[str, ...] = ()
 
-    defaults = get_engine(workload.engine).defaults
-    training = workload.phase == "training"
-    sharding = defaults.sharding if workload.gpus > 1 else "none"
-    if sharding == "none" and workload.gpus > 1:
-        sharding = "ddp" if training else "tp"
-    on_gpu = device is None or str(device.device_class) in ("datacenter-gpu", "consumer-gpu")
-    graphs = defaults.cuda_graphs and on_gpu and (device is None or device.vendor in (
-        "nvidia", "amd"))
-    chunk = defaults.prefill_chunk_tokens if defaults.chunked_prefill and not training else None
-    return ModelOptions.model_validate({
-        "sharding": sharding,
-        "mixed_precision": workload.activation_dtype not in ("fp32", "tf32"),
-        "attention_kernel": defaults.attention_kernel,
-        "cuda_graphs": bool(graphs and not training),
-        "compiled": defaults.compiled,
-        "fused_optimizer": defaults.fused_optimizer and training,
-        "prefill_chunk_tokens": chunk,
-    })
+    @property
+    def estimate(self) -> Estimate:
+        """The estimate of this state."""
+        return self.ctx.estimate
+
+    @property
+    def fits(self) -> bool:
+        """Whether this state fits the memory limit."""
+        return bool(self.ctx.facts["fits"])
 
 
 @dataclass
-class Outcome:
-    """What the engine found for one goal."""
+class Candidate:
+    """A rule that passed its conditions on a state, with its predicted effect."""
 
-    estimate: Estimate
-    recommendations: list[Recommendation]
-    rejected: list[Rejected]
+    rule: Rule
+    prediction: Prediction
+    after: Estimate | None  # None for predictor rules (their metric is not an estimate field)
+    workload: Workload | None
+    options: ModelOptions | None
+    changes: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    fits_after: bool | None = None
+    own_gain: float = 1.0  # on the rule's own metric
+
+    @property
+    def plan_eligible(self) -> bool:
+        """Whether a plan can take it as a step (an estimate-backed drop-in or fit change)."""
+        return self.after is not None and not self.rule.needs_retraining
 
 
-@dataclass
-class _Fired:
-    rec: Recommendation
-    gain: float
+class Rejection(Exception):
+    """A rule that did not pass on a state: the reason in words and the failed conditions."""
 
-
-class _Rejection(Exception):
     def __init__(self, reason: str, conditions: list[str]) -> None:
         super().__init__(reason)
         self.reason = reason
         self.conditions = conditions
 
 
-def _why_not(rule: Rule, name: str, facts: dict[str, Any], **extra: Any) -> str:
+def why_not(rule: Rule, name: str, facts: dict[str, Any], **extra: Any) -> str:
+    """Return the rule's why-not for a failed condition (its own template, else the default)."""
     template = rule.why_not.get(name)
     if template is None:
         template = CONDITIONS[name][1] if name in CONDITIONS else ENGINE_REASONS[name]
     return render(template, facts, **extra)
 
 
-def _variant(rule: Rule, facts: dict[str, Any]) -> Any:
+def variant_of(rule: Rule, facts: dict[str, Any]) -> Any:
+    """Return the first of the rule's platform variants whose conditions hold, else None."""
     for variant in rule.variants:
         if not failed_conditions(variant.when, facts):
             return variant
     return None
 
 
-def _after_fit(ctx: RuleContext, after: Estimate) -> str:
+def after_fit_text(ctx: RuleContext, after: Estimate) -> str:
+    """'after this: 38 GB needed of 80 GB: fits' (or how much it is still over)."""
     limit = ctx.facts["limit_bytes"]
     text = fit_text(after.memory.total_bytes, limit, ctx.facts["limit_source"])
     if limit is not None and after.memory.total_bytes > limit:
@@ -132,58 +136,55 @@ def _after_fit(ctx: RuleContext, after: Estimate) -> str:
     return f"after this: {text}"
 
 
-def _predict(rule: Rule, ctx: RuleContext) -> tuple[Prediction, Estimate | None, list[str],
-                                                   dict[str, Any]]:
-    """Predict: the prediction, the after-estimate (None for predictors), notes, changes."""
-    metric = rule.metric
+def fits_limit(estimate: Estimate, facts: dict[str, Any]) -> bool:
+    """Whether an estimate fits the state's memory limit (the app limit on phones)."""
+    limit = facts["limit_bytes"]
+    return limit is None or estimate.memory.total_bytes <= limit
+
+
+def _metric_for(rule: Rule, ctx: RuleContext) -> str:
     if not ctx.facts["fits"] and rule.metric_if_unfit:
-        metric = rule.metric_if_unfit
-    label = METRICS[metric].label
-    if rule.predictor is not None:
-        try:
-            got = PREDICTORS[rule.predictor](ctx)
-        except ValueError:
-            raise _Rejection(_why_not(rule, "no_metric", ctx.facts, metric_label=label),
-                             ["no_metric"]) from None
-        return prediction(metric, got.before, got.after), None, got.notes, {}
+        return rule.metric_if_unfit
+    return rule.metric
+
+
+def _predictor(rule: Rule, ctx: RuleContext, metric: str) -> Candidate:
+    try:
+        got = PREDICTORS[rule.predictor or ""](ctx)
+    except ValueError:
+        raise Rejection(why_not(rule, "no_metric", ctx.facts,
+                                metric_label=METRICS[metric].label), ["no_metric"]) from None
+    if got.reject is not None:
+        raise Rejection(got.reject, ["predictor"])
+    pred = prediction(metric, got.before, got.after)
+    return Candidate(rule, pred, None, None, None, {}, got.notes,
+                     own_gain=gain(METRICS[metric], got.before, got.after))
+
+
+def _what_if(rule: Rule, ctx: RuleContext) -> tuple[dict[str, Any], dict[str, Any],
+                                                    dict[str, Any], list[str]]:
+    """(workload changes, option changes, spec changes, notes) the rule applies to the state."""
     assert rule.what_if is not None
-    notes: list[str] = []
-    changes: dict[str, Any] = {}
-    if rule.alternatives:
-        return _predict_alternatives(rule, ctx, metric)
     workload_changes = dict(rule.what_if.workload)
     option_changes = dict(rule.what_if.options)
+    notes: list[str] = []
     if rule.what_if.planner is not None:
         plan: Plan = PLANNERS[rule.what_if.planner](ctx)
+        if plan.reject is not None:
+            raise Rejection(plan.reject, ["planner"])
         workload_changes.update(plan.workload)
         option_changes.update(plan.options)
         notes.extend(plan.notes)
-    changes.update(workload_changes)
-    changes.update(option_changes)
-    changes.update({f"spec.{k}": v for k, v in rule.what_if.spec.items()})
-    after = ctx.estimate_with(workload_changes, option_changes, rule.what_if.spec)
-    before_v, after_v = read_metric(ctx.estimate, metric), read_metric(after, metric)
-    if before_v is None or after_v is None:
-        raise _Rejection(_why_not(rule, "no_metric", ctx.facts, metric_label=label), ["no_metric"])
-    pred = prediction(metric, before_v, after_v)
-    if rule.tradeoff_metric and rule.tradeoff_metric != metric:
-        side_b = read_metric(ctx.estimate, rule.tradeoff_metric)
-        side_a = read_metric(after, rule.tradeoff_metric)
-        if side_b is not None and side_a is not None:
-            side = prediction(rule.tradeoff_metric, side_b, side_a)
-            pred = pred.model_copy(update={"text": f"{tradeoff_text(pred, side)}: {pred.text}; "
-                                                   f"{side.text}"})
-    return pred, after, notes, changes
+    return workload_changes, option_changes, dict(rule.what_if.spec), notes
 
 
-def _predict_alternatives(rule: Rule, ctx: RuleContext, metric: str) -> tuple[
-        Prediction, Estimate | None, list[str], dict[str, Any]]:
+def _alternatives(rule: Rule, ctx: RuleContext, metric: str) -> Candidate:
     """Estimate each architecture alternative; the best is the prediction, all are listed."""
     spec = ctx.workload.spec
     before_v = read_metric(ctx.estimate, metric)
     if spec is None or before_v is None:
-        raise _Rejection(_why_not(rule, "no_metric", ctx.facts,
-                                  metric_label=METRICS[metric].label), ["no_metric"])
+        raise Rejection(why_not(rule, "no_metric", ctx.facts,
+                                metric_label=METRICS[metric].label), ["no_metric"])
     results: list[tuple[float, str, Estimate, dict[str, Any]]] = []
     for alt in rule.alternatives:
         spec_changes = dict(alt.spec)
@@ -199,19 +200,56 @@ def _predict_alternatives(rule: Rule, ctx: RuleContext, metric: str) -> tuple[
         value = read_metric(after, metric)
         if value is None or value >= before_v:
             continue
-        label = f"{alt.name} ({alt.text}): {METRICS[metric].label} {value / 1e9:.1f} GB"
+        label = f"{alt.name} ({alt.text}): {METRICS[metric].label} {gb(value)}"
         results.append((value, label, after, spec_changes))
     if not results:
-        raise _Rejection(f"no alternative shrinks the {METRICS[metric].label} of "
-                         f"{ctx.facts['model']}", ["no_metric"])
+        raise Rejection(f"no alternative shrinks the {METRICS[metric].label} of "
+                        f"{ctx.facts['model']}", ["no_metric"])
     results.sort(key=lambda r: r[0])
     best_value, best_label, best_after, best_changes = results[0]
     notes = ["alternatives: " + "; ".join(r[1] for r in results)]
     pred = prediction(metric, before_v, best_value, extra=f"best: {best_label.split(' (')[0]}")
-    return pred, best_after, notes, {f"spec.{k}": v for k, v in best_changes.items()}
+    return Candidate(rule, pred, best_after, None, None,
+                     {f"spec.{k}": v for k, v in best_changes.items()}, notes,
+                     fits_after=fits_limit(best_after, ctx.facts),
+                     own_gain=gain(METRICS[metric], before_v, best_value))
 
 
-def _sentences(parts: list[str]) -> str:
+def judge(rule: Rule, ctx: RuleContext) -> Candidate:
+    """Judge one rule on a state: raise Rejection, or return the candidate with its effect."""
+    facts = ctx.facts
+    failed = failed_conditions(rule.when, facts)
+    if failed:
+        expected = expected_text(getattr(rule.when, failed[0]))
+        raise Rejection(why_not(rule, failed[0], facts, expected=expected), failed)
+    metric = _metric_for(rule, ctx)
+    if rule.predictor is not None:
+        return _predictor(rule, ctx, metric)
+    if rule.alternatives:
+        return _alternatives(rule, ctx, metric)
+    workload_changes, option_changes, spec_changes, notes = _what_if(rule, ctx)
+    workload, options = ctx.what_if(workload_changes, option_changes, spec_changes)
+    after = ctx.estimate_with(workload_changes, option_changes, spec_changes)
+    before_v, after_v = read_metric(ctx.estimate, metric), read_metric(after, metric)
+    if before_v is None or after_v is None:
+        raise Rejection(why_not(rule, "no_metric", facts, metric_label=METRICS[metric].label),
+                        ["no_metric"])
+    pred = prediction(metric, before_v, after_v)
+    if rule.tradeoff_metric and rule.tradeoff_metric != metric:
+        side_b = read_metric(ctx.estimate, rule.tradeoff_metric)
+        side_a = read_metric(after, rule.tradeoff_metric)
+        if side_b is not None and side_a is not None:
+            side = prediction(rule.tradeoff_metric, side_b, side_a)
+            pred = pred.model_copy(update={"text": f"{tradeoff_text(pred, side)}: {pred.text}; "
+                                                   f"{side.text}"})
+    changes = {**workload_changes, **option_changes,
+               **{f"spec.{k}": v for k, v in spec_changes.items()}}
+    return Candidate(rule, pred, after, workload, options, changes, notes,
+                     fits_after=fits_limit(after, facts),
+                     own_gain=gain(METRICS[metric], before_v, after_v))
+
+
+def sentences(parts: list[str]) -> str:
     """Join clauses into sentences, each starting with a capital letter."""
     out = []
     for part in parts:
@@ -223,71 +261,46 @@ def _sentences(parts: list[str]) -> str:
         if first.isalpha() and first.islower():
             part = part[0].upper() + part[1:]
         out.append(part)
-    return ". ".join(out) + "."
+    return ". ".join(out) + "." if out else ""
 
 
-def _judge(rule: Rule, goal: Goal, ctx: RuleContext) -> _Fired:
-    facts = ctx.facts
-    failed = failed_conditions(rule.when, facts)
-    if failed:
-        expected = expected_text(getattr(rule.when, failed[0]))
-        raise _Rejection(_why_not(rule, failed[0], facts, expected=expected), failed)
-    pred, after, notes, changes = _predict(rule, ctx)
-    metric = METRICS[pred.metric]
-    assert pred.before is not None and pred.after is not None
-    g = gain(metric, pred.before, pred.after)
-    if rule.min_gain is not None and g < 1 + rule.min_gain:
-        pct = f"{(g - 1) * 100:+.1f}%"
-        raise _Rejection(_why_not(rule, "min_gain", facts, expected=rule.min_gain, gain_pct=pct,
-                                  prediction_text=pred.text), ["min_gain"])
-    variant = _variant(rule, facts)
-    why_parts = [render(rule.why, facts)]
+def why_text(candidate: Candidate, ctx: RuleContext) -> str:
+    """Return the evidence that made the rule fire on this state, with its planner's notes."""
+    rule, facts = candidate.rule, ctx.facts
+    variant = variant_of(rule, facts)
+    parts = [render(rule.why, facts)]
     if variant is not None and variant.note:
-        why_parts.append(render(variant.note, facts))
-    why_parts.extend(notes)
-    if after is not None and not facts["fits"]:
-        why_parts.append(_after_fit(ctx, after))
-    rec = Recommendation(
-        id=rule.id,
-        goal=goal,
-        title=(variant.title if variant is not None and variant.title else rule.title),
-        why=_sentences(why_parts),
-        predicted=pred,
-        trial=rule.trial,
-        caveats=[*rule.caveats, *(variant.caveats if variant is not None else [])],
-        references=list(rule.references),
-        changes={k: v for k, v in changes.items() if isinstance(v, (str, int, float, bool))},
-        fits_after=None if after is None else after.memory.total_bytes <= (
-            facts["limit_bytes"] if facts["limit_bytes"] is not None else float("inf")),
-    )
-    return _Fired(rec=rec, gain=g)
+        parts.append(render(variant.note, facts))
+    parts.extend(candidate.notes)
+    if candidate.after is not None and not facts["fits"]:
+        parts.append(after_fit_text(ctx, candidate.after))
+    return sentences(parts)
 
 
-def recommend(
-    workload: Workload,
-    device: Device,
-    goal: Goal,
-    host: HostInfo | None = None,
-    estimator: Estimator | None = None,
-    rules: list[Rule] | None = None,
-) -> Outcome:
-    """Judge every rule of the goal on this workload and device; rank what fires."""
-    estimator = estimator or default_estimator()
-    options = baseline_options(workload, device)
-    base = estimator(workload, device, options)
-    facts = build_facts(workload, base, device, host)
-    ctx = RuleContext(workload=workload, device=device, host=host, options=options,
-                      estimate=base, facts=facts, estimator=estimator)
-    fired: list[_Fired] = []
-    rejected: list[Rejected] = []
-    chosen = [r.for_goal(goal) for r in rules] if rules is not None else rules_for_goal(goal)
-    for rule in chosen:
-        try:
-            fired.append(_judge(rule, goal, ctx))
-        except _Rejection as no:
-            rejected.append(Rejected(id=rule.id, why_not=f"{rule.id}: {no.reason}",
-                                     conditions_failed=no.conditions))
-    # When the workload does not fit, what makes it fit comes first: no speed-up matters before.
-    fired.sort(key=lambda f: (not (f.rec.fits_after and not facts["fits"]), -f.gain, f.rec.id))
-    recs = [f.rec.model_copy(update={"rank": i}) for i, f in enumerate(fired, start=1)]
-    return Outcome(estimate=base, recommendations=recs, rejected=rejected)
+def title_of(rule: Rule, facts: dict[str, Any]) -> str:
+    """Return the rule's title, or its platform variant's."""
+    variant = variant_of(rule, facts)
+    return variant.title if variant is not None and variant.title else rule.title
+
+
+def caveats_of(rule: Rule, facts: dict[str, Any]) -> list[str]:
+    """Return the rule's caveats plus its platform variant's."""
+    variant = variant_of(rule, facts)
+    return [*rule.caveats, *(variant.caveats if variant is not None else [])]
+
+
+def new_context(workload: Workload, device: Device, host: HostInfo | None,
+                options: ModelOptions, estimator: Estimator,
+                cache: dict[Any, Estimate] | None = None) -> RuleContext:
+    """Return a RuleContext for one state (estimates cached across states in `cache`)."""
+    from hwadvisor.rules.facts import build_facts
+
+    shared: dict[Any, Estimate] = cache if cache is not None else {}
+    key = RuleContext.key_of(workload, options)
+    estimate = shared.get(key)
+    if estimate is None:
+        estimate = estimator(workload, device, options)
+        shared[key] = estimate
+    facts = build_facts(workload, estimate, device, host, options)
+    return RuleContext(workload=workload, device=device, host=host, options=options,
+                       estimate=estimate, facts=facts, estimator=estimator, _cache=shared)

@@ -335,7 +335,7 @@ FORMAT_ENGINE: dict[str, str] = {
 
 
 def pick_engine(given: str | None, weights_dtype: str | None, device_class: str,
-                phase: str) -> tuple[str, str]:
+                phase: str, formats: Iterable[str] | None = None) -> tuple[str, str]:
     """Return (engine id, why): --engine, else what the format implies, else the default.
 
     A named engine that cannot run the phase, the device class or the weights format is a
@@ -346,6 +346,10 @@ def pick_engine(given: str | None, weights_dtype: str | None, device_class: str,
         if implied is not None:
             return implied, f"{weights_dtype} weights are {get_engine(implied).name}'s format"
         chosen = default_engine(device_class, phase)
+        if chosen == "torchtitan" and formats is not None and "bf16" not in formats:
+            # torchtitan trains in bf16 (FSDP2 mixed precision); a T4 or V100 has no bf16.
+            return "hf", (f"default for {phase} on a {device_class} without bf16: plain "
+                          "PyTorch / transformers (pass --engine to plan for yours)")
         return chosen, (f"default for {phase} on a {device_class} (pass --engine to plan "
                         "for yours)")
     engine = get_engine(given)

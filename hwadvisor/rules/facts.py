@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from hwadvisor import units
-from hwadvisor.models import Device, Estimate, HostInfo, Workload
+from hwadvisor.models import Device, Estimate, HostInfo, ModelOptions, Workload
 
 GB = units.GB  # decimal gigabytes, as datasheets and model cards count them
 
@@ -19,6 +19,18 @@ TIGHT_HEADROOM_FRACTION = 0.10
 
 FACT_NAMES: dict[str, str] = {
     "model": "model name",
+    "engine": "engine id (vllm, llamacpp, hf ...)",
+    "engine_name": "engine name in words",
+    "host_memory_gb": "host RAM of the planned system",
+    "host_memory_bytes": "host RAM of the planned system in bytes (None when unknown)",
+    "seq_len": "prompt plus generated tokens",
+    "mtp_layers": "multi-token-prediction heads the checkpoint ships (DeepSeek-V3: 1)",
+    "knobs_on": "the engine knobs already on (cuda_graphs, compiled, fused_optimizer ...)",
+    "chunked_prefill": "the plan prefills in chunks",
+    "fp8_usable": "FP8 tensor cores here and an engine that runs FP8 weights",
+    "fp4_usable": "FP4 tensor cores here and an engine that runs FP4 weights",
+    "finetune": "full, lora or qlora",
+    "four_bit_kernel": "the 4-bit matmul kernel the engine runs, in words",
     "params_b": "total parameters, billions",
     "phase": "inference or training",
     "batch": "batch size",
@@ -141,10 +153,33 @@ def fit_text(total: int, limit: int | None, limit_source: str) -> str:
     return f"{gb(total)} needed of {gb(limit)} ({limit_source}): {verdict}"
 
 
+# The 4-bit weight kernel each engine runs (its docs; vLLM picks Marlin for AWQ/GPTQ on NVIDIA
+# Ampere+, llama.cpp its own K-quant kernels, MLX its quantized_matmul, transformers torch's
+# _weight_int4pack_mm through torchao or bitsandbytes NF4).
+FOUR_BIT_KERNEL = {
+    "vllm": "Marlin (vLLM's AWQ/GPTQ kernel)", "sglang": "Marlin (SGLang's AWQ/GPTQ kernel)",
+    "trtllm": "TensorRT-LLM's W4A16 GEMM", "llamacpp": "llama.cpp's K-quant kernels",
+    "exllamav2": "ExLlamaV2's EXL2 kernels", "mlx": "MLX's quantized_matmul",
+    "hf": "torchao int4 (torch _weight_int4pack_mm) or bitsandbytes NF4",
+    "executorch": "ExecuTorch's 8da4w XNNPACK / QNN kernels", "mlc-llm": "MLC's q4f16 kernels",
+    "litert": "LiteRT's int4 kernels",
+}
+
+_KNOBS = ("cuda_graphs", "compiled", "fused_optimizer", "comm_overlap", "expert_parallel",
+          "optimizer_offload", "selective_checkpointing")
+
+
+def _engine_runs(engine_id: str, fmt: str, device: Device) -> bool:
+    from hwadvisor.rules.engines import get_engine
+
+    return fmt in device.formats and fmt in get_engine(engine_id).weight_formats
+
+
 def build_facts(
-    workload: Workload, estimate: Estimate, device: Device, host: HostInfo | None = None
+    workload: Workload, estimate: Estimate, device: Device, host: HostInfo | None = None,
+    options: ModelOptions | None = None,
 ) -> dict[str, Any]:
-    """Every fact the conditions and templates use, from the three inputs."""
+    """Every fact the conditions and templates use, from the inputs."""
     mem = estimate.memory
     limit, limit_source = memory_limit(estimate, device, host)
     total = mem.total_bytes
@@ -164,8 +199,22 @@ def build_facts(
     else:
         arch_text = ", ".join(x for x in (arch, device.compute_capability) if x) or "unknown arch"
     params = workload.params_total
+    host_bytes = host.memory_total_bytes if host is not None else None
+    opts = options or ModelOptions()
     return {
+        "knobs_on": [k for k in _KNOBS if getattr(opts, k)],
+        "chunked_prefill": opts.prefill_chunk_tokens is not None,
+        "fp8_usable": _engine_runs(workload.engine, "fp8", device),
+        "fp4_usable": _engine_runs(workload.engine, "fp4", device),
+        "finetune": opts.finetune,
+        "four_bit_kernel": FOUR_BIT_KERNEL.get(workload.engine, "the engine's 4-bit kernel"),
         "model": workload.spec.name if workload.spec else workload.model,
+        "engine": workload.engine,
+        "engine_name": _engine_name(workload.engine),
+        "host_memory_gb": gb(host_bytes),
+        "host_memory_bytes": host_bytes,
+        "seq_len": workload.prompt_len + workload.gen_len,
+        "mtp_layers": workload.spec.mtp_layers if workload.spec else 0,
         "params_b": None if params is None else params / 1e9,
         "phase": workload.phase,
         "batch": workload.batch,
@@ -221,6 +270,12 @@ def build_facts(
         "launch_text": seconds(estimate.times.launch_overhead_s),
         "comm_text": _comm_text(estimate),
     }
+
+
+def _engine_name(engine_id: str) -> str:
+    from hwadvisor.rules.engines import get_engine
+
+    return get_engine(engine_id).name
 
 
 def _comm_text(estimate: Estimate) -> str:

@@ -20,6 +20,9 @@ class Metric:
 
 
 _METRICS = [
+    Metric("estimate.times.request_latency_s", "request latency (TTFT + gen x TPOT)", "s"),
+    Metric("estimate.times.ttft_s", "time to first token", "s"),
+    Metric("estimate.times.tpot_s", "time per output token", "s"),
     Metric("estimate.times.decode_step_s", "decode step", "s"),
     Metric("estimate.times.prefill_s", "prefill (time to first token)", "s"),
     Metric("estimate.times.train_step_s", "train step", "s"),

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hwadvisor.models import ModelOptions
 from hwadvisor.rules.facts import gb
 
 if TYPE_CHECKING:
@@ -20,11 +21,16 @@ if TYPE_CHECKING:
 
 @dataclass
 class Plan:
-    """Changes a planner adds to a rule's what-if, and what it says about them."""
+    """Changes a planner adds to a rule's what-if, and what it says about them.
+
+    reject, when set, is why the rule cannot apply on this state (the engine has no such
+    format, the host has too little RAM): the rule is rejected with it.
+    """
 
     workload: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    reject: str | None = None
 
 
 @dataclass
@@ -34,6 +40,7 @@ class Predicted:
     before: float
     after: float
     notes: list[str] = field(default_factory=list)
+    reject: str | None = None
 
 
 # Margin over the strict minimum when sizing offload or batch: allocator slack and spikes.
@@ -132,14 +139,223 @@ def fsdp_plan(ctx: RuleContext) -> Plan:
 
 
 def tp_plan(ctx: RuleContext) -> Plan:
-    """Tensor parallel inside one node; data parallel (or FSDP) across nodes."""
-    per_node = ctx.facts["gpus_per_node"]
-    nodes = ctx.facts["nodes"]
-    notes = [f"tensor-parallel size {per_node} (the GPUs of one {ctx.facts['link_text']} domain)"]
-    if nodes > 1:
-        notes.append(f"data parallel / FSDP across the {nodes} nodes: TP traffic never leaves "
-                     "the node")
-    return Plan(options={"sharding": "tp"}, notes=notes)
+    """Tensor parallel inside the fast-link domain, FSDP over the rest (2-D parallelism).
+
+    The TP size is the one of 2, 4, 8 (up to the GPUs one fast link joins) with the best
+    throughput that fits.
+    """
+    domain = _link_domain(ctx)
+    best: tuple[float, int] | None = None
+    for size in (2, 4, 8):
+        if size > domain or ctx.workload.gpus % size:
+            continue
+        est = ctx.estimate_with({}, {"sharding": "fsdp", "tp_size": size, "comm_overlap": True})
+        if est.tokens_per_s and (est.memory.total_bytes <= (ctx.facts["limit_bytes"] or 1e30)):
+            if best is None or est.tokens_per_s > best[0]:
+                best = (est.tokens_per_s, size)
+    if best is None:
+        return Plan(reject=f"no tensor-parallel size of 2-8 inside one {ctx.facts['link_text']} "
+                           "domain fits")
+    size = best[1]
+    notes = [f"tensor-parallel size {size} inside one {ctx.facts['link_text']} domain, FSDP2 "
+             f"over the other {ctx.workload.gpus // size} ranks (torchtitan-style 2-D)"]
+    return Plan(options={"sharding": "fsdp", "tp_size": size, "comm_overlap": True}, notes=notes)
+
+
+def _link_domain(ctx: RuleContext) -> int:
+    """How many GPUs the fast GPU-to-GPU link joins (a node's GPUs when unknown)."""
+    inter = ctx.device.interconnect
+    domain = inter.gpu_link_domain if inter is not None else None
+    per_node = int(ctx.facts["gpus_per_node"])
+    return min(per_node, domain) if domain else per_node
+
+
+def checkpoint_plan(ctx: RuleContext) -> Plan:
+    """Pick selective recomputation (attention only, ~5%) when it fits; else full per layer."""
+    limit = ctx.facts["limit_bytes"]
+    selective = ctx.estimate_with({"activation_checkpointing": True},
+                                  {"selective_checkpointing": True})
+    if limit is None or selective.memory.total_bytes <= limit:
+        return Plan(workload={"activation_checkpointing": True},
+                    options={"selective_checkpointing": True},
+                    notes=["selective: recompute each layer's attention only (Korthikanti et "
+                           "al.), the cheapest recomputation that fits"])
+    return Plan(workload={"activation_checkpointing": True},
+                options={"selective_checkpointing": False},
+                notes=["full: keep only each decoder layer's input, recompute the rest"])
+
+
+def _format_for(ctx: RuleContext, wanted: tuple[str, ...]) -> str | None:
+    """Return the first of the wanted weight formats the engine runs (its native form first)."""
+    from hwadvisor.rules.engines import get_engine
+
+    formats = get_engine(ctx.workload.engine).weight_formats
+    return next((f for f in wanted if f in formats), None)
+
+
+# Q4_K_M is llama.cpp's recommended 4-bit mix (tools/quantize/README.md).
+
+
+# An engine's own 4-bit format comes first: GGUF for llama.cpp, MLX's for mlx-lm; the others
+# take AWQ/GPTQ int4 (Marlin kernels), bitsandbytes NF4 as the last resort.
+_OWN_FOUR_BIT = {"llamacpp": "q4_k_m", "mlx": "mlx-4bit"}
+_OWN_EIGHT_BIT = {"llamacpp": "q8_0", "mlx": "mlx-8bit"}
+
+
+def quantize_4bit(ctx: RuleContext) -> Plan:
+    """4-bit weights in the engine's own format."""
+    own = _OWN_FOUR_BIT.get(ctx.workload.engine)
+    chosen = own if own is not None else _format_for(ctx, ("int4", "nf4"))
+    if chosen is None:
+        return Plan(reject=f"{ctx.facts['engine_name']} runs no 4-bit weight format")
+    return Plan(workload={"weights_dtype": chosen}, notes=[f"format {chosen}"])
+
+
+def quantize_8bit(ctx: RuleContext) -> Plan:
+    """8-bit weights in the engine's own format (INT8 W8A8 on CUDA engines)."""
+    own = _OWN_EIGHT_BIT.get(ctx.workload.engine)
+    chosen = own if own is not None else _format_for(ctx, ("int8",))
+    if chosen is None:
+        return Plan(reject=f"{ctx.facts['engine_name']} runs no 8-bit weight format")
+    return Plan(workload={"weights_dtype": chosen}, notes=[f"format {chosen}"])
+
+
+def quantize_kv(ctx: RuleContext) -> Plan:
+    """Return an 8-bit KV cache in the engine's own type (llama.cpp q8_0, else FP8 e4m3)."""
+    from hwadvisor.rules.engines import get_engine
+
+    kinds = get_engine(ctx.workload.engine).kv_cache_formats
+    for kind in ("fp8", "q8_0", "int8"):
+        if kind in kinds:
+            return Plan(workload={"kv_dtype": kind}, notes=[f"KV cache in {kind}"])
+    return Plan(reject=f"{ctx.facts['engine_name']} keeps the KV cache in 16 bits only")
+
+
+def lora_plan(ctx: RuleContext) -> Plan:
+    """LoRA: frozen 16-bit base weights, rank-16 adapters on every linear layer."""
+    return Plan(options={"finetune": "lora", "lora_rank": 16},
+                notes=["rank 16 on q, k, v, o, gate, up, down; the base stays frozen in bf16"])
+
+
+def qlora_plan(ctx: RuleContext) -> Plan:
+    """QLoRA: the frozen base in 4-bit NF4, bf16 adapters, paged 8-bit optimizer not needed."""
+    return Plan(workload={"weights_dtype": "nf4"}, options={"finetune": "qlora",
+                                                              "lora_rank": 16},
+                notes=["base weights NF4 with double quantisation (bitsandbytes), rank-16 "
+                       "adapters in bf16 (Dettmers et al., QLoRA)"])
+
+
+def optimizer_offload_plan(ctx: RuleContext) -> Plan:
+    """Optimizer states, fp32 master weights and the step in host RAM; checks the host has it."""
+    params = float(ctx.workload.params_total or 0)
+    # fp32 master + Adam m and v (12 B/param, ZeRO-Offload) plus the fp32 gradients the CPU
+    # step reads (4 B/param), split over the GPUs' hosts when sharded.
+    needed = params * 16.0 / max(ctx.facts["nodes"], 1)
+    host = ctx.facts["host_memory_bytes"]
+    note = f"the host needs {gb(needed)} of RAM for them per node"
+    if host is not None and needed > 0.9 * host:
+        return Plan(reject=f"it needs {gb(needed)} of host RAM per node and the planned host "
+                           f"has {gb(host)} (pass --host-memory-gb for another host)")
+    return Plan(options={"optimizer_offload": True}, notes=[note])
+
+
+def replicas_plan(ctx: RuleContext) -> Plan:
+    """Plan serving: the tensor-parallel size (x replicas) with the best request latency that fits.
+
+    The same concurrent requests are spread over the replicas: each replica of a TP group of t
+    serves batch x (replicas before) / (replicas after) of them.
+    """
+    gpus = ctx.workload.gpus
+    current_dp = max(1, gpus // max(_current_tp(ctx), 1))
+    total = ctx.workload.batch * current_dp
+    best: tuple[float, int, int] | None = None
+    for size in (1, 2, 4, 8, 16):
+        if size >= _current_tp(ctx) or gpus % size:
+            continue
+        replicas = gpus // size
+        batch = max(1, math.ceil(total / replicas))
+        est = ctx.estimate_with({"batch": batch}, {"sharding": "tp", "tp_size": size})
+        latency = est.times.request_latency_s
+        if latency is None or est.memory.total_bytes > (ctx.facts["limit_bytes"] or 1e30):
+            continue
+        if best is None or latency < best[0]:
+            best = (latency, size, batch)
+    if best is None:
+        return Plan(reject="no smaller tensor-parallel group holds the model")
+    _, size, batch = best
+    notes = [f"TP {size} x {gpus // size} replicas, {batch} of the {total} concurrent requests "
+             "each"]
+    return Plan(workload={"batch": batch}, options={"sharding": "tp", "tp_size": size},
+                notes=notes)
+
+
+def _current_tp(ctx: RuleContext) -> int:
+    if ctx.options.sharding != "tp":
+        return 1
+    return ctx.options.tp_size or ctx.workload.gpus
+
+
+def pipeline_plan(ctx: RuleContext) -> Plan:
+    """Pipeline stages across nodes: the stage count (2, 4, 8) with the best throughput."""
+    best: tuple[float, int] | None = None
+    for stages in (2, 4, 8):
+        if stages > ctx.workload.gpus or ctx.workload.gpus % stages:
+            continue
+        accum = max(ctx.workload.grad_accum, 2 * stages)  # micro-batches to fill the pipe
+        est = ctx.estimate_with({"grad_accum": accum}, {"pipeline_stages": stages})
+        fits = est.memory.total_bytes <= (ctx.facts["limit_bytes"] or 1e30)
+        if est.tokens_per_s and fits and (best is None or est.tokens_per_s > best[0]):
+            best = (est.tokens_per_s, stages)
+    if best is None:
+        return Plan(reject="no pipeline split of 2-8 stages fits")
+    stages = best[1]
+    accum = max(ctx.workload.grad_accum, 2 * stages)
+    return Plan(workload={"grad_accum": accum}, options={"pipeline_stages": stages},
+                notes=[f"{stages} stages, {accum} micro-batches per step (bubble "
+                       f"{(stages - 1) / (accum + stages - 1):.0%}); 1F1B schedule"])
+
+
+def context_plan(ctx: RuleContext) -> Plan:
+    """Context parallelism: each sequence split over 2-8 GPUs (ring attention)."""
+    for size in (2, 4, 8):
+        if ctx.workload.gpus % size:
+            continue
+        est = ctx.estimate_with({}, {"context_parallel": size})
+        if est.memory.total_bytes <= (ctx.facts["limit_bytes"] or 1e30):
+            return Plan(options={"context_parallel": size},
+                        notes=[f"each {ctx.workload.prompt_len:,}-token sequence split over "
+                               f"{size} GPUs"])
+    return Plan(options={"context_parallel": 8}, notes=["the widest split tried: 8"])
+
+
+def chunked_prefill_plan(ctx: RuleContext) -> Plan:
+    """Prefill in chunks of the engine's token budget (8192 when it names none)."""
+    from hwadvisor.rules.engines import get_engine
+
+    chunk = get_engine(ctx.workload.engine).defaults.prefill_chunk_tokens or 8192
+    return Plan(options={"prefill_chunk_tokens": chunk},
+                notes=[f"{chunk:,} prompt tokens per forward, mixed with the running decodes"])
+
+
+def serving_engine_plan(ctx: RuleContext) -> Plan:
+    """Move the workload to the device class's serving engine, with that engine's defaults."""
+    from hwadvisor.rules.baseline import baseline_options
+    from hwadvisor.rules.engines import default_engine, get_engine
+
+    target = default_engine(ctx.facts["device_class"], "inference")
+    if target == ctx.workload.engine or not get_engine(target).defaults.continuous_batching:
+        return Plan(reject=f"{ctx.facts['engine_name']} is already the serving engine here")
+    if ctx.workload.weights_dtype not in get_engine(target).weight_formats:
+        return Plan(reject=f"{get_engine(target).name} cannot run {ctx.workload.weights_dtype} "
+                           "weights")
+    moved = ctx.workload.model_copy(update={"engine": target})
+    options = baseline_options(moved, ctx.device).model_dump()
+    keep = {k: v for k, v in ctx.options.model_dump().items()
+            if k in ("sharding", "tp_size", "speculative_tokens_per_step", "prefix_cache_hit")
+            and v != ModelOptions.model_fields[k].default}
+    return Plan(workload={"engine": target}, options={**options, **keep},
+                notes=[f"{get_engine(target).name} pages the KV cache, batches continuously "
+                       "and replays CUDA graphs by default"])
 
 
 def max_batch_fit(ctx: RuleContext) -> Plan:
@@ -166,17 +382,32 @@ def max_batch_fit(ctx: RuleContext) -> Plan:
 
 
 def pd_inter_token(ctx: RuleContext) -> Predicted:
-    """Worst inter-token latency: a decode step stalled behind a colocated prefill, vs not."""
+    """Worst inter-token latency: a decode step sharing its GPUs with prefill chunks, vs not.
+
+    Against a chunked-prefill baseline (vLLM/SGLang do it by default): the worst stall is one
+    chunk's prefill, not the whole prompt's. Each pool must hold the model on half the GPUs.
+    """
     times = ctx.estimate.times
     decode, prefill = times.decode_step_s, times.prefill_s
     if decode is None or prefill is None:
         raise ValueError("no decode or prefill time")
+    half = max(1, ctx.workload.gpus // 2)
+    pool = ctx.estimate_with({"gpus": half, "nodes": 1, "gpus_per_node": None},
+                             {"tp_size": None})
+    limit = ctx.facts["limit_bytes"]
+    if limit is not None and pool.memory.total_bytes > limit:
+        return Predicted(before=1.0, after=1.0, reject=(
+            f"a pool of {half} GPU(s) would need {gb(pool.memory.total_bytes)} per GPU of "
+            f"{gb(limit)}: each of the prefill and decode pools must hold the model"))
+    chunk = ctx.options.prefill_chunk_tokens or 8192
+    tokens = ctx.workload.batch * ctx.workload.prompt_len
+    stall = prefill * min(1.0, chunk / max(tokens, 1))
     kv_per_request = ctx.estimate.memory.kv_cache_bytes / max(ctx.workload.batch, 1)
     link = ctx.facts["link_text"]
-    notes = [f"a colocated {ctx.workload.prompt_len}-token prefill stalls every decoding request "
-             f"for {prefill * 1e3:.1f} ms; disaggregated, prefill runs on its own GPUs and ships "
-             f"{gb(kv_per_request)} of KV per request over {link}"]
-    return Predicted(before=decode + prefill, after=decode, notes=notes)
+    notes = [f"colocated, a {chunk:,}-token prefill chunk shares each decode step "
+             f"(+{stall * 1e3:.1f} ms); disaggregated on {half} + {half} GPUs, prefill runs on its "
+             f"own pool and ships {gb(kv_per_request)} of KV per request over {link}"]
+    return Predicted(before=decode + stall, after=decode, notes=notes)
 
 
 def mmap_load_peak(ctx: RuleContext) -> Predicted:
@@ -193,6 +424,18 @@ PLANNERS: dict[str, Callable[[RuleContext], Plan]] = {
     "fsdp_plan": fsdp_plan,
     "tp_plan": tp_plan,
     "max_batch_fit": max_batch_fit,
+    "checkpoint_plan": checkpoint_plan,
+    "quantize_4bit": quantize_4bit,
+    "quantize_8bit": quantize_8bit,
+    "quantize_kv": quantize_kv,
+    "lora_plan": lora_plan,
+    "qlora_plan": qlora_plan,
+    "optimizer_offload_plan": optimizer_offload_plan,
+    "replicas_plan": replicas_plan,
+    "pipeline_plan": pipeline_plan,
+    "context_plan": context_plan,
+    "chunked_prefill_plan": chunked_prefill_plan,
+    "serving_engine_plan": serving_engine_plan,
 }
 PREDICTORS: dict[str, Callable[[RuleContext], Predicted]] = {
     "pd_inter_token": pd_inter_token,

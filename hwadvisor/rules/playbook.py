@@ -143,6 +143,7 @@ class GoalOverride(_Strict):
     metric_if_unfit: str | None = None
     tradeoff_metric: str | None = None
     min_gain: float | None = None
+    only_to_fit: bool | None = None
     caveats: list[str] | None = None
 
 
@@ -164,6 +165,9 @@ class VerdictSpec(_Strict):
         default_factory=list, description="(effect key, where) pairs the advice may hold at")
     part: str | None = Field(
         None, description="What the trial times when it is only a part of the predicted metric")
+    assumes: str | None = Field(
+        None, description="The kernel or engine the advice assumes, when the trial may measure "
+        "another (the verdict then names both): 'Marlin-class kernels'")
 
 
 class Rule(_Strict):
@@ -185,6 +189,19 @@ class Rule(_Strict):
     min_gain: float | None = Field(
         None, ge=0, description="Relative gain below which it is rejected")
     verdict: VerdictSpec | None = None
+    only_to_fit: bool = Field(
+        False, description="A plan takes it only to make the workload fit (offload, "
+        "recomputation): never to speed up a workload that fits")
+    changes_method: str | None = Field(
+        None, description="It changes what is trained or served (LoRA, a smaller model): the "
+        "plan takes it last, and says so")
+    needs_retraining: bool = Field(
+        False, description="An architecture change: needs a model trained that way; never a "
+        "plan step, listed after the drop-in changes")
+    complexity: int = Field(
+        1, ge=1, le=3, description="What it asks of the user: 1 a flag or format, 2 a new "
+        "parallel layout or a draft model, 3 a pipeline schedule; among changes that each "
+        "make a workload fit, the simplest is taken")
     caveats: list[str] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
     variants: list[Variant] = Field(default_factory=list)

@@ -174,15 +174,21 @@ def finished(
     effect: dict[str, float],
     summary: str,
     max_error: float | None,
+    intervals: dict[str, tuple[tuple[float, float] | None, int]] | None = None,
+    kernel: str | None = None,
 ) -> TrialResult:
-    """Build a model-level trial's result: status from ok, its environment and wall time."""
+    """Build a model-level trial's result: status from ok, its environment and wall time.
+
+    intervals maps effect names to (95% interval, runs) for the effects that carry one.
+    """
     return TrialResult(
         id=trial_id,
         status="ok" if ok else "error",
         reason=reason,
         measurements=measurements,
-        effects=named_effects(effect),
+        effects=named_effects(effect, intervals),
         summary=summary,
+        kernel=kernel,
         max_error=max_error,
         environment=environment(device),
         wall_s=time.perf_counter() - started,
@@ -197,7 +203,9 @@ def torch_dtype(name: str) -> Any:
 
 
 def compute_dtype(device: str) -> str:
-    """bf16 on a GPU (what LLMs run in), fp32 on a CPU (fast and exact there)."""
+    """Return bf16 on a GPU (what LLMs run in), fp16 on MPS, fp32 on a CPU (exact there)."""
+    if device.startswith("mps"):
+        return "fp16"  # Metal's native half type; bf16 needs macOS 14 and is slower there
     return "bf16" if device.startswith("cuda") else "fp32"
 
 

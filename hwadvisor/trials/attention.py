@@ -12,9 +12,14 @@ float64 on a CPU) on the same random inputs.
 
 Runs on a CPU too (bf16 on a GPU, fp32 on a CPU): the CPU has MATH and a flash kernel.
 
+The backends that ran correctly are timed interleaved (timing.interleaved, MATH the baseline)
+until every ratio's 95% interval is within ±5% or the budget is spent. On Apple's Metal GPU
+(MPS) the trial runs in fp16 with the backends torch offers there.
+
 Effect keys:
-- speedup: MATH median time / the fastest correct backend's median time
-- speedup_<backend> (e.g. speedup_flash_attention): MATH time / that backend's time
+- speedup: MATH time / the fastest correct backend's time, with its interval
+- speedup_<backend> (e.g. speedup_flash_attention): MATH time / that backend's time, with its
+  interval
 - <backend>_ms: each backend's median in milliseconds
 The best backend's name is in the summary and in every measurement's params (best_backend).
 """
@@ -88,12 +93,11 @@ def _call(backend: Any, q: Any, k: Any, v: Any) -> tuple[Any, str]:
 
 def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
-    from hwadvisor.trials.timing import bench, rel_error
+    from hwadvisor.trials.timing import rel_error
 
-    device = torch_device(ctx)
+    device = torch_device(ctx, mps=True)
     dtype_name = common.compute_dtype(device)
     dtype = common.torch_dtype(dtype_name)
     shape = _shape(ctx, device)
@@ -101,8 +105,9 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
     gen = torch.Generator(device="cpu").manual_seed(21)
     q, k, v = (torch.randn(b, h, s, d, generator=gen).to(device, dtype) for _ in range(3))
 
-    # Reference: the math backend on upcast inputs (float64 on a CPU, fp32 on a GPU).
-    ref_dtype = torch.float32 if device.startswith("cuda") else torch.float64
+    # Reference: the math backend on upcast inputs (float64 on a CPU, fp32 on a GPU; MPS has
+    # no float64).
+    ref_dtype = torch.float64 if device.startswith("cpu") else torch.float32
     ref, why = _call(SDPBackend.MATH, q.to(ref_dtype), k.to(ref_dtype), v.to(ref_dtype))
     if ref is None:
         raise RuntimeError(f"math reference failed: {why}")
@@ -112,9 +117,8 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
         "batch": b, "heads": h, "seq_len": s, "head_dim": d, "dtype": dtype_name,
         "causal": 1, "source": shape.source,
     }
-    repeats = 5 if ctx.quick else 15
-    per_backend_s = max(0.2, ctx.budget_s / (2 * len(BACKENDS)))
     results: dict[str, Measurement] = {}
+    runnable: dict[str, tuple[Any, float]] = {}
     for name in BACKENDS:
         backend = getattr(SDPBackend, name, None)
         if backend is None:
@@ -127,15 +131,44 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
             continue
         err = rel_error(out, ref)
         del out
-        with sdpa_kernel([backend]):  # pinned once, so the timed call is the kernel alone
-            m = bench(lambda _i: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                      device=device, label=name.lower(), repeats=repeats, warmup=2,
-                      budget_s=per_backend_s,
-                      params={**base_params, "status": "ok" if err <= tol else "wrong"})
-        m.error = err
-        results[name] = m
+        runnable[name] = (backend, err)
     del ref
-    return _result(ctx, device, shape, dtype_name, tol, results, started)
+    if runnable:
+        results.update(_time_backends(runnable, q, k, v, device, base_params, tol,
+                                      budget_s=max(0.4, ctx.budget_s * 0.6)))
+    ordered = {n: results[n] for n in BACKENDS if n in results}
+    return _result(ctx, device, shape, dtype_name, tol, ordered, started)
+
+
+def _time_backends(runnable: dict[str, tuple[Any, float]], q: Any, k: Any, v: Any, device: str,
+                   base_params: dict[str, float | int | str], tol: float,
+                   budget_s: float) -> dict[str, Measurement]:
+    """Time the backends that ran interleaved, MATH first (the baseline of every ratio).
+
+    Each call pins its backend (sdpa_kernel costs microseconds of host time, far under the
+    kernels' time); a backend with a wrong output is timed too but never counts as best.
+    """
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel
+
+    from hwadvisor.trials.timing import Variant, interleaved
+
+    def call_for(backend: Any) -> Any:
+        def call(_i: int) -> Any:
+            with sdpa_kernel([backend]):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return call
+
+    names = sorted(runnable, key=lambda n: n != "MATH")  # MATH first when it ran
+    variants = [Variant(n.lower(), call_for(runnable[n][0]),
+                        {**base_params, "status": "ok" if runnable[n][1] <= tol else "wrong"})
+                for n in names]
+    timed = interleaved(variants[0], *variants[1:], device=device, budget_s=budget_s, warmup=2)
+    found: dict[str, Measurement] = {}
+    for name, m in zip(names, timed.measurements, strict=True):
+        m.error = runnable[name][1]
+        found[name] = m
+    return found
 
 
 def _unsupported(name: str, why: str, params: dict[str, float | int | str]) -> Measurement:
@@ -148,15 +181,26 @@ def _result(ctx: TrialContext, device: str, shape: common.BlockShape, dtype_name
     good = {n: m for n, m in results.items()
             if m.median and m.error is not None and m.error <= tol}
     wrong = [n for n, m in results.items() if m.median and (m.error is None or m.error > tol)]
+    from hwadvisor.models.stats import ratio_estimate
+
     math_m = results.get("MATH")
     effect: dict[str, float] = {}
+    intervals: dict[str, tuple[tuple[float, float] | None, int]] = {}
     best = min(good, key=lambda n: good[n].median or float("inf")) if good else None
     for n, m in good.items():
         effect[f"{n.lower()}_ms"] = (m.median or 0.0) * 1e3
         if math_m is not None and math_m.median and n != "MATH":
-            effect[f"speedup_{n.lower()}"] = math_m.median / (m.median or 1.0)
+            est = ratio_estimate(math_m.samples, m.samples)  # paired by round
+            if est is not None:
+                effect[f"speedup_{n.lower()}"] = est.value
+                intervals[f"speedup_{n.lower()}"] = (est.ci, est.n)
     if best and math_m is not None and math_m.median and "MATH" in good:
-        effect["speedup"] = math_m.median / (good[best].median or 1.0)
+        if best == "MATH":
+            effect["speedup"] = 1.0
+            intervals["speedup"] = ((1.0, 1.0), len(math_m.samples))
+        elif f"speedup_{best.lower()}" in effect:
+            effect["speedup"] = effect[f"speedup_{best.lower()}"]
+            intervals["speedup"] = intervals[f"speedup_{best.lower()}"]
     for m in results.values():
         m.params["best_backend"] = best.lower() if best else "none"
     errors = [m.error for m in results.values() if m.error is not None]
@@ -180,6 +224,7 @@ def _result(ctx: TrialContext, device: str, shape: common.BlockShape, dtype_name
         reason=reason,
         measurements=list(results.values()),
         effect=effect,
+        intervals=intervals,
         summary=summary,
         max_error=max_error if max_error is not None and max_error != float("inf") else None,
     )

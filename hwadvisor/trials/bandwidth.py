@@ -2,7 +2,9 @@
 
 copy:  dst.copy_(src)                       bytes = 2 x buffer (read src, write dst)
 triad: torch.add(b, c, alpha=s, out=a)       bytes = 3 x buffer (read b, c; write a)
-On a host without a GPU this measures host memory bandwidth through torch's CPU kernels.
+On a host without a GPU this measures host memory bandwidth through torch's CPU kernels; on
+Apple Silicon (MPS) the unified memory through Metal kernels (timed after torch.mps.synchronize
+or with mps events).
 """
 
 from __future__ import annotations
@@ -38,9 +40,9 @@ SAMPLE_ELEMENTS = 1 << 20  # elements checked against the float64 triad referenc
 
 def buffer_bytes(device: str, quick: bool) -> int:
     """Return the size of each of the three buffers: the target, capped by free memory / 15."""
-    if device.startswith("cuda"):
+    if device.startswith(("cuda", "mps")):
         target = GPU_BUFFER_BYTES_QUICK if quick else GPU_BUFFER_BYTES
-        free = free_device_bytes(device)
+        free = free_device_bytes(device) if device.startswith("cuda") else available_host_bytes()
     else:
         target = CPU_BUFFER_BYTES_QUICK if quick else CPU_BUFFER_BYTES
         free = available_host_bytes()
@@ -64,13 +66,15 @@ class MemoryBandwidthTrial:
         """Measure copy and triad bandwidth, checking both results first."""
         import torch
 
-        device = torch_device(ctx)
+        device = torch_device(ctx, mps=True)
         nbytes = buffer_bytes(device, ctx.quick)
         n = nbytes // 4
-        gen = torch.Generator(device=device).manual_seed(0)
-        src = torch.rand(n, device=device, dtype=torch.float32, generator=gen)
+        # MPS: draw on the CPU and copy over (the mps generator differs across torch versions)
+        where = "cpu" if device.startswith("mps") else device
+        gen = torch.Generator(device=where).manual_seed(0)
+        src = torch.rand(n, device=where, dtype=torch.float32, generator=gen).to(device)
         dst = torch.empty_like(src)
-        c = torch.rand(n, device=device, dtype=torch.float32, generator=gen)
+        c = torch.rand(n, device=where, dtype=torch.float32, generator=gen).to(device)
         scalar = 1.7
         repeats = 8 if ctx.quick else 20
         measurements: list[Measurement] = []
@@ -89,7 +93,8 @@ class MemoryBandwidthTrial:
             poison(dst)
             torch.add(src, c, alpha=scalar, out=dst)
             finite = bool(torch.isfinite(dst).all())
-            idx = torch.randint(0, n, (min(n, SAMPLE_ELEMENTS),), device=device, generator=gen)
+            idx = torch.randint(0, n, (min(n, SAMPLE_ELEMENTS),), device=where,
+                                generator=gen).to(device)
             ref = src[idx].double() + scalar * c[idx].double()
             triad_err = rel_error(dst[idx], ref) if finite else float("inf")
             check_close("triad", triad_err, 1e-6)

@@ -54,10 +54,34 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def torch_device(ctx: TrialContext) -> str:
-    """Return the torch device for a trial: the context's GPU when torch sees it, else cpu."""
+def rocm_build() -> bool:
+    """Tell whether torch is a ROCm build: torch.cuda then drives AMD GPUs through HIP."""
+    if torch_missing():
+        return False
+    import torch
+
+    return bool(getattr(torch.version, "hip", None))
+
+
+def mps_available() -> bool:
+    """Tell whether torch sees Apple's Metal GPU (torch.backends.mps)."""
+    if torch_missing():
+        return False
+    import torch
+
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def torch_device(ctx: TrialContext, mps: bool = False) -> str:
+    """Return the torch device for a trial: the context's GPU when torch sees it, else cpu.
+
+    CUDA and ROCm GPUs are "cuda:N" (a ROCm build answers to torch.cuda). With mps=True, a
+    trial that supports Apple's Metal GPU gets "mps" when there is no CUDA/ROCm GPU; the
+    others stay on the CPU there.
+    """
     if not cuda_available():
-        return "cpu"
+        return "mps" if mps and mps_available() else "cpu"
     import torch
 
     index = 0
@@ -67,12 +91,41 @@ def torch_device(ctx: TrialContext) -> str:
 
 
 def compute_capability(device: str) -> tuple[int, int] | None:
-    """(major, minor) of a CUDA device string, None for cpu."""
-    if not device.startswith("cuda"):
+    """(major, minor) of a CUDA device string, None for cpu, mps and ROCm.
+
+    ROCm reports gfx942 as "9.4" and gfx90a as "9.0", which are not NVIDIA capabilities: FP8
+    and the like are told apart by `rocm_arch` there.
+    """
+    if not device.startswith("cuda") or rocm_build():
         return None
     import torch
 
     return tuple(torch.cuda.get_device_capability(torch.device(device)))  # type: ignore[return-value]
+
+
+def rocm_arch(device: str) -> str | None:
+    """Return the gfx architecture of a ROCm GPU ("gfx942"), None elsewhere."""
+    if not device.startswith("cuda") or not rocm_build():
+        return None
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.device(device))
+    name = getattr(props, "gcnArchName", None)
+    return str(name).split(":")[0] if name else None
+
+
+# AMD GPUs with FP8 matrix cores: MI300 (gfx942, FNUZ formats), MI350 (gfx950) and RDNA4
+# (gfx12xx), from AMD's ROCm precision-support table.
+ROCM_FP8_ARCHS = ("gfx942", "gfx950", "gfx1200", "gfx1201")
+
+
+def has_fp8(device: str) -> bool:
+    """Tell whether the device has FP8 tensor/matrix cores (NVIDIA cc >= 8.9, AMD MI300+)."""
+    arch = rocm_arch(device)
+    if arch is not None:
+        return arch in ROCM_FP8_ARCHS
+    cc = compute_capability(device)
+    return cc is not None and cc >= (8, 9)
 
 
 def cuda_reason(min_cc: tuple[int, int] | None = None, what: str = "") -> str | None:

@@ -75,20 +75,24 @@ class Attention(nn.Module):
     def decode(
         self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor
     ) -> torch.Tensor:
-        """Decode one new token x (B, 1, hidden) against static caches (B, Hkv, L, D).
+        """Forward new tokens x (B, T, hidden) against static caches (B, Hkv, L, D).
 
-        Its K/V are written at `pos` (a 1-element long tensor, so a CUDA graph can replay the
-        step), then the query attends over all L slots.
+        Their K/V are written at `pos` (T long positions, a tensor so a CUDA graph can replay
+        the step). One token (decode) attends over all L slots; T > 1 tokens (verifying drafts,
+        prefilling a suffix after a cached prefix) each attend to the slots up to their own.
         """
-        b = x.shape[0]
+        b, t, _ = x.shape
         q = self._heads(self.q(x), self.h)
         k_cache.index_copy_(2, pos, self._heads(self.k(x), self.hkv))
         v_cache.index_copy_(2, pos, self._heads(self.v(x), self.hkv))
         k = expand_kv(k_cache, self.h // self.hkv)
         v = expand_kv(v_cache, self.h // self.hkv)
-        # One query against every cached key: no causal mask is needed.
-        out = F.scaled_dot_product_attention(q, k, v)
-        return self.o(out.transpose(1, 2).reshape(b, 1, self.h * self.d))
+        mask = None
+        if t > 1:  # one query against every cached key needs no mask
+            slots = torch.arange(k_cache.shape[2], device=x.device)
+            mask = slots[None, :] <= pos[:, None]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.o(out.transpose(1, 2).reshape(b, t, self.h * self.d))
 
 
 class GatedMLP(nn.Module):
@@ -123,7 +127,7 @@ class Block(nn.Module):
     def decode(
         self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor
     ) -> torch.Tensor:
-        """One-token forward against this layer's KV cache."""
+        """Forward of new tokens against this layer's KV cache (see Attention.decode)."""
         x = x + self.attn.decode(self.norm1(x), k_cache, v_cache, pos)
         return x + self.mlp(self.norm2(x))
 
@@ -151,7 +155,7 @@ class Stack(nn.Module):
         self, x: torch.Tensor, k_caches: list[torch.Tensor], v_caches: list[torch.Tensor],
         pos: torch.Tensor,
     ) -> torch.Tensor:
-        """One decode step through every layer."""
+        """One cached forward (a decode step, or T new tokens) through every layer."""
         for block, kc, vc in zip(self.blocks, k_caches, v_caches, strict=True):
             x = block.decode(x, kc, vc, pos)  # type: ignore[operator]  # ModuleList loses Block
         return x

@@ -13,9 +13,13 @@ backward recomputes one block at a time and holds its activations while it runs.
 
 Correctness: the gradients (weights and input) of both variants must agree.
 
+The two steps are timed interleaved (timing.paired) until the time ratio's 95% interval is within
+±5% or the budget is spent. The byte counts are exact (a count, not a timing): their interval is
+the point itself.
+
 Effect keys:
 - memory_factor: activation bytes with / without checkpointing (< 1 saves memory)
-- time_factor: step time with / without (> 1: recompute costs time, e.g. 1.3)
+- time_factor: step time with / without (> 1: recompute costs time, e.g. 1.3), with its interval
 - speedup: 1 / time_factor
 - activation_bytes_without, activation_bytes_with: the two byte counts
 - memory_factor_at_model_layers: memory_factor extrapolated from the measured per-block bytes to
@@ -159,7 +163,7 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
 
     from hwadvisor.trials import blocks
-    from hwadvisor.trials.timing import bench
+    from hwadvisor.trials.timing import Variant, paired
 
     device = torch_device(ctx)
     dtype_name = common.compute_dtype(device)
@@ -195,20 +199,20 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
         memory[True] += int(per_block)
     model_layers = common.spec_of(ctx.workload)[0]["num_layers"]
 
-    repeats = 3 if ctx.quick else 10
-    per_variant_s = max(0.3, ctx.budget_s / 3)
     params = {**shape.params(), "dtype": dtype_name, "memory_method": method}
-    timings = {}
-    for ckpt in (False, True):
-        stack.checkpointing = ckpt
 
+    def step_with(ckpt: bool) -> Any:
         def fn(_i: int) -> None:
+            stack.checkpointing = ckpt
             _zero(stack, x)
             _step(stack, x, probe)
+        return fn
 
-        label = "step with checkpointing" if ckpt else "step without checkpointing"
-        timings[ckpt] = bench(fn, device=device, label=label, repeats=repeats, warmup=2,
-                              budget_s=per_variant_s, params=params)
+    plain, ckpt_m, ratio = paired(
+        Variant("step without checkpointing", step_with(False)),
+        Variant("step with checkpointing", step_with(True)),
+        device=device, budget_s=max(0.5, ctx.budget_s * 0.6), warmup=2, params=params)
+    timings = {False: plain, True: ckpt_m}
     timings[True].error = err
 
     mem_meas = [
@@ -229,10 +233,15 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
         effect["memory_factor_at_model_layers"] = (
             (model_layers * kept + per_block) / (model_layers * per_block)
         )
-    t_plain, t_ckpt = timings[False].median, timings[True].median
-    if t_plain and t_ckpt:
-        effect["time_factor"] = t_ckpt / t_plain
-        effect["speedup"] = t_plain / t_ckpt
+    intervals: dict[str, tuple[tuple[float, float] | None, int]] = {}
+    if "memory_factor" in effect:  # counted bytes: exact
+        for key in ("memory_factor", "memory_factor_at_model_layers"):
+            intervals[key] = ((effect[key], effect[key]), 1)
+    if ratio is not None:  # ratio = time without / time with
+        effect["speedup"] = ratio.value
+        effect["time_factor"] = ratio.inverse().value
+        intervals["speedup"] = (ratio.ci, ratio.n)
+        intervals["time_factor"] = (ratio.inverse().ci, ratio.n)
 
     ok = err <= tol
     summary = (
@@ -247,6 +256,7 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
         reason=None if ok else f"gradients differ: relative error {err:.2e} > {tol:.0e}",
         measurements=[timings[False], timings[True], *mem_meas],
         effect=effect,
+        intervals=intervals,
         summary=summary,
         max_error=err if err == err and err != float("inf") else None,
     )

@@ -11,8 +11,11 @@ warm-up, so compilation never lands inside them.
 
 Correctness: the compiled output against eager's on fresh random inputs of the same shape.
 
+Eager and compiled forwards are timed interleaved (timing.paired) until the ratio's 95% interval
+is within ±5% or the budget is spent.
+
 Effect keys:
-- speedup: eager median time / compiled median time
+- speedup: eager time / compiled time (geometric mean of the paired ratios), with its interval
 - compile_s: wall seconds of the first compiled call (compilation dominates it)
 - eager_ms, compiled_ms: the two medians in milliseconds
 """
@@ -23,6 +26,7 @@ import shutil
 import time
 
 from hwadvisor.models import Measurement, TrialResult
+from hwadvisor.models.stats import LogEstimate
 from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
 
@@ -91,7 +95,7 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
 
     from hwadvisor.trials import blocks
-    from hwadvisor.trials.timing import bench, rel_error, sync
+    from hwadvisor.trials.timing import Variant, paired, rel_error, sync
 
     device = torch_device(ctx)
     dtype_name = common.compute_dtype(device)
@@ -122,26 +126,28 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
             errors.append(rel_error(compiled(xi), block(xi)))
         err = max(errors)
 
-        repeats = 3 if ctx.quick else 15
-        per_variant_s = max(0.2, ctx.budget_s / 4)
         params: dict[str, float | int | str] = {**shape.params(), "dtype": dtype_name,
                                                 "mode": mode, "backend": backend}
-        eager = bench(lambda _i: block(x), device=device, label="eager block forward",
-                      repeats=repeats, warmup=2, budget_s=per_variant_s, params=params)
-        comp = bench(lambda _i: compiled(x), device=device, label="compiled block forward",
-                     repeats=repeats, warmup=2, budget_s=per_variant_s, params=params)
+        eager, comp, ratio = paired(
+            Variant("eager block forward", lambda _i: block(x)),
+            Variant("compiled block forward", lambda _i: compiled(x)),
+            device=device, budget_s=max(0.4, ctx.budget_s / 2), warmup=2, params=params)
     comp.error = err
     compile_m = Measurement(label="first compiled call (compilation)", unit="s",
                             samples=[compile_s], params={"mode": mode, "backend": backend})
-    return _result(device, shape, dtype_name, mode, eager, comp, compile_m, err, started)
+    return _result(device, shape, dtype_name, mode, (eager, comp, ratio), compile_m, err, started)
 
 
-def _result(device: str, shape: common.BlockShape, dtype_name: str, mode: str, eager: Measurement,
-            comp: Measurement, compile_m: Measurement, err: float, started: float) -> TrialResult:
+def _result(device: str, shape: common.BlockShape, dtype_name: str, mode: str,
+            timed: tuple[Measurement, Measurement, LogEstimate | None], compile_m: Measurement,
+            err: float, started: float) -> TrialResult:
+    eager, comp, ratio = timed
     effect: dict[str, float] = {"compile_s": compile_m.samples[0]}
-    if eager.median and comp.median:
-        effect.update({"speedup": eager.median / comp.median, "eager_ms": eager.median * 1e3,
+    intervals: dict[str, tuple[tuple[float, float] | None, int]] = {}
+    if eager.median and comp.median and ratio is not None:
+        effect.update({"speedup": ratio.value, "eager_ms": eager.median * 1e3,
                        "compiled_ms": comp.median * 1e3})
+        intervals["speedup"] = (ratio.ci, ratio.n)
     tol = common.tolerance(dtype_name)
     ok = err <= tol
     summary = (
@@ -156,6 +162,7 @@ def _result(device: str, shape: common.BlockShape, dtype_name: str, mode: str, e
         reason=None if ok else f"compiled output differs from eager: {err:.2e} > {tol:.0e}",
         measurements=[eager, comp, compile_m],
         effect=effect,
+        intervals=intervals,
         summary=summary,
         max_error=err if err != float("inf") else None,
     )

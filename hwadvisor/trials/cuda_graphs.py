@@ -6,8 +6,12 @@ step can be captured. Capture follows the torch.cuda.graphs docs: warm up on a s
 then capture with torch.cuda.graph(g). The graph's output must match the eager step's on
 fresh random input.
 
+Eager steps and replays are timed interleaved (timing.paired) until the ratio's 95% interval is
+within ±5% or the budget is spent.
+
 Effect keys:
-- speedup: eager step time / graph replay time (> 1: graphs help; launch-bound decode gains most)
+- speedup: eager step time / graph replay time (> 1: graphs help; launch-bound decode gains
+  most), with its interval
 - eager_step_ms, graph_step_ms: the two medians in milliseconds
 """
 
@@ -53,7 +57,7 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
 
     from hwadvisor.trials import blocks
-    from hwadvisor.trials.timing import bench, rel_error
+    from hwadvisor.trials.timing import Variant, paired, rel_error
 
     device = torch_device(ctx)
     dtype = torch.bfloat16
@@ -105,23 +109,22 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
                 errors.append(rel_error(static_out, ref))
             err = max(errors)
 
-            repeats = 5 if ctx.quick else 20
             params = {**shape.params(), "dtype": "bf16", "context_len": ctx_len}
-            eager = bench(lambda _i: eager_step(), device=device, label="eager decode step",
-                          repeats=repeats, warmup=3, budget_s=max(0.3, ctx.budget_s / 3),
-                          params=params)
-            replay = bench(lambda _i: graph.replay(), device=device, label="cuda graph replay",
-                           repeats=repeats, warmup=3, budget_s=max(0.3, ctx.budget_s / 3),
-                           params=params)
+            eager, replay, ratio = paired(
+                Variant("eager decode step", lambda _i: eager_step()),
+                Variant("cuda graph replay", lambda _i: graph.replay()),
+                device=device, budget_s=max(0.5, ctx.budget_s * 0.6), warmup=3, params=params)
             replay.error = err
 
     effect: dict[str, float] = {}
-    if eager.median and replay.median:
+    intervals: dict[str, tuple[tuple[float, float] | None, int]] = {}
+    if eager.median and replay.median and ratio is not None:
         effect = {
-            "speedup": eager.median / replay.median,
+            "speedup": ratio.value,
             "eager_step_ms": eager.median * 1e3,
             "graph_step_ms": replay.median * 1e3,
         }
+        intervals["speedup"] = (ratio.ci, ratio.n)
     # Eager and replay run the very same kernels: anything beyond bf16 rounding is a bug.
     tol = common.tolerance("bf16")
     ok = err <= tol
@@ -137,6 +140,7 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
         reason=None if ok else f"graph output differs from eager: {err:.2e} > {tol:.0e}",
         measurements=[eager, replay],
         effect=effect,
+        intervals=intervals,
         summary=summary,
         max_error=err if err != float("inf") else None,
     )

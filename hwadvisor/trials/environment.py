@@ -15,6 +15,13 @@ def device_for(ctx: TrialContext) -> str | None:
     return None if torch_missing() else torch_device(ctx)
 
 
+def is_rocm() -> bool:
+    """Tell whether torch is a ROCm build (its CUDA API then drives AMD GPUs)."""
+    from hwadvisor.trials.base import rocm_build
+
+    return rocm_build()
+
+
 def torch_version() -> str | None:
     """Torch's version string, or None when torch is not installed."""
     if torch_missing():

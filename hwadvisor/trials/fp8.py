@@ -4,39 +4,57 @@ Two FP8 variants: per-tensor scales (0-dim float32) and row-wise scales ((M,1) a
 bf16 output; not every torch/GPU pair has it: it is then skipped with the reason). Each at
 prefill M (batch x prompt_len, capped) and decode M (batch padded to 16). Correctness: the fp8
 product against the float32 product of the unquantized inputs (expect ~1e-2..5e-2).
-effect: prefill_speedup, decode_speedup (geometric means over shapes, per-tensor scales),
-their _rowwise twins, and speedup = decode_speedup.
+bf16 and the two FP8 variants are timed interleaved, one shape and phase at a time
+(timing.interleaved), until each ratio's 95% interval is within ±5% or the budget is spent.
+effect: prefill_speedup, decode_speedup (geometric means over shapes, per-tensor scales, with
+combined intervals), their _rowwise twins, and speedup = decode_speedup.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
-from hwadvisor.trials.base import TrialContext, cuda_reason, release_memory, torch_device
-from hwadvisor.trials.fp8_ops import FP8_MIN_CC, quantize_fp8, scaled_mm
+from hwadvisor.models.stats import LogEstimate
+from hwadvisor.trials.base import (
+    TrialContext,
+    cuda_reason,
+    has_fp8,
+    release_memory,
+    torch_device,
+)
+from hwadvisor.trials.fp8_ops import FP8_MIN_CC, fp8_dtype, quantize_fp8, scaled_mm
 from hwadvisor.trials.shapes import LinearShape, decode_tokens, linear_shapes, prefill_tokens
 from hwadvisor.trials.timing import (
-    bench,
+    Variant,
     check_close,
+    combined,
     effects,
-    geomean,
-    guarded,
+    interleaved,
     poison,
     rel_error,
     rotation_sets,
-    speedup,
     variants_result,
+    with_interval,
 )
+
+KERNEL = "torch._scaled_mm (cuBLASLt / hipBLASLt FP8 GEMM)"
 
 FP8_TOLERANCE = 0.1  # against the unquantized float32 product; e4m3 lands at ~2e-2..5e-2
 BF16_TOLERANCE = 2e-2
 CHECK_ROWS = 512
 
 
-def _bench_shape(device: str, phase: str, m: int, shape: LinearShape, variant: str,
-                 repeats: int, budget_s: float, max_sets: int = 16) -> Measurement:
-    """Time one variant (bf16, fp8, fp8-rowwise) of one shape after checking its output."""
+Params = dict[str, float | int | str]
+
+
+def _prepare(device: str, phase: str, m: int, shape: LinearShape, variant: str,
+             max_sets: int = 16) -> tuple[Callable[[int], Any], float, Params]:
+    """Build one variant (bf16, fp8, fp8-rowwise) of one shape and check its output.
+
+    Returns (call, relative error, params); a CorrectnessError voids the trial.
+    """
     import torch
 
     elem = 2 if variant == "bf16" else 1
@@ -50,6 +68,7 @@ def _bench_shape(device: str, phase: str, m: int, shape: LinearShape, variant: s
     label = f"{phase} {shape.name} {variant} M={m} N={shape.n} K={shape.k}"
     params: dict[str, float | int | str] = {"phase": phase, "shape": shape.name, "variant": variant,
                                             "m": m, "n": shape.n, "k": shape.k, "input_sets": sets}
+    call: Callable[[int], Any]
     if variant == "bf16":
         xb = [x.to(torch.bfloat16) for x in xs]
         wb = [w.to(torch.bfloat16) for w in ws]
@@ -62,8 +81,9 @@ def _bench_shape(device: str, phase: str, m: int, shape: LinearShape, variant: s
             return torch.mm(xb[i % sets], wb[i % sets].t(), out=out)
     else:
         rowwise = variant == "fp8-rowwise"
-        qx = [quantize_fp8(x, rowwise=rowwise) for x in xs]
-        qw = [quantize_fp8(w, rowwise=rowwise) for w in ws]
+        dtype = fp8_dtype(device)
+        qx = [quantize_fp8(x, rowwise=rowwise, dtype=dtype) for x in xs]
+        qw = [quantize_fp8(w, rowwise=rowwise, dtype=dtype) for w in ws]
         del xs, ws
         fast = True
         try:
@@ -74,19 +94,57 @@ def _bench_shape(device: str, phase: str, m: int, shape: LinearShape, variant: s
             out = scaled_mm(qx[0][0], qw[0][0], qx[0][1], qw[0][1], rowwise=rowwise,
                             fast_accum=False)
         params["fast_accum"] = int(fast)
+        params["kernel"] = KERNEL
         err = check_close(label, rel_error(out[:rows], ref), FP8_TOLERANCE)
 
         def call(i: int) -> Any:
             (x, sx), (w, sw) = qx[i % sets], qw[i % sets]
             return scaled_mm(x, w, sx, sw, rowwise=rowwise, fast_accum=fast)
 
-    measurement = bench(call, device=device, label=label, repeats=repeats, budget_s=budget_s,
-                        params=params)
-    measurement.error = err
-    flops = 2.0 * m * shape.n * shape.k
-    measurement.value = flops / measurement.median / 1e12 if measurement.median else None
-    measurement.value_unit = "TFLOP/s"
-    return measurement
+    params["label"] = label
+    return call, err, params
+
+
+def _bench_shape(device: str, phase: str, m: int, shape: LinearShape, budget_s: float,
+                 max_sets: int, rowwise_failed: str | None
+                 ) -> tuple[list[Measurement], dict[str, LogEstimate]]:
+    """Check bf16, fp8 and fp8-rowwise at one shape and phase, then time them interleaved.
+
+    A variant that cannot be built (row-wise scales unsupported) is reported as skipped and the
+    others still run; a wrong output (CorrectnessError) propagates and voids the trial.
+    """
+    from hwadvisor.trials.timing import CorrectnessError
+
+    built: dict[str, tuple[Callable[[int], Any], float, dict[str, float | int | str]]] = {}
+    skipped: list[Measurement] = []
+    for variant in ("bf16", "fp8", "fp8-rowwise"):
+        if variant == "fp8-rowwise" and rowwise_failed:
+            skipped.append(Measurement(label=f"{phase} {shape.name} {variant}",
+                                       skipped=rowwise_failed))
+            continue
+        try:
+            built[variant] = _prepare(device, phase, m, shape, variant, max_sets)
+        except CorrectnessError:
+            raise
+        except Exception as exc:  # a variant this torch/GPU cannot run is skipped on its own
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            skipped.append(Measurement(label=f"{phase} {shape.name} {variant}",
+                                       skipped=f"{type(exc).__name__}: {text}"[:300]))
+    if "bf16" not in built or len(built) < 2:
+        return skipped, {}
+    variants = [Variant(str(p["label"]), call, p) for call, _err, p in built.values()]
+    timed = interleaved(variants[0], *variants[1:], device=device, budget_s=budget_s)
+    ratios: dict[str, LogEstimate] = {}
+    for (name, (_call, err, _p)), m_ in zip(built.items(), timed.measurements, strict=True):
+        m_.error = err
+        flops = 2.0 * m * shape.n * shape.k
+        m_.value = flops / m_.median / 1e12 if m_.median else None
+        m_.value_unit = "TFLOP/s"
+        if name != "bf16":
+            est = timed.ratio(m_.label)
+            if est is not None:
+                ratios[name] = est
+    return timed.measurements + skipped, ratios
 
 
 class Fp8GemmTrial:
@@ -103,6 +161,9 @@ class Fp8GemmTrial:
             return reason
         import torch
 
+        if not has_fp8("cuda:0"):
+            return "this GPU has no FP8 matrix cores (NVIDIA cc >= 8.9, AMD MI300 or newer)"
+
         if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
             return f"torch {torch.__version__} has no torch._scaled_mm / float8_e4m3fn"
         return None
@@ -113,54 +174,49 @@ class Fp8GemmTrial:
         shapes = linear_shapes(ctx.workload)
         phases = {"prefill": prefill_tokens(ctx.workload, ctx.quick),
                   "decode": decode_tokens(ctx.workload)[1]}
-        variants = ["bf16", "fp8", "fp8-rowwise"]
-        repeats = 8 if ctx.quick else 20
         # The CPU path exists for tests (torch's CPU _scaled_mm is slow): few input sets there.
         max_sets = 16 if device.startswith("cuda") or not ctx.quick else 2
-        budget = max(0.05, ctx.budget_s / (len(shapes) * len(phases) * len(variants)))
+        budget = max(0.05, ctx.budget_s / (len(shapes) * len(phases)))
         measurements: list[Measurement] = []
-        ratios: dict[str, list[float]] = {}
+        ratios: dict[str, list[LogEstimate]] = {}
         rowwise_failed: str | None = None
         for phase, m in phases.items():
             for shape in shapes:
-                timed: dict[str, Measurement] = {}
-                for variant in variants:
-                    if variant == "fp8-rowwise" and rowwise_failed:
-                        measurements.append(Measurement(label=f"{phase} {shape.name} {variant}",
-                                                        skipped=rowwise_failed))
-                        continue
-                    try:
-                        result = guarded(f"{phase} {shape.name} {variant}", lambda v=variant:  # type: ignore[misc]
-                                         _bench_shape(device, phase, m, shape, v, repeats, budget,  # noqa: B023
-                                                      max_sets))
-                    finally:
-                        release_memory()
-                    if variant == "fp8-rowwise" and result.skipped:
-                        rowwise_failed = f"row-wise scales not supported here: {result.skipped}"
-                        result.skipped = rowwise_failed
-                    measurements.append(result)
-                    if not result.skipped:
-                        timed[variant] = result
-                base = timed.get("bf16")
-                for variant in ("fp8", "fp8-rowwise"):
-                    if base is not None and variant in timed:
-                        ratio = speedup(base, timed[variant])
-                        if ratio is not None:
-                            ratios.setdefault(f"{phase}/{variant}", []).append(ratio)
-        prefill = geomean(ratios.get("prefill/fp8", []))
-        decode = geomean(ratios.get("decode/fp8", []))
-        found = effects(
+                try:
+                    found, shape_ratios = _bench_shape(device, phase, m, shape, budget, max_sets,
+                                                       rowwise_failed)
+                finally:
+                    release_memory()
+                for meas in found:
+                    if meas.skipped and "rowwise" in meas.label and not rowwise_failed:
+                        rowwise_failed = f"row-wise scales not supported here: {meas.skipped}"
+                        meas.skipped = rowwise_failed
+                measurements.extend(found)
+                for variant, est in shape_ratios.items():
+                    ratios.setdefault(f"{phase}/{variant}", []).append(est)
+        intervals: dict[str, tuple[tuple[float, float] | None, int]] = {}
+
+        def mean(key: str, name: str) -> float | None:
+            return with_interval(name, combined(ratios.get(key, [])), intervals)
+
+        prefill = mean("prefill/fp8", "prefill_speedup")
+        decode = mean("decode/fp8", "decode_speedup")
+        if "decode_speedup" in intervals:
+            intervals["speedup"] = intervals["decode_speedup"]
+        found_effects = effects(
             prefill_speedup=prefill,
             decode_speedup=decode,
             speedup=decode,
-            prefill_speedup_rowwise=geomean(ratios.get("prefill/fp8-rowwise", [])),
-            decode_speedup_rowwise=geomean(ratios.get("decode/fp8-rowwise", [])),
+            prefill_speedup_rowwise=mean("prefill/fp8-rowwise", "prefill_speedup_rowwise"),
+            decode_speedup_rowwise=mean("decode/fp8-rowwise", "decode_speedup_rowwise"),
         )
-        summary = ", ".join(f"{k} {v:.2f}x" for k, v in found.items() if k != "speedup")
+        summary = ", ".join(f"{k} {v:.2f}x" for k, v in found_effects.items() if k != "speedup")
         return variants_result(
             self.id, measurements,
             ok=prefill is not None or decode is not None,
-            effect=found,
+            effect=found_effects,
+            intervals=intervals,
+            kernel=KERNEL,
             summary=(f"fp8 vs bf16 at M={phases['prefill']} (prefill) and M={phases['decode']} "
                      f"(decode), shapes {', '.join(f'{s.name} {s.n}x{s.k}' for s in shapes)}: "
                      f"{summary or 'no speedup measured'}"),

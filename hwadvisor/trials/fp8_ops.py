@@ -13,19 +13,36 @@ from typing import Any
 
 E4M3_MAX = 448.0  # largest finite float8_e4m3fn value (OCP FP8 spec)
 FP8_MIN_CC = (8, 9)  # Ada (8.9) and Hopper (9.0) have FP8 tensor cores
+# MI300 (gfx942) computes in the FNUZ variants of FP8 (AMD CDNA3 ISA; hipBLASLt takes
+# float8_e4m3fnuz there, max 240); MI350 and NVIDIA use the OCP e4m3fn format.
+FNUZ_ARCHS = ("gfx942",)
 
 
-def quantize_fp8(x: Any, rowwise: bool) -> tuple[Any, Any]:
+def fp8_dtype(device: str) -> Any:
+    """Return the e4m3 dtype the device's FP8 GEMM takes: float8_e4m3fnuz on MI300, else e4m3fn."""
+    import torch
+
+    from hwadvisor.trials.base import rocm_arch
+
+    arch = rocm_arch(device)
+    if arch in FNUZ_ARCHS and hasattr(torch, "float8_e4m3fnuz"):
+        return torch.float8_e4m3fnuz
+    return torch.float8_e4m3fn
+
+
+def quantize_fp8(x: Any, rowwise: bool, dtype: Any = None) -> tuple[Any, Any]:
     """(x_fp8, scale) with x ~= x_fp8 * scale; scale per row (shape (rows, 1)) or per tensor."""
     import torch
 
+    dtype = dtype or torch.float8_e4m3fn
+    fmax = float(torch.finfo(dtype).max)
     xf = x.float()
     if rowwise:
         amax = xf.abs().amax(dim=-1, keepdim=True)
     else:
         amax = xf.abs().amax()
-    scale = (amax / E4M3_MAX).clamp(min=1e-12).float()
-    q = (xf / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    scale = (amax / fmax).clamp(min=1e-12).float()
+    q = (xf / scale).clamp(-fmax, fmax).to(dtype)
     return q, scale
 
 

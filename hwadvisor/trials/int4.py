@@ -2,9 +2,14 @@
 
 Batch sizes 1, 4, 16, 64 (and the workload's own batch), the workload's linear shapes, group
 size 128. Both variants multiply by the same dequantized weight, so the comparison is of
-kernels, not of models: the int4 output must match x @ dequant(W).T to ~1e-2. effect:
-speedup_b{batch} (geometric mean over shapes of bf16 time / int4 time) for each batch, and
-speedup at the workload's batch. The advice may hold at one batch size and fail at another.
+kernels, not of models: the int4 output must match x @ dequant(W).T to ~1e-2. bf16 and int4
+are timed interleaved (timing.interleaved) until the ratio's 95% interval is within ±5%.
+effect: speedup_b{batch} (geometric mean over shapes of bf16 time / int4 time, with the
+combined interval) for each batch, and speedup at the workload's batch. The advice may hold at
+one batch size and fail at another.
+
+The kernel is torch's own (`_weight_int4pack_mm`, tinygemm-derived; `_for_cpu` on a CPU), not
+Marlin: Marlin keeps its speedup to larger batches, so the result names the kernel it measured.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
+from hwadvisor.models.stats import LogEstimate
 from hwadvisor.trials.base import (
     TrialContext,
     compute_capability,
@@ -31,15 +37,16 @@ from hwadvisor.trials.int4_ops import (
 )
 from hwadvisor.trials.shapes import LinearShape, linear_shapes
 from hwadvisor.trials.timing import (
-    bench,
+    Variant,
     check_close,
+    combined,
     effects,
-    geomean,
     guarded,
+    paired,
     rel_error,
     rotation_sets,
-    speedup,
     variants_result,
+    with_interval,
 )
 
 BATCHES = (1, 4, 16, 64)
@@ -89,9 +96,18 @@ class _Weights:
         self.generator = gen
 
 
+def kernel_name(device: str) -> str:
+    """Return the int4 kernel this trial calls on device."""
+    import torch
+
+    if not device.startswith("cuda") and hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"):
+        return "torch _weight_int4pack_mm_for_cpu"
+    return "torch _weight_int4pack_mm"
+
+
 def _bench_batch(weights: _Weights, shape: LinearShape, batch: int, device: str,
-                 repeats: int, budget_s: float) -> tuple[Measurement, Measurement]:
-    """Check and time bf16 and int4 for one shape and batch size."""
+                 budget_s: float) -> tuple[Measurement, Measurement, LogEstimate | None]:
+    """Check bf16 and int4 for one shape and batch size, then time them interleaved."""
     import torch
 
     sets = weights.sets
@@ -112,12 +128,13 @@ def _bench_batch(weights: _Weights, shape: LinearShape, batch: int, device: str,
     def call_int4(i: int) -> Any:
         return int4_mm(xs[i % sets], weights.packed[i % sets], weights.sz[i % sets], device)
 
-    bf16 = bench(call_bf16, device=device, label=f"{base_label} bf16", repeats=repeats,
-                 budget_s=budget_s, params={**common, "variant": "bf16"})
-    int4 = bench(call_int4, device=device, label=f"{base_label} int4", repeats=repeats,
-                 budget_s=budget_s, params={**common, "variant": "int4"})
+    bf16, int4, ratio = paired(
+        Variant(f"{base_label} bf16", call_bf16, {"variant": "bf16"}),
+        Variant(f"{base_label} int4", call_int4, {"variant": "int4",
+                                                  "kernel": kernel_name(device)}),
+        device=device, budget_s=budget_s, params=common)
     bf16.error, int4.error = bf16_err, int4_err
-    return bf16, int4
+    return bf16, int4, ratio
 
 
 class Int4WeightOnlyTrial:
@@ -158,39 +175,47 @@ class Int4WeightOnlyTrial:
             return TrialResult(id=self.id, status="unsupported", reason=str(exc)[:300])
         shapes = trial_shapes(ctx, device)
         batches = trial_batches(ctx)
-        repeats = 6 if ctx.quick else 20
-        budget = max(0.03, ctx.budget_s / (2 * len(shapes) * len(batches)))
+        budget = max(0.03, ctx.budget_s / (len(shapes) * len(batches)))
         measurements: list[Measurement] = []
-        ratios: dict[int, list[float]] = {}
+        ratios: dict[int, list[LogEstimate]] = {}
         for index, shape in enumerate(shapes):
             try:
                 weights = _Weights(shape, device, seed=100 + index)
                 for batch in batches:
                     pair: list[Measurement] = []
+                    found_ratio: list[LogEstimate] = []
 
                     def job(b: int = batch) -> Measurement:
-                        bf16, int4 = _bench_batch(weights, shape, b, device, repeats, budget)  # noqa: B023
+                        bf16, int4, ratio = _bench_batch(weights, shape, b, device, budget)  # noqa: B023
                         pair.append(bf16)  # noqa: B023
+                        if ratio is not None:
+                            found_ratio.append(ratio)  # noqa: B023
                         return int4
 
                     int4 = guarded(f"{shape.name} b{batch} int4", job)
                     measurements.extend(pair + [int4])
-                    if pair and not int4.skipped:
-                        ratio = speedup(pair[0], int4)
-                        if ratio is not None:
-                            ratios.setdefault(batch, []).append(ratio)
+                    if pair and not int4.skipped and found_ratio:
+                        ratios.setdefault(batch, []).append(found_ratio[0])
             finally:
                 weights = None  # type: ignore[assignment]
                 release_memory()
-        per_batch = {f"speedup_b{b}": geomean(ratios.get(b, [])) for b in batches}
+        intervals: dict[str, tuple[tuple[float, float] | None, int]] = {}
+        per_batch = {f"speedup_b{b}": with_interval(f"speedup_b{b}", combined(ratios.get(b, [])),
+                                                    intervals) for b in batches}
         own = ctx.workload.batch if ctx.workload is not None else 1
+        if f"speedup_b{own}" in intervals:
+            intervals["speedup"] = intervals[f"speedup_b{own}"]
         found = effects(**per_batch, speedup=per_batch.get(f"speedup_b{own}"))
-        summary = ", ".join(f"b{b} {geomean(ratios[b]):.2f}x" for b in batches if b in ratios)
+        summary = ", ".join(f"b{b} {per_batch[f'speedup_b{b}']:.2f}x" for b in batches
+                            if per_batch.get(f"speedup_b{b}") is not None)
+        kernel = kernel_name(device)
         return variants_result(
             self.id, measurements,
             ok=bool(ratios),
             effect=found,
-            summary=(f"int4 (group {GROUP_SIZE}) vs bf16 on {device}, shapes "
+            intervals=intervals,
+            kernel=kernel,
+            summary=(f"int4 (group {GROUP_SIZE}, {kernel}) vs bf16 on {device}, shapes "
                      f"{', '.join(f'{s.name} {s.n}x{s.k}' for s in shapes)}: "
                      f"{summary or 'none measured'}"),
         )

@@ -13,8 +13,15 @@ whatever the scale; the scale only sets the range, which is why per-head and per
 land close (vLLM's FP8 KV cache uses per-tensor scales). For scale the trial also reports the
 bf16 cache's own error against an fp32 cache. Real activations may quantise better or worse.
 
-Runs on a CPU too (float8 dtypes exist there since torch 2.1). No timing: a speed gain needs
-a fused FP8 attention kernel (an inference engine's), which plain torch does not have.
+Runs on a CPU too (float8 dtypes exist there since torch 2.1).
+
+Speed, on GPUs with FP8 (NVIDIA cc >= 8.9, AMD MI300+): one decode step's attention (the
+workload's batch, all query heads against the cache) with the bf16 cache against the same with
+the FP8 cache, timed interleaved (timing.paired). Plain torch has no attention kernel that reads
+an FP8 cache, so the FP8 side dequantises the cache to bf16 (one elementwise pass) and runs the
+same SDPA: the result names that kernel, and the advice (vLLM's FP8 KV cache, FlashInfer, FA3
+FP8) assumes a fused one that reads the FP8 bytes directly. Without FP8 the speed part is left
+out, with the reason.
 
 Effect keys:
 - memory_factor: FP8 bytes incl. per-head scales / bf16 bytes (about 0.5)
@@ -23,6 +30,8 @@ Effect keys:
 - output_rel_error_per_tensor: the same with one scale per tensor
 - k_rel_error, v_rel_error: the cache's own quantisation error (per-head scales)
 - bf16_output_rel_error: the bf16 cache's output error against an fp32 cache (the floor)
+- speedup (FP8 GPUs only): bf16-cache attention time / FP8-cache attention time, with its
+  interval; bf16_attention_ms, fp8_attention_ms the medians
 """
 
 from __future__ import annotations
@@ -31,10 +40,13 @@ from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
+from hwadvisor.trials.base import TrialContext, has_fp8, torch_device, torch_missing
 
 TRIAL_ID = "kv-cache-quantization"
 MAX_CONTEXT = 8192
+MAX_DECODE_BATCH = 64
+SPEED_KERNEL = ("torch SDPA on a bf16 copy dequantised from the FP8 cache each step "
+                "(torch has no attention kernel that reads FP8 K/V)")
 QUERIES = 16  # the last tokens' queries: a few decode steps' worth
 
 
@@ -157,12 +169,65 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
         del kq, vq, kd, vd, out
     measurements[0].error = bf16_err
     figures["bf16"] = {"out_err": bf16_err}
-    return _result(device, (b, h, hkv, s, d, source), bf16_bytes, figures, measurements, started)
+    del k, v, q, ref
+    speed: dict[str, Any] = {}
+    if has_fp8(device):
+        speed = _decode_speed(ctx, device, hkv, h, s, d)
+        measurements.extend(speed.pop("measurements"))
+    else:
+        speed["skipped"] = "the speed part needs a GPU with FP8 (NVIDIA cc >= 8.9, AMD MI300+)"
+    return _result(device, (b, h, hkv, s, d, source), bf16_bytes, figures, measurements, started,
+                   speed)
+
+
+def _decode_speed(ctx: TrialContext, device: str, hkv: int, h: int, s: int,
+                  d: int) -> dict[str, Any]:
+    """Time one decode step's attention over a bf16 cache against an FP8 cache (dequantised)."""
+    import torch
+    import torch.nn.functional as F
+
+    from hwadvisor.trials.blocks import expand_kv
+    from hwadvisor.trials.timing import Variant, paired, rel_error
+
+    batch = max(1, min(MAX_DECODE_BATCH, ctx.workload.batch if ctx.workload else 1))
+    group = max(1, h // hkv)
+    # Drawn on the GPU (batch x context x heads can be billions of values): the timing does not
+    # depend on the outlier pattern the accuracy check uses.
+    gen_dev = torch.Generator(device=device).manual_seed(43)
+    k = torch.randn(batch, hkv, s, d, device=device, generator=gen_dev).to(torch.bfloat16)
+    v = torch.randn(batch, hkv, s, d, device=device, generator=gen_dev).to(torch.bfloat16)
+    kq, ks = quantize_fp8(k, per_head=False)
+    vq, vs = quantize_fp8(v, per_head=False)
+    gen = torch.Generator(device="cpu").manual_seed(44)
+    q = torch.randn(batch, h, 1, d, generator=gen).to(device, torch.bfloat16)
+    kd = torch.empty_like(k)
+    vd = torch.empty_like(v)
+
+    def bf16_step(_i: int) -> Any:
+        return F.scaled_dot_product_attention(q, expand_kv(k, group), expand_kv(v, group))
+
+    def fp8_step(_i: int) -> Any:
+        torch.mul(kq.to(torch.bfloat16), ks.to(torch.bfloat16), out=kd)
+        torch.mul(vq.to(torch.bfloat16), vs.to(torch.bfloat16), out=vd)
+        return F.scaled_dot_product_attention(q, expand_kv(kd, group), expand_kv(vd, group))
+
+    err = rel_error(fp8_step(0).float(), bf16_step(0).float())
+    params: dict[str, float | int | str] = {"batch": batch, "kv_heads": hkv, "heads": h,
+                                            "context_len": s, "head_dim": d}
+    base, new, ratio = paired(
+        Variant("decode attention, bf16 KV cache", bf16_step, {"cache": "bf16"}),
+        Variant("decode attention, fp8 KV cache", fp8_step,
+                {"cache": "fp8 e4m3, per-tensor scale", "kernel": SPEED_KERNEL}),
+        device=device, budget_s=max(0.5, ctx.budget_s * 0.4), params=params)
+    new.error = err
+    return {"measurements": [base, new], "ratio": ratio,
+            "bf16_ms": (base.median or 0) * 1e3, "fp8_ms": (new.median or 0) * 1e3,
+            "error": err}
 
 
 def _result(device: str, shape: tuple[int, int, int, int, int, str], bf16_bytes: int,
             figures: dict[str, dict[str, float]], measurements: list[Measurement],
-            started: float) -> TrialResult:
+            started: float, speed: dict[str, Any] | None = None) -> TrialResult:
     ph, pt = figures["per_head"], figures["per_tensor"]
     effect = {
         "memory_factor": ph["bytes"] / bf16_bytes,
@@ -174,12 +239,25 @@ def _result(device: str, shape: tuple[int, int, int, int, int, str], bf16_bytes:
         "bf16_output_rel_error": figures["bf16"]["out_err"],
     }
     finite = all(v == v and v != float("inf") for v in effect.values())
+    # Counted bytes: exact, so their interval is the point itself.
+    intervals: dict[str, tuple[tuple[float, float] | None, int]] = {
+        key: ((effect[key], effect[key]), 1)
+        for key in ("memory_factor", "memory_factor_per_tensor")}
+    speed = speed or {}
+    ratio = speed.get("ratio")
+    speed_note = f"; speed: {speed['skipped']}" if speed.get("skipped") else ""
+    if ratio is not None:
+        effect.update({"speedup": ratio.value, "bf16_attention_ms": speed["bf16_ms"],
+                       "fp8_attention_ms": speed["fp8_ms"]})
+        intervals["speedup"] = (ratio.ci, ratio.n)
+        speed_note = (f"; decode attention bf16 {speed['bf16_ms']:.3f} ms, fp8 "
+                      f"{speed['fp8_ms']:.3f} ms (x{ratio.value:.2f}, dequantised in torch)")
     b, h, hkv, s, d, source = shape
     summary = (
         f"{hkv} KV heads x {s} tokens x head_dim {d} ({source}): fp8 cache x"
         f"{effect['memory_factor']:.3f} bytes, attention output error {ph['out_err']:.1e} "
         f"(per-head scales) / {pt['out_err']:.1e} (one scale); bf16 cache's own error "
-        f"{effect['bf16_output_rel_error']:.1e}"
+        f"{effect['bf16_output_rel_error']:.1e}" + speed_note
     )
     return common.finished(
         TRIAL_ID, device, started,
@@ -187,6 +265,8 @@ def _result(device: str, shape: tuple[int, int, int, int, int, str], bf16_bytes:
         reason=None if finite else "non-finite error: the FP8 cache produced NaN or Inf",
         measurements=measurements,
         effect=effect if finite else {},
+        intervals=intervals if finite else None,
         summary=summary,
+        kernel=SPEED_KERNEL if ratio is not None else None,
         max_error=ph["out_err"] if finite else None,
     )

@@ -19,13 +19,18 @@ TRIALS: dict[str, str] = {
     "int4-weight-only": "hwadvisor.trials.int4:Int4WeightOnlyTrial",
     "host-transfer": "hwadvisor.trials.transfer:HostTransferTrial",
     # workload-block trials (blocks.py, checkpointing.py, cuda_graphs.py, attention.py,
-    # compile.py, kv_quant.py, collectives.py) are registered below, one line each.
+    # compile.py, kv_quant.py, collectives.py, optimizer.py, serving.py) are registered below,
+    # one line each.
     "activation-checkpointing": "hwadvisor.trials.checkpointing:ActivationCheckpointingTrial",
     "cuda-graphs": "hwadvisor.trials.cuda_graphs:CudaGraphsTrial",
     "attention-backends": "hwadvisor.trials.attention:AttentionBackendsTrial",
     "torch-compile": "hwadvisor.trials.compile:TorchCompileTrial",
     "kv-cache-quantization": "hwadvisor.trials.kv_quant:KvCacheQuantizationTrial",
     "collectives": "hwadvisor.trials.collectives:CollectivesTrial",
+    "fused-adamw": "hwadvisor.trials.optimizer:FusedAdamWTrial",
+    "continuous-batching": "hwadvisor.trials.serving:ContinuousBatchingTrial",
+    "speculative-verify": "hwadvisor.trials.serving:SpeculativeVerifyTrial",
+    "prefix-reuse": "hwadvisor.trials.serving:PrefixReuseTrial",
 }
 
 # The trials `probe --measure` runs: their figures go into Device.measured.

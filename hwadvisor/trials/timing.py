@@ -10,6 +10,12 @@
   (CPU, after a synchronize on MPS). `fn(i)` gets a call counter so it can rotate among several
   input sets whose total size is well beyond the last-level cache (`rotation_sets`).
 - Keep raw samples: the result is a `Measurement` (median, spread, noisy are derived).
+- Compare by interleaving: `interleaved({...})` times a baseline and one or more variants in
+  rotating order within each round (ABAB..., the start rotating so slow drifts of clock or
+  temperature fall on every variant alike), after a warm-up that runs until the per-call time
+  is steady, and repeats rounds until the 95% interval of every ratio baseline / variant (a
+  t-interval on the log-ratios, models/stats.py) is within ±`target` or the budget is spent.
+  Every A/B trial (and the lead's stacked-step plan check) goes through it.
 
 torch is imported only inside these functions, never at module import time.
 """
@@ -18,10 +24,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
+from hwadvisor.models.stats import LogEstimate, geomean_estimate, ratio_estimate
 from hwadvisor.models.trial import named_effects
 
 # H200 L2 is 60 MiB (NVIDIA H200 datasheet / Hopper tuning guide: 50 MB on H100 SXM, 60 MB on
@@ -30,8 +38,24 @@ DEFAULT_CACHE_BYTES = 60 * 1024 * 1024
 ROTATION_FACTOR = 4
 
 
+# Paired comparisons: stop when every ratio's 95% interval is within ±5% (TARGET_HALFWIDTH),
+# after at least MIN_ROUNDS rounds; never fewer than MIN_ROUNDS_FLOOR, even when over budget.
+TARGET_HALFWIDTH = 0.05
+MIN_ROUNDS = 6
+MIN_ROUNDS_FLOOR = 3
+MAX_ROUNDS = 200
+# Warm-up to steady clocks: timed warm-up passes until two in a row agree within STEADY_TOLERANCE
+# (an idle H200 sits at 345 MHz and takes tens of ms to reach 1980 MHz under load).
+STEADY_TOLERANCE = 0.03
+
+
 def sync(device: str) -> None:
-    """Wait until all queued work on device ("cuda", "cuda:0", "mps", "cpu") has finished."""
+    """Wait until all queued work on device ("cuda", "cuda:0", "mps", "cpu") has finished.
+
+    ROCm builds of torch answer to the same torch.cuda calls (torch.version.hip is set).
+    """
+    if device.startswith("cpu"):
+        return  # CPU kernels run synchronously
     import torch
 
     if device.startswith("cuda"):
@@ -93,6 +117,33 @@ def _time_cuda(fn: Callable[[int], object], inner: int, counter: list[int], devi
         return start.elapsed_time(end) / 1e3 / inner
 
 
+def _time_mps(fn: Callable[[int], object], inner: int, counter: list[int], device: str) -> float:
+    """Time on Apple's Metal queue with torch.mps events (torch >= 2.1), else the host clock."""
+    import torch
+
+    event_type = getattr(getattr(torch, "mps", None), "Event", None)
+    if event_type is None:
+        return _time_host(fn, inner, counter, device)
+    start = event_type(enable_timing=True)
+    end = event_type(enable_timing=True)
+    start.record()
+    for _ in range(inner):
+        fn(counter[0])
+        counter[0] += 1
+    end.record()
+    end.synchronize()
+    return float(start.elapsed_time(end)) / 1e3 / inner
+
+
+def timer_for(device: str) -> Callable[[Callable[[int], object], int, list[int], str], float]:
+    """Return the sample timer of a device: CUDA/ROCm events, MPS events, or the host clock."""
+    if device.startswith("cuda"):
+        return _time_cuda
+    if device.startswith("mps"):
+        return _time_mps
+    return _time_host
+
+
 def _time_host(fn: Callable[[int], object], inner: int, counter: list[int], device: str) -> float:
     sync(device)
     t0 = time.perf_counter()
@@ -122,8 +173,8 @@ def bench(
     figure. The number of samples shrinks (to at least 3) when `budget_s` would be exceeded.
     `warmup` calls (default 3 on a GPU, 1 on the CPU) run before anything is timed.
     """
-    on_gpu = device.startswith("cuda")
-    timer = _time_cuda if on_gpu else _time_host
+    on_gpu = not device.startswith("cpu")
+    timer = timer_for(device)
     if warmup is None:
         # GPU: module load, cuBLAS handle and heuristics settle over the first calls; a CPU
         # call only needs its first-touch allocation out of the way.
@@ -145,12 +196,226 @@ def bench(
     return Measurement(label=label, unit="s", samples=samples, params=extra)
 
 
+@dataclass
+class Variant:
+    """One side of a paired comparison: a label, the call fn(i), and its Measurement params."""
+
+    label: str
+    fn: Callable[[int], object]
+    params: dict[str, float | int | str] = field(default_factory=dict)
+
+
+@dataclass
+class Interleaved:
+    """The outcome of `interleaved`: one Measurement per variant, samples in round order.
+
+    Sample i of every variant belongs to round i, so ratio(label) pairs them up again; the
+    measurements are all a report keeps, and the ratios can be recomputed from them.
+    """
+
+    baseline: Measurement
+    variants: dict[str, Measurement]
+    rounds: int
+    stopped: str  # "narrow", "budget" or "max rounds"
+
+    @property
+    def measurements(self) -> list[Measurement]:
+        """Baseline first, then the variants, in the order given."""
+        return [self.baseline, *self.variants.values()]
+
+    def ratio(self, label: str) -> LogEstimate | None:
+        """Baseline time / this variant's time per round, as an estimate (> 1: variant faster)."""
+        m = self.variants.get(label)
+        if m is None:
+            return None
+        return ratio_estimate(self.baseline.samples, m.samples)
+
+
+def _steady_warmup(variants: list[Variant], device: str, counters: list[list[int]],
+                   warmup: int, max_s: float) -> int:
+    """Run every variant `warmup` times, then timed passes until the pass time is steady.
+
+    Returns the number of passes run. On a CPU one pass is enough (no clocks to ramp).
+    """
+    for _ in range(max(1, warmup)):
+        for v, c in zip(variants, counters, strict=True):
+            v.fn(c[0])
+            c[0] += 1
+    sync(device)
+    if device.startswith("cpu"):
+        return 1
+    timer = timer_for(device)
+    started = time.perf_counter()
+    previous: float | None = None
+    passes = 0
+    while time.perf_counter() - started < max_s:
+        now = sum(timer(v.fn, 1, c, device) for v, c in zip(variants, counters, strict=True))
+        passes += 1
+        if previous is not None and abs(now - previous) <= STEADY_TOLERANCE * previous:
+            break
+        previous = now
+    return passes
+
+
+def interleaved(
+    baseline: Variant,
+    *others: Variant,
+    device: str,
+    budget_s: float = 2.0,
+    target: float = TARGET_HALFWIDTH,
+    min_rounds: int = MIN_ROUNDS,
+    max_rounds: int = MAX_ROUNDS,
+    warmup: int | None = None,
+    min_sample_s: float = 1e-3,
+    max_inner: int = 200,
+    params: dict[str, float | int | str] | None = None,
+) -> Interleaved:
+    """Time a baseline and variants interleaved until every ratio's 95% interval is narrow.
+
+    Each round times one sample of every variant (a batch of `inner` calls between two device
+    events, calibrated per variant so a sample spans >= min_sample_s), starting with a
+    different variant each round. Rounds go on until, after `min_rounds`, the interval of
+    baseline / variant is within ±target for every variant, or `budget_s` is spent (never
+    fewer than MIN_ROUNDS_FLOOR rounds), or `max_rounds`. The warm-up (budget_s / 5 at most)
+    runs each variant `warmup` times (3 on a GPU, 1 on a CPU), then timed passes until steady.
+    """
+    variants = [baseline, *others]
+    on_cpu = device.startswith("cpu")
+    warmup = (1 if on_cpu else 3) if warmup is None else warmup
+    timer = timer_for(device)
+    counters = [[0] for _ in variants]
+    started = time.perf_counter()
+    passes = _steady_warmup(variants, device, counters, warmup, max_s=budget_s / 5)
+    inners = []
+    for v, c in zip(variants, counters, strict=True):
+        once = max(timer(v.fn, 1, c, device), 1e-9)
+        inners.append(max(1, min(max_inner, math.ceil(min_sample_s / once))))
+    samples: list[list[float]] = [[] for _ in variants]
+    stopped = "max rounds"
+    rounds = 0
+    while rounds < max_rounds:
+        k = len(variants)
+        for j in range(k):
+            index = (rounds + j) % k
+            samples[index].append(timer(variants[index].fn, inners[index], counters[index],
+                                        device))
+        rounds += 1
+        if rounds < MIN_ROUNDS_FLOOR:
+            continue
+        if rounds >= min_rounds and _narrow(samples, target):
+            stopped = "narrow"
+            break
+        if time.perf_counter() - started >= budget_s:
+            stopped = "budget"
+            break
+    common: dict[str, float | int | str] = {"device": device, "rounds": rounds,
+                                            "stopped": stopped, "warmup_passes": passes,
+                                            "order": "interleaved, rotating start"}
+    if params:
+        common.update(params)
+    built = [Measurement(label=v.label, unit="s", samples=s,
+                         params={**common, "inner": inner, "role": "baseline" if i == 0
+                                 else "variant", **v.params})
+             for i, (v, s, inner) in enumerate(zip(variants, samples, inners, strict=True))]
+    return Interleaved(baseline=built[0], variants={m.label: m for m in built[1:]},
+                       rounds=rounds, stopped=stopped)
+
+
+def _narrow(samples: list[list[float]], target: float) -> bool:
+    """Tell whether every ratio baseline / variant has a 95% interval within ±target."""
+    for other in samples[1:]:
+        est = ratio_estimate(samples[0], other)
+        if est is None or est.relative_halfwidth > target:
+            return False
+    return True
+
+
+def paired(a: Variant, b: Variant, *, device: str, budget_s: float = 2.0,
+           **kwargs: Any) -> tuple[Measurement, Measurement, LogEstimate | None]:
+    """A/B: (measurement of a, measurement of b, estimate of time a / time b)."""
+    result = interleaved(a, b, device=device, budget_s=budget_s, **kwargs)
+    return result.baseline, result.variants[b.label], result.ratio(b.label)
+
+
+def combined(estimates: Sequence[LogEstimate | None]) -> LogEstimate | None:
+    """Return the geometric mean of several ratios (one per shape) with its combined interval."""
+    return geomean_estimate([e for e in estimates if e is not None])
+
+
+def with_interval(name: str, estimate: LogEstimate | None,
+                  out: dict[str, tuple[tuple[float, float] | None, int]]) -> float | None:
+    """Return the estimate's value and note its interval under `name` in out (for effects)."""
+    if estimate is None:
+        return None
+    out[name] = (estimate.ci, estimate.n)
+    return estimate.value
+
+
+# A sustained stream: long enough for the power limit to bite (an H200 reaches its 700 W cap
+# within tens of ms of back-to-back 8192^3 products), in chunks timed back to back; the first
+# quarter of the chunks (the ramp into the cap) is left out of the samples.
+SUSTAINED_CHUNKS = 12
+
+
+def sustained(fn: Callable[[int], object], *, device: str, label: str, per_call_s: float,
+              seconds: float, params: dict[str, float | int | str] | None = None) -> Measurement:
+    """Time a back-to-back stream of fn(i) lasting about `seconds`: seconds per call per chunk.
+
+    Unlike `bench`, nothing waits between chunks (on a GPU each chunk ends at an event recorded
+    in the stream, read once at the end), so the device never idles and settles at the clocks
+    it can hold: the sustained rate, next to the burst rate of one call per timing.
+    """
+    calls = max(1, math.ceil(seconds / SUSTAINED_CHUNKS / max(per_call_s, 1e-9)))
+    counter = [0]
+    times: list[float] = []
+    sync(device)
+    if device.startswith("cuda"):
+        import torch
+
+        with torch.cuda.device(torch.device(device)):
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(SUSTAINED_CHUNKS + 1)]
+            events[0].record()
+            for chunk in range(SUSTAINED_CHUNKS):
+                for _ in range(calls):
+                    fn(counter[0])
+                    counter[0] += 1
+                events[chunk + 1].record()
+            events[-1].synchronize()
+            times = [events[c].elapsed_time(events[c + 1]) / 1e3 / calls
+                     for c in range(SUSTAINED_CHUNKS)]
+    else:
+        timer = timer_for(device)
+        times = [timer(fn, calls, counter, device) for _ in range(SUSTAINED_CHUNKS)]
+    kept = times[SUSTAINED_CHUNKS // 4:]
+    extra: dict[str, float | int | str] = {"calls_per_chunk": calls, "mode": "sustained",
+                                           "chunks_dropped": SUSTAINED_CHUNKS // 4,
+                                           "device": device}
+    if params:
+        extra.update(params)
+    return Measurement(label=label, unit="s", samples=kept, params=extra)
+
+
 def rate(measurement: Measurement, amount: float, unit: str, scale: float = 1e9) -> Measurement:
     """Set measurement.value = amount / median seconds / scale (e.g. bytes -> GB/s with 1e9)."""
     med = measurement.median
     measurement.value = (amount / med / scale) if med else None
     measurement.value_unit = unit
     return measurement
+
+
+def rate_interval(measurement: Measurement, amount: float,
+                  scale: float = 1e9) -> tuple[tuple[float, float], int] | None:
+    """Return (95% interval of amount / median time / scale, samples); None under 6 samples.
+
+    The interval is the median's distribution-free one (models.stats.median_interval).
+    """
+    from hwadvisor.models.stats import median_interval
+
+    found = median_interval(measurement.samples)
+    if found is None or found[0] <= 0:
+        return None
+    low_t, high_t = found
+    return (amount / high_t / scale, amount / low_t / scale), len(measurement.samples)
 
 
 def speedup(baseline: Measurement, new: Measurement) -> float | None:
@@ -237,6 +502,8 @@ def variants_result(
     ok: bool,
     effect: dict[str, float],
     summary: str,
+    intervals: dict[str, tuple[tuple[float, float] | None, int]] | None = None,
+    kernel: str | None = None,
 ) -> TrialResult:
     """Build a hardware trial's result: status from ok, skipped variants as reason, max error."""
     return TrialResult(
@@ -244,7 +511,8 @@ def variants_result(
         status="ok" if ok else "error",
         reason=skipped_note(measurements),
         measurements=measurements,
-        effects=named_effects(effect),
+        effects=named_effects(effect, intervals),
         summary=summary,
+        kernel=kernel,
         max_error=max_error(measurements),
     )

@@ -41,8 +41,8 @@ def trial_environment(ctx: TrialContext, device: str | None) -> TrialEnvironment
     if device is not None:
         env.torch_version = environment.torch_version()
         env.device = environment.device_name(device, ctx)
-    if device is None or not device.startswith("cuda"):
-        return env
+    if device is None or not device.startswith("cuda") or environment.is_rocm():
+        return env  # NVML reads NVIDIA GPUs only
     index = ctx.device.index if ctx.device is not None and ctx.device.vendor == "nvidia" else 0
     try:
         from hwadvisor.probe import nvml
@@ -50,6 +50,7 @@ def trial_environment(ctx: TrialContext, device: str | None) -> TrialEnvironment
         clocks = nvml.current_clocks(index)
         env.sm_clock_mhz = clocks.get("sm_mhz")
         env.memory_clock_mhz = clocks.get("memory_mhz")
+        env.throttle_reasons = nvml.throttle_reasons(index)
         procs = nvml.gpu_processes(index) or []
         env.other_processes = [
             f"{p.pid} {p.name or '?'}"
@@ -59,6 +60,26 @@ def trial_environment(ctx: TrialContext, device: str | None) -> TrialEnvironment
     except Exception:  # the environment is context; a failed read must not fail a trial
         pass
     return env
+
+
+def gpu_state(ctx: TrialContext) -> tuple[int | None, list[str] | None]:
+    """(SM clock MHz, active clocks-event reasons) of the trial's NVIDIA GPU right now.
+
+    (None, None) off NVIDIA (ROCm, MPS, CPU) or when NVML cannot read them; read before a
+    trial and again after it, so a verdict can say when clocks were limited meanwhile.
+    """
+    if ctx.device is not None and ctx.device.vendor != "nvidia":
+        return None, None
+    device = environment.device_for(ctx)
+    if device is None or not device.startswith("cuda") or environment.is_rocm():
+        return None, None
+    index = ctx.device.index if ctx.device is not None else 0
+    try:
+        from hwadvisor.probe import nvml
+
+        return nvml.current_clocks(index).get("sm_mhz"), nvml.throttle_reasons(index)
+    except Exception:  # context only, like trial_environment
+        return None, None
 
 
 def others(procs: list[GpuProcess], before: object) -> list[GpuProcess]:
@@ -75,19 +96,28 @@ def others(procs: list[GpuProcess], before: object) -> list[GpuProcess]:
     return [p for p in procs if p.pid in before]
 
 
+# The GPU's processes before this process first created its CUDA context: later runs in the
+# same process (recommend --validate repeated in one script) reuse it.
+_process_pids_before: set[int] | None = None
+
+
 def _pids_before(ctx: TrialContext) -> None:
     """Record the GPU's processes before this process creates a CUDA context (see others)."""
+    global _process_pids_before
     if PIDS_BEFORE in ctx.extra:
         return
     try:
         if not environment.cuda_context_pending():
+            if _process_pids_before is not None:
+                ctx.extra[PIDS_BEFORE] = set(_process_pids_before)
             return
         from hwadvisor.probe import nvml
 
         index = ctx.device.index if ctx.device is not None and ctx.device.vendor == "nvidia" else 0
         procs = nvml.gpu_processes(index)
         if procs is not None:
-            ctx.extra[PIDS_BEFORE] = {p.pid for p in procs}
+            _process_pids_before = {p.pid for p in procs}
+            ctx.extra[PIDS_BEFORE] = set(_process_pids_before)
     except Exception:  # context only; without it every non-self PID counts
         pass
 
@@ -101,12 +131,14 @@ def run_one(trial_id: str, ctx: TrialContext,
             loader: Callable[[str], Trial] | None = None) -> TrialResult:
     """Run one trial with every guard but Ctrl-C: unsupported first, errors become results."""
     started = time.perf_counter()
+    clock_before, reasons_before = None, None
     try:
         trial = (loader or get_trial)(trial_id)
         reason = trial.unsupported_reason(ctx)
         if reason:
             result = TrialResult(id=trial_id, status="unsupported", reason=reason)
         else:
+            clock_before, reasons_before = gpu_state(ctx)
             result = trial.run(ctx)
     except KeyboardInterrupt:
         raise
@@ -119,7 +151,10 @@ def run_one(trial_id: str, ctx: TrialContext,
         result.wall_s = time.perf_counter() - started
     if result.status in ("ok", "error"):
         try:
-            result.environment = trial_environment(ctx, environment.device_for(ctx))
+            env = trial_environment(ctx, environment.device_for(ctx))
+            env.sm_clock_mhz_before = clock_before
+            env.throttle_reasons_before = reasons_before
+            result.environment = env
         except Exception:  # see trial_environment
             pass
         result.busy_gpu = result.busy_gpu or bool(result.environment.other_processes)
@@ -191,6 +226,7 @@ def validate_report(report: Report, progress: Progress | None = None, quick: boo
     for rec in report.recommendations:
         trial_id = trial_for(rec)
         if trial_id is None:
+            rec.validation = verdict(rec, None, batch)  # unsupported: nothing measures it
             continue
         if trial_id not in TRIALS:
             rec.validation = Validation(status="unsupported",
@@ -225,7 +261,9 @@ def measured_from(results: list[TrialResult]) -> Measured | None:
             measured.trial_ids.append(result.id)
         elif result.id == "matmul-peak":
             for key, value in result.effect.items():
-                if key.endswith("_tflops"):
+                if key.endswith("_sustained_tflops"):
+                    measured.matmul_sustained_tflops[key.removesuffix("_sustained_tflops")] = value
+                elif key.endswith("_tflops"):
                     measured.matmul_tflops[key.removesuffix("_tflops")] = value
             if measured.matmul_tflops:
                 measured.trial_ids.append(result.id)

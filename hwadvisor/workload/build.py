@@ -365,6 +365,7 @@ def build_workload(
     activation_checkpointing: bool | None = None,
     engine: str | None = None,
     engine_source: str | None = None,
+    attention_kernel: str | None = None,
     device_memory_bytes: int | None = None,
     device_class: object = None,
 ) -> Workload:
@@ -423,6 +424,8 @@ def build_workload(
             weights_dtype=cast(Dtype, weights_v),
             weights_dtype_source=weights_source,
             engine=cast(EngineId, engine_v),
+            attention_kernel=cast(Any, parse_choice("--attention-kernel", attention_kernel, None,
+                                                   ("math", "flash"))),
             engine_source=engine_source or ("--engine" if engine is not None else None),
             activation_dtype=cast(Dtype, act_v),
             kv_dtype=cast(Dtype, kv_v),

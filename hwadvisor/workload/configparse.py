@@ -276,7 +276,8 @@ def _build_spec(f: _Fields, family: Family, name: str) -> ModelSpec:
         "source": f.label,
     }
     native, where = native_weights_dtype(f.data)
-    fields.update(native_weights_dtype=native, native_dtype_source=where)
+    fields.update(native_weights_dtype=native, native_dtype_source=where,
+                  mtp_layers=f.opt_int("num_nextn_predict_layers", 0, minimum=0) or 0)
     if family.mlp_bias_key:
         fields["mlp_bias"] = f.bool_("mlp_bias", False)
     fields.update(_attention(f, family, hidden, heads, kv_heads))

@@ -29,6 +29,8 @@ class WorkloadRequest:
     inter_node_gbps: float | None = None
     activation_checkpointing: bool = False
     engine: str | None = None
+    attention_kernel: str | None = None
+    host_memory_gb: float | None = None  # the planned host's RAM (not a Workload field)
 
     def with_changes(self, **changes: Any) -> WorkloadRequest:
         """Return a copy with some options set (e.g. the phase a goal implies)."""
@@ -56,6 +58,7 @@ class WorkloadRequest:
         from hwadvisor.workload.build import build_workload
 
         values = dataclasses.asdict(self)
+        values.pop("host_memory_gb")
         if values["engine"] is None and engine is not None:
             values["engine"] = engine
         else:

@@ -42,6 +42,12 @@ GoalOpt = Annotated[
         show_default=False,
     ),
 ]
+EmitOpt = Annotated[
+    Optional[Path],  # noqa: UP007, UP045
+    typer.Option("--emit", help="Write the plan in the engine's own words (its command line, "
+                 "TOML or JSON config, or Python arguments) to this file.", dir_okay=False,
+                 show_default=False),
+]
 ValidateOpt = Annotated[
     bool,
     typer.Option("--validate", help="Run each recommendation's trial here to confirm or refute it "
@@ -58,12 +64,14 @@ def recommend_table(report: Report) -> Table:
     if report.devices:
         title += f" · {len(report.devices)} x {report.devices[0].name}"
     table = Table(title=title, show_lines=True)
-    table.add_column("#", justify="right")
+    table.add_column("#", justify="right", max_width=10)
     table.add_column("advice", ratio=3)
     table.add_column("predicted", ratio=3)
     table.add_column("validated", ratio=2)
     for rec in report.recommendations:
-        table.add_row(str(rec.rank), f"[bold]{escape(rec.id)}[/]\n{escape(rec.title)}",
+        where = f"step {rec.step}" if rec.in_plan else (
+            "needs retraining" if rec.needs_retraining else "not in the plan")
+        table.add_row(where, f"[bold]{escape(rec.id)}[/]\n{escape(rec.title)}",
                       escape(rec.predicted.text or ""), escape(_verdict_text(rec)))
     return table
 
@@ -104,14 +112,39 @@ def rejected_table(report: Report) -> Table:
     return table
 
 
+def _emit(report: Report, path: Path) -> None:
+    """Write the plan's engine config to path (atomically), as its engine reads it."""
+    from hwadvisor.report.io import write_text_atomic
+
+    config = report.plan.engine_config if report.plan is not None else None
+    if config is None:
+        raise UserError("--emit: the plan has no engine config to write",
+                        hint="pass --engine with an engine hwadvisor can write a config for")
+    text = config.text if config.text.endswith("\n") else config.text + "\n"
+    write_text_atomic(path, text)
+
+
 def render(report: Report) -> None:
-    """Print the recommend report for people: bottleneck, ranked table, why, not recommended."""
+    """Print the recommend report for people: the plan first, then the items and rejections."""
+    from hwadvisor.report.plantext import config_lines, plan_lines
+
+    if report.plan is not None:
+        lines = plan_lines(report)
+        console.print(f"[bold]{escape(lines[0])}[/]", highlight=False, soft_wrap=True)
+        for line in lines[1:]:
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        config = config_lines(report.plan)
+        if config:
+            console.print(f"[bold]{escape(config[0])}[/]", highlight=False, soft_wrap=True)
+            for line in config[1:]:
+                console.print("  " + line, highlight=False, markup=False, soft_wrap=True)
     if report.estimate is not None:
-        console.print(f"bottleneck: {report.estimate.bottleneck} — "
+        console.print(f"bottleneck on the engine's defaults: {report.estimate.bottleneck} — "
                       f"{escape(report.estimate.bottleneck_why)}", highlight=False)
-    console.print(recommend_table(report))
-    for line in why_lines(report):
-        console.print(escape(line), highlight=False)
+    if report.recommendations:
+        console.print(recommend_table(report))
+        for line in why_lines(report):
+            console.print(escape(line), highlight=False)
     if report.rejected:
         console.print(rejected_table(report))
 
@@ -128,6 +161,7 @@ def register(app: typer.Typer) -> None:
         goal: GoalOpt = None,
         device: DeviceOpt = None,
         validate: ValidateOpt = False,
+        emit: EmitOpt = None,
         as_json: JsonOpt = False,
         output: OutputOpt = None,
         markdown: MarkdownOpt = None,
@@ -152,5 +186,7 @@ def register(app: typer.Typer) -> None:
             with progress_bar(not as_json and sys.stderr.isatty()) as progress:
                 report = pipeline.validate_recommendations(report, progress=progress)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
+        if emit is not None:
+            _emit(report, emit)
         publish(report, render, as_json, output, markdown)
         exit_for_gates(report)

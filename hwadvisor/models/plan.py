@@ -1,0 +1,126 @@
+"""The plan: the stack of changes that fits and best serves the goal's one metric."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from hwadvisor.models.hardware import Strict
+
+Change = str | int | float | bool
+
+
+class PlanMetric(Strict):
+    """The goal's one metric, before any change and after the whole plan."""
+
+    name: str = Field(description="tokens_per_s (training-throughput), request_latency_s "
+                      "(inference-latency) or memory_per_gpu_bytes (memory-footprint)")
+    unit: str
+    better: Literal["higher", "lower"]
+    before: float | None = Field(None, description="On the engine's default setup")
+    after: float | None = Field(None, description="With every step of the plan applied")
+
+
+class PlanStep(Strict):
+    """One change of the plan, judged on the plan so far (the steps before it applied)."""
+
+    id: str = Field(description="The rule id")
+    title: str
+    changes: dict[str, Change] = Field(default_factory=dict)
+    metric_after: float | None = Field(None, description="The goal's metric after this step")
+    memory_per_gpu_bytes_after: int
+    fits_after: bool
+    why: str = Field("", description="Why this step, in numbers")
+    side_effects: list[str] = Field(
+        default_factory=list, description="What else the step changes (other metrics), in words")
+    needed_to_fit: bool = Field(False, description="Chosen to make the workload fit")
+    changes_method: str | None = Field(
+        None, description="When the step changes what is trained or served (LoRA fine-tunes "
+        "adapters, a smaller model), in words")
+
+
+class PlanAlternative(Strict):
+    """Another way out when the plan does not fit (or a road the plan did not take)."""
+
+    id: str = Field(description="more-gpus, optimizer-offload, lora, qlora, smaller-model, ...")
+    title: str
+    changes: dict[str, Change] = Field(default_factory=dict)
+    fits: bool
+    metric: float | None = Field(None, description="The goal's metric with this alternative")
+    memory_per_gpu_bytes: int | None = None
+    host_memory_bytes: int | None = Field(
+        None, description="Host RAM it needs (offload), when it needs some")
+    text: str = Field(description="The alternative in words, with its numbers")
+
+
+class EngineLine(Strict):
+    """One flag or setting of the engine config and the plan step that asks for it."""
+
+    setting: str
+    step: str
+
+
+class EngineConfig(Strict):
+    """The plan in the engine's own words: what to type or paste."""
+
+    engine: str
+    version: str = Field(description="The engine version the flags were checked against")
+    format: Literal["cli", "toml", "json", "python"]
+    text: str
+    lines: list[EngineLine] = Field(default_factory=list)
+    not_expressed: list[str] = Field(
+        default_factory=list, description="Steps this engine has no flag for, with the reason")
+    notes: list[str] = Field(default_factory=list)
+
+
+class PlanLayout(Strict):
+    """How the plan spreads the work over the GPUs."""
+
+    gpus: int
+    nodes: int
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    dp: int = 1
+    ep: bool = False
+    sharding: str = "none"
+
+
+class PlanValidation(Strict):
+    """The plan as a whole, measured: its stacked step on a few real layers vs the baseline."""
+
+    status: Literal["confirmed", "refuted", "inconclusive", "unsupported", "error"]
+    predicted_ratio: float | None = None
+    measured_ratio: float | None = None
+    ci: list[float] | None = Field(None, description="95% interval of the measured ratio")
+    prediction_error: float | None = None
+    detail: str | None = None
+
+
+class Plan(Strict):
+    """The stack of changes for the goal, with its cumulative effect and the final fit."""
+
+    engine: str
+    steps: list[PlanStep] = Field(default_factory=list)
+    fits: bool
+    memory_per_gpu_bytes: int
+    device_memory_bytes: int | None = Field(None, description="The limit the plan must fit in")
+    metric: PlanMetric
+    ttft_s: float | None = Field(None, description="Inference: time to first token, planned")
+    tpot_s: float | None = Field(None, description="Inference: time per output token, planned")
+    tokens_per_s: float | None = Field(
+        None, description="Throughput at that latency (inference: generated tokens/s over all "
+        "concurrent requests; training: tokens/s of the whole job)")
+    layout: PlanLayout | None = None
+    min_gpus: int | None = Field(
+        None, description="When it does not fit: the fewest of these GPUs (whole nodes past "
+        "one node) for which the plan fits; null when it fits")
+    max_batch: int | None = Field(None, description="The largest batch that fits with the plan")
+    max_context: int | None = Field(
+        None, description="Inference: the longest prompt + generation that fits at this batch")
+    alternatives: list[PlanAlternative] = Field(default_factory=list)
+    engine_config: EngineConfig | None = None
+    summary: str = Field(description="The bottom line in one sentence")
+    validation: PlanValidation | None = Field(
+        None, description="The plan's stacked step measured against the baseline (--validate)")

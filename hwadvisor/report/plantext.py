@@ -1,0 +1,112 @@
+"""The plan in words: the bottom line, the numbered steps, the numbers that matter, the config.
+
+The human view (cli/commands/recommend.py) and the markdown summary (report/markdown.py) both
+start with these lines, so the plan reads the same in a terminal and in a CI step summary.
+"""
+
+from __future__ import annotations
+
+from hwadvisor import units
+from hwadvisor.models import Plan, Report
+
+METRIC_LABEL = {
+    "tokens_per_s": "throughput",
+    "request_latency_s": "request latency",
+    "memory_per_gpu_bytes": "memory per GPU",
+}
+
+
+def metric_text(plan: Plan, value: float | None) -> str:
+    """Return the goal's metric of the plan as people read it."""
+    return units.quantity(value, plan.metric.unit)
+
+
+def headline(report: Report) -> str:
+    """Return 'plan for training-throughput: llama-3-8b training on 8 x H100 with torchtitan'."""
+    plan = report.plan
+    wl = report.workload
+    if plan is None or wl is None:
+        return ""
+    device = report.devices[0].name if report.devices else "cpu"
+    return (f"plan for {report.goal}: {wl.model} {wl.phase}, batch {wl.batch}, "
+            f"{wl.prompt_len} tokens{f' + {wl.gen_len} generated' if wl.gen_len else ''}, "
+            f"{wl.gpus} x {device}, engine {plan.engine}")
+
+
+def step_lines(plan: Plan) -> list[str]:
+    """Return one line per step: what to change, the metric and memory after it, and its fit."""
+    label = METRIC_LABEL.get(plan.metric.name, plan.metric.name)
+    lines = []
+    for i, step in enumerate(plan.steps, start=1):
+        fit = "fits" if step.fits_after else "does not fit yet"
+        why = " (to fit)" if step.needed_to_fit else ""
+        lines.append(f"{i}. {step.title}{why} → {label} {metric_text(plan, step.metric_after)}, "
+                     f"{units.gb(step.memory_per_gpu_bytes_after)} per GPU, {fit}")
+        if step.changes_method:
+            lines.append(f"   changes the method: {step.changes_method}")
+        for effect in step.side_effects[:3]:
+            lines.append(f"   also: {effect}")
+    return lines
+
+
+def numbers_line(report: Report) -> str:
+    """Return TTFT / TPOT / throughput / max batch / max context / layout, as far as they apply."""
+    plan = report.plan
+    if plan is None:
+        return ""
+    parts = []
+    if plan.ttft_s is not None:
+        parts.append(f"TTFT {units.seconds(plan.ttft_s)}")
+    if plan.tpot_s is not None:
+        parts.append(f"TPOT {units.seconds(plan.tpot_s)}")
+    if plan.tokens_per_s is not None:
+        batch = report.workload.batch if report.workload else 1
+        parts.append(f"{units.rate(plan.tokens_per_s)} at batch {batch}")
+    if plan.max_batch is not None:
+        parts.append(f"max batch {plan.max_batch:,}")
+    if plan.max_context is not None:
+        parts.append(f"max context {plan.max_context:,}")
+    layout = plan.layout
+    if layout is not None and layout.gpus > 1:
+        shape = [f"{name} {value}" for name, value in
+                 (("TP", layout.tp), ("PP", layout.pp), ("CP", layout.cp)) if value > 1]
+        shape.append(f"{layout.dp} {'shard' if layout.sharding in ('fsdp', 'hsdp') else 'replica'}"
+                     f"{'s' if layout.dp != 1 else ''}")
+        parts.append(f"layout {' x '.join(shape)} ({layout.sharding}"
+                     f"{', EP' if layout.ep else ''})")
+    return " · ".join(parts)
+
+
+def plan_lines(report: Report) -> list[str]:
+    """Return the whole plan in plain lines, bottom line first."""
+    plan = report.plan
+    if plan is None:
+        return []
+    lines = [plan.summary, headline(report)]
+    label = METRIC_LABEL.get(plan.metric.name, plan.metric.name)
+    if plan.steps:
+        lines.append(f"{label}: {metric_text(plan, plan.metric.before)} on the engine's defaults "
+                     f"→ {metric_text(plan, plan.metric.after)} with the plan")
+        lines += step_lines(plan)
+    else:
+        lines.append(f"no change beats the engine's defaults: {label} "
+                     f"{metric_text(plan, plan.metric.after)}")
+    numbers = numbers_line(report)
+    if numbers:
+        lines.append(numbers)
+    if not plan.fits and plan.min_gpus is not None:
+        lines.append(f"fits on {plan.min_gpus} of these GPUs (min_gpus)")
+    for alt in plan.alternatives:
+        lines.append(f"alternative ({alt.id}): {alt.text}")
+    return [line for line in lines if line]
+
+
+def config_lines(plan: Plan) -> list[str]:
+    """Return the plan in the engine's own words, and what it could not say."""
+    config = plan.engine_config
+    if config is None:
+        return []
+    lines = [f"{config.engine} {config.version} ({config.format}):", *config.text.splitlines()]
+    lines += [f"not in the config: {item}" for item in config.not_expressed]
+    lines += [f"note: {item}" for item in config.notes]
+    return lines

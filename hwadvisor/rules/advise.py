@@ -1,0 +1,493 @@
+"""From the plan search to the advice: the plan, its bottom line, and the items behind it.
+
+recommend() runs the search (rules/plan.py) on the engine's default setup, then says what a
+practitioner needs next to the steps: whether it fits, how many GPUs would make it fit, the
+largest batch and context the plan holds, the other ways out, and the plan in the engine's own
+words (its flags or config).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hwadvisor import units
+from hwadvisor.models import (
+    Device,
+    Estimate,
+    HostInfo,
+    ModelOptions,
+    Plan,
+    PlanAlternative,
+    Recommendation,
+    Rejected,
+    Workload,
+)
+from hwadvisor.models.plan import EngineConfig, EngineLine
+from hwadvisor.models.recommend import Goal
+from hwadvisor.rules.context import Estimator, RuleContext
+from hwadvisor.rules.engine import Candidate, baseline, default_estimator
+from hwadvisor.rules.plan import (
+    SearchResult,
+    fmt_metric,
+    goal_gain,
+    goal_value,
+    layout_of,
+    plan_metric,
+    recommendation,
+    search,
+    step_of,
+    tier,
+)
+from hwadvisor.rules.playbook import Rule, rules_for_goal
+
+MAX_SEARCH_GPUS = 1024
+MAX_BATCH = 1 << 16
+
+
+@dataclass
+class Outcome:
+    """What the engine found for one goal."""
+
+    estimate: Estimate
+    plan: Plan
+    recommendations: list[Recommendation]
+    rejected: list[Rejected]
+    notes: list[str] = field(default_factory=list)
+
+
+def _fits(estimate: Estimate, ctx: RuleContext) -> bool:
+    limit = ctx.facts["limit_bytes"]
+    return limit is None or estimate.memory.total_bytes <= limit
+
+
+def _per_node(device: Device, workload: Workload) -> int:
+    """GPUs per node of the planned system: the workload's, else the reference system's."""
+    if workload.gpus_per_node:
+        return workload.gpus_per_node
+    return device.gpus_per_node or (8 if str(device.device_class) == "datacenter-gpu" else 1)
+
+
+def _at_count(ctx: RuleContext, count: int, per_node: int) -> tuple[Workload, ModelOptions]:
+    """Return the final plan spread over `count` GPUs: sharded (training) or tensor-parallel."""
+    nodes = max(1, math.ceil(count / per_node))
+    per = count if nodes == 1 else per_node
+    workload = ctx.workload.model_copy(update={"gpus": nodes * per, "nodes": nodes,
+                                               "gpus_per_node": per if nodes > 1 else None})
+    update: dict[str, Any] = {}
+    if ctx.workload.phase == "training":
+        if ctx.options.sharding not in ("fsdp", "hsdp"):
+            update["sharding"] = "fsdp"
+    else:
+        update.update(sharding="tp", tp_size=per if nodes > 1 else None,
+                      pipeline_stages=nodes if nodes > 1 else 1)
+    return workload, ctx.options.model_copy(update=update)
+
+
+def _counts(current: int, per_node: int) -> list[int]:
+    """GPU counts to try, above the current one: doubling inside a node, then whole nodes."""
+    counts = set()
+    n = 1
+    while n < per_node:
+        n *= 2
+        counts.add(min(n, per_node))
+    nodes = 2
+    while nodes * per_node <= MAX_SEARCH_GPUS:
+        counts.add(nodes * per_node)
+        nodes *= 2
+    return sorted(c for c in counts if c > current)
+
+
+FitAt = Callable[[int], "Estimate | None"]
+
+
+def plan_at(goal: Goal, rules: list[Rule], ctx: RuleContext) -> FitAt:
+    """Return count -> the final estimate of the plan searched again at that GPU count.
+
+    None when it does not fit: a plan for 16 GPUs may shard or split layers as one GPU's could
+    not, so each count gets its own search.
+    """
+    per_node = _per_node(ctx.device, ctx.workload)
+
+    def fit_at(count: int) -> Estimate | None:
+        nodes = max(1, math.ceil(count / per_node))
+        per = count if nodes == 1 else per_node
+        workload = ctx.workload.model_copy(update={
+            "gpus": nodes * per, "nodes": nodes, "gpus_per_node": per if nodes > 1 else None})
+        start, options = baseline(workload, ctx.device)
+        result = search(goal, rules, start, ctx.device, ctx.host, options, ctx.estimator,
+                        fit_only=True)
+        return result.final.estimate if result.final.facts["fits"] else None
+
+    return fit_at
+
+
+def min_gpus(ctx: RuleContext, fit_at: FitAt) -> tuple[int, Estimate] | None:
+    """Return the fewest GPUs (whole nodes past one) a plan fits on, with its estimate.
+
+    None for devices that do not come in numbers (a phone, a laptop, a CPU host), and when
+    even MAX_SEARCH_GPUS do not hold it.
+    """
+    if str(ctx.device.device_class) not in ("datacenter-gpu", "consumer-gpu"):
+        return None
+    per_node = _per_node(ctx.device, ctx.workload)
+    previous = ctx.workload.gpus
+    for count in _counts(ctx.workload.gpus, per_node):
+        est = fit_at(count)
+        if est is None:
+            previous = count
+            continue
+        if count <= per_node:
+            return count, est
+        # Doubling overshoots: the fewest whole nodes between the last miss and this hit.
+        low, high = max(previous // per_node, 1) + 1, count // per_node
+        best = (count, est)
+        while low < high:
+            mid = (low + high) // 2
+            found = fit_at(mid * per_node)
+            if found is not None:
+                best, high = (mid * per_node, found), mid
+            else:
+                low = mid + 1
+        return best
+    return None
+
+
+def _largest(low: int, high: int, fits: Any) -> int | None:
+    """Return the largest n in [low, high] with fits(n), fits monotone (None when not even low)."""
+    if not fits(low):
+        return None
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def max_batch(ctx: RuleContext) -> int | None:
+    """Return the largest batch the final plan fits."""
+    def fits(batch: int) -> bool:
+        return _fits(ctx.estimate_with({"batch": batch}, {}), ctx)
+
+    return _largest(1, MAX_BATCH, fits)
+
+
+def max_context(ctx: RuleContext) -> int | None:
+    """Inference: the longest prompt + generation that fits at the plan's batch."""
+    if ctx.workload.phase != "inference":
+        return None
+    gen = ctx.workload.gen_len
+    limit = ctx.workload.spec.max_position_embeddings if ctx.workload.spec else None
+    high = max(limit or 0, ctx.workload.prompt_len + gen, 1 << 17)
+
+    def fits(total: int) -> bool:
+        prompt = max(1, total - gen)
+        return _fits(ctx.estimate_with({"prompt_len": prompt}, {}), ctx)
+
+    found = _largest(gen + 1, high, fits)
+    if found is not None and limit:
+        found = min(found, limit)
+    return found
+
+
+def _alternative(goal: Goal, ctx: RuleContext, alt_id: str, title: str, workload_changes: dict,
+                 option_changes: dict, text: str, host_bytes: int | None = None
+                 ) -> PlanAlternative:
+    est = ctx.estimate_with(workload_changes, option_changes)
+    fits = _fits(est, ctx)
+    verdict = "fits" if fits else "still does not fit"
+    return PlanAlternative(
+        id=alt_id, title=title, changes={**workload_changes, **option_changes}, fits=fits,
+        metric=goal_value(goal, est), memory_per_gpu_bytes=est.memory.total_bytes,
+        host_memory_bytes=host_bytes,
+        text=f"{text}: {units.gb(est.memory.total_bytes)} per GPU, {verdict}"
+        + (f", {metric_words(goal, est)}" if fits else ""))
+
+
+# A model that fits but generates slower than this is no answer on a phone or laptop: people
+# read at ~5 words (~7 tokens) a second; 10 tokens/s keeps ahead of them (assumption, stated).
+USABLE_TOKENS_PER_S = 10.0
+
+
+def _usable(est: Estimate, workload: Workload) -> bool:
+    if workload.phase != "inference" or not est.times.tpot_s:
+        return True
+    return 1.0 / est.times.tpot_s >= USABLE_TOKENS_PER_S
+
+
+def smaller_model(goal: Goal, ctx: RuleContext) -> PlanAlternative | None:
+    """Return the largest smaller preset of the family that fits with the plan at a usable speed.
+
+    Same family: the same model_type; the same tokenizer generation (vocabulary) first.
+    """
+    from hwadvisor.workload import build_workload, list_presets, load_spec
+
+    spec = ctx.workload.spec
+    total = ctx.workload.params_total or 0
+    if spec is None:
+        return None
+    fitting: list[tuple[bool, int, str, Estimate]] = []
+    for preset in list_presets():
+        other = load_spec(preset)
+        if other.model_type != spec.model_type:
+            continue
+        workload = build_workload(model=preset, phase=ctx.workload.phase,
+                                  batch=ctx.workload.batch, prompt_len=ctx.workload.prompt_len,
+                                  gen_len=ctx.workload.gen_len,
+                                  weights_dtype=ctx.workload.weights_dtype,
+                                  kv_dtype=ctx.workload.kv_dtype, gpus=ctx.workload.gpus,
+                                  engine=ctx.workload.engine)
+        if not workload.params_total or workload.params_total >= total:
+            continue
+        est = ctx.estimator(workload, ctx.device, ctx.options)
+        if _fits(est, ctx) and _usable(est, workload):
+            fitting.append((other.vocab_size == spec.vocab_size, workload.params_total,
+                            preset, est))
+    if not fitting:
+        return None
+    _, params, preset, est = max(fitting)
+    speed = ""
+    if est.times.tpot_s:
+        speed = f", {1.0 / est.times.tpot_s:.0f} tokens/s"
+    return PlanAlternative(
+        id="smaller-model", title=f"A smaller model: {preset} ({params / 1e9:.1f}B)",
+        changes={"model": preset}, fits=True, metric=goal_value(goal, est),
+        memory_per_gpu_bytes=est.memory.total_bytes,
+        text=f"{preset} ({params / 1e9:.1f}B, the largest {spec.model_type} preset that fits "
+             f"with this plan): {units.gb(est.memory.total_bytes)} per GPU, "
+             f"{metric_words(goal, est)}{speed}")
+
+
+def metric_words(goal: Goal, est: Estimate) -> str:
+    """Return the goal's metric of an estimate, named ('request latency 1.2 s')."""
+    label = {"training-throughput": "throughput", "inference-latency": "request latency",
+             "memory-footprint": "memory per GPU"}[goal]
+    return f"{label} {fmt_metric(goal, goal_value(goal, est))}"
+
+
+def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
+                 ) -> tuple[list[PlanAlternative], int | None]:
+    """Other ways out when the plan does not fit: more GPUs, offload, LoRA, a smaller model."""
+    ctx = result.final
+    out: list[PlanAlternative] = []
+    pool = list(rules.values())
+    if ctx.facts["fits"]:
+        pool = [r for r in pool if tier(r) == 1]  # the plan fits: more GPUs instead of offload
+    found = min_gpus(ctx, plan_at(goal, pool, result.base))
+    count = found[0] if found is not None else None
+    if found is not None:
+        gpus, est = found
+        out.append(PlanAlternative(
+            id="more-gpus", title=f"{gpus} x {ctx.device.name}", changes={"gpus": gpus},
+            fits=True, metric=goal_value(goal, est), memory_per_gpu_bytes=est.memory.total_bytes,
+            text=(f"the plan fits on {gpus} x {ctx.device.name}" if not ctx.facts["fits"] else
+                  f"without offload or a change of method it fits on {gpus} x {ctx.device.name}")
+            + f": {units.gb(est.memory.total_bytes)} per GPU, {metric_words(goal, est)}"))
+    in_plan = {s.candidate.rule.id for s in result.steps}
+    method = [s for s in result.steps if s.candidate.rule.changes_method]
+    if method:
+        # The plan changes the method (LoRA, QLoRA): say what the unchanged method needs too.
+        same = [r for r in rules.values() if not r.changes_method]
+        found_plain = min_gpus(ctx, plan_at(goal, same, result.base))
+        if found_plain is not None:
+            gpus, est = found_plain
+            out.append(PlanAlternative(
+                id="more-gpus-same-method",
+                title=f"{gpus} x {ctx.device.name} without "
+                      f"{', '.join(s.candidate.rule.id for s in method)}",
+                changes={"gpus": gpus}, fits=True, metric=goal_value(goal, est),
+                memory_per_gpu_bytes=est.memory.total_bytes,
+                text=f"without {', '.join(s.candidate.rule.id for s in method)} it fits on "
+                     f"{gpus} x {ctx.device.name}: {units.gb(est.memory.total_bytes)} per GPU, "
+                     f"{metric_words(goal, est)}"))
+    training = ctx.workload.phase == "training"
+    if training and "optimizer-offload" not in in_plan:
+        params = float(ctx.workload.params_total or 0)
+        out.append(_alternative(goal, ctx, "optimizer-offload",
+                                "Optimizer state in host RAM (ZeRO-Offload)", {},
+                                {"optimizer_offload": True},
+                                f"offload the optimizer (host RAM {units.gb(params * 16)})",
+                                host_bytes=int(params * 16)))
+    if training and ctx.options.finetune == "full":
+        out.append(_alternative(goal, ctx, "lora", "LoRA (fine-tuning only)", {},
+                                {"finetune": "lora", "lora_rank": 16},
+                                "LoRA rank 16 on the frozen bf16 model (fine-tunes; does not "
+                                "pre-train)"))
+        out.append(_alternative(goal, ctx, "qlora", "QLoRA (fine-tuning only)",
+                                {"weights_dtype": "nf4"}, {"finetune": "qlora", "lora_rank": 16},
+                                "QLoRA: the frozen base in 4-bit NF4 with rank-16 adapters"))
+    if not training and ctx.workload.weights_dtype in ("bf16", "fp16", "fp32", "fp8", "int8") \
+            and "int4-weights" not in in_plan:
+        out.append(_alternative(goal, ctx, "int4-weights", "4-bit weights",
+                                {"weights_dtype": "int4"}, {}, "4-bit weights"))
+    smaller = smaller_model(goal, ctx)
+    if smaller is not None:
+        out.append(smaller)
+    return [a for a in out if a.fits or a.id == "more-gpus"], count
+
+
+def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
+    """Return the values the engine's flag templates are filled with."""
+    wl, opts = ctx.workload, ctx.options
+    layout = plan.layout
+    spec = wl.spec
+    from hwadvisor.rules.engines import get_engine
+
+    # Engines that page the KV cache take a capacity (vLLM --max-num-seqs); slot-based ones
+    # (llama-server --parallel, mlx) take the concurrency you serve.
+    paged = get_engine(wl.engine).defaults.paged_kv
+    values: dict[str, object] = {
+        "model": wl.model, "gpus": wl.gpus, "nodes": wl.nodes,
+        "gpus_per_node": wl.gpus_per_node or wl.gpus // max(wl.nodes, 1),
+        "batch": wl.batch, "max_batch": (plan.max_batch or wl.batch) if paged else wl.batch,
+        "prompt_len": wl.prompt_len, "gen_len": wl.gen_len,
+        "context": min(plan.max_context or (wl.prompt_len + wl.gen_len),
+                       (spec.max_position_embeddings if spec else None) or 1 << 30)
+        if wl.phase == "inference" else wl.prompt_len,
+        "chunk": opts.prefill_chunk_tokens or 8192, "kv_dtype": wl.kv_dtype,
+        "weights_dtype": wl.weights_dtype, "spec_tokens": 3, "grad_accum": wl.grad_accum,
+        "lora_rank": opts.lora_rank, "threads": 8, "offload_fraction": opts.offload_fraction,
+        "gpu_layers": _gpu_layers(wl, opts),
+    }
+    if layout is not None:
+        # dp is the count of full replicas; FSDP's ranks are its shard degree, not replicas.
+        shard = {"fsdp": layout.dp, "hsdp": max(1, layout.dp // max(layout.nodes, 1))}
+        replicas = {"fsdp": 1, "hsdp": layout.nodes}.get(layout.sharding, layout.dp)
+        values.update(tp=layout.tp, pp=layout.pp, dp=replicas, cp=layout.cp,
+                      ep=layout.gpus if layout.ep else 1,
+                      dp_shard=shard.get(layout.sharding, 1), dp_replicate=replicas)
+    return values
+
+
+def _gpu_layers(workload: Workload, options: ModelOptions) -> int:
+    """llama.cpp --n-gpu-layers: all layers, or the share the offload step keeps on the GPU."""
+    layers = workload.spec.num_layers if workload.spec else 999
+    if not options.offload_fraction:
+        return 999  # llama.cpp's "all of them"
+    return max(0, int(layers * (1.0 - options.offload_fraction)))
+
+
+def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
+    """Return the plan in the engine's own words (engines.toml), each line traced to its step."""
+    from hwadvisor.rules.engines import STEP_IDS, get_engine, render_config
+
+    engine = get_engine(ctx.workload.engine)
+    steps = [s.id for s in plan.steps if s.id in STEP_IDS]
+    rendered = render_config(engine, steps, _engine_values(ctx, plan),
+                             str(ctx.device.device_class))
+    return EngineConfig(
+        engine=engine.id, version=engine.version, format=rendered.format, text=rendered.text,
+        lines=[EngineLine(setting=line.setting, step=line.step) for line in rendered.lines],
+        not_expressed=[f"{n.step}: {n.reason}" for n in rendered.not_expressed],
+        notes=list(rendered.notes))
+
+
+def _summary(goal: Goal, plan: Plan, ctx: RuleContext) -> str:
+    device = f"{ctx.workload.gpus} x {ctx.device.name}"
+    metric = plan.metric
+    change = ""
+    base_fits = bool(plan.steps) and not plan.steps[0].needed_to_fit or not plan.steps
+    if base_fits and metric.before and metric.after and metric.before != metric.after:
+        ratio = metric.after / metric.before
+        change = f" ({ratio:.2g}x the engine's default)" if metric.better == "higher" else \
+            f" ({metric.before / metric.after:.2g}x better than the engine's default)"
+    steps = f"{len(plan.steps)} change{'s' if len(plan.steps) != 1 else ''}"
+    limit = units.gb(plan.device_memory_bytes)
+    if plan.fits:
+        return (f"Fits: {ctx.workload.model} on {device} with {steps} — "
+                f"{fmt_metric(goal, metric.after)}{change}, "
+                f"{units.gb(plan.memory_per_gpu_bytes)} per GPU of {limit}.")
+    ways = [a.text for a in plan.alternatives if a.fits][:3]
+    what = ("; ".join(ways)) if ways else "no alternative fits on this hardware"
+    return (f"Does not fit: {ctx.workload.model} needs {units.gb(plan.memory_per_gpu_bytes)} per "
+            f"GPU on {device} (limit {limit}) even with {steps}. What would: {what}.")
+
+
+def _recommendations(goal: Goal, result: SearchResult) -> list[Recommendation]:
+    """Return the plan's steps first (in order), then the options the plan did not take."""
+    recs = [recommendation(goal, t.candidate, t.ctx, rank=i, step=i)
+            for i, t in enumerate(result.steps, start=1)]
+    others = sorted((c for c in result.unchosen.values() if _worth_listing(goal, c, result)),
+                    key=lambda c: (c.rule.needs_retraining, -c.own_gain, c.rule.id))
+    for c in others:
+        recs.append(recommendation(goal, c, result.final, rank=len(recs) + 1, step=None))
+    return recs
+
+
+def _worth_listing(goal: Goal, c: Candidate, result: SearchResult) -> bool:
+    """Return an option the plan did not take but a practitioner would want to hear of.
+
+    Advice measured on another metric than the goal's (disaggregation's inter-token stall,
+    mmap's load peak), architecture changes (labelled: they need retraining), and drop-in
+    gains on the goal that the plan could not take because they do not fit.
+    """
+    if c.own_gain <= 1.0:
+        return False
+    if c.after is None or c.rule.needs_retraining:
+        return True
+    if tier(c.rule) != 1:
+        return False
+    gain_on_goal = goal_gain(goal, result.final.estimate, c.after)
+    return gain_on_goal >= 1 + max(c.rule.min_gain or 0.0, 0.01) and not c.fits_after
+
+
+def _rejected(result: SearchResult, recs: list[Recommendation]) -> list[Rejected]:
+    shown = {r.id for r in recs}
+    out = [Rejected(id=rule_id, why_not=f"{rule_id}: {why}", conditions_failed=["engine"])
+           for rule_id, why in result.already.items()]
+    out += [r for rule_id, r in result.rejected.items() if rule_id not in shown]
+    for rule_id, c in result.unchosen.items():
+        if rule_id in shown:
+            continue
+        if tier(c.rule) > 1 and result.final.facts["fits"]:
+            why = "not needed: the plan fits without it"
+        else:
+            why = f"on the plan it would not help enough: {c.prediction.text}"
+        out.append(Rejected(id=rule_id, why_not=f"{rule_id}: {why}",
+                            conditions_failed=["min_gain"]))
+    return sorted(out, key=lambda r: r.id)
+
+
+def recommend(
+    workload: Workload,
+    device: Device,
+    goal: Goal,
+    host: HostInfo | None = None,
+    estimator: Estimator | None = None,
+    rules: list[Rule] | None = None,
+) -> Outcome:
+    """Search the goal's playbook for the plan on this workload and device; say the rest."""
+    estimator = estimator or default_estimator()
+    chosen = [r.for_goal(goal) for r in rules] if rules is not None else rules_for_goal(goal)
+    start, options = baseline(workload, device)
+    result = search(goal, chosen, start, device, host, options, estimator)
+    final = result.final
+    steps = [step_of(goal, t, i) for i, t in enumerate(result.steps, start=1)]
+    fits = bool(final.facts["fits"])
+    plan = Plan(
+        engine=workload.engine, steps=steps, fits=fits,
+        memory_per_gpu_bytes=final.estimate.memory.total_bytes,
+        device_memory_bytes=final.facts["limit_bytes"],
+        metric=plan_metric(goal, result.base.estimate, final.estimate),
+        ttft_s=final.estimate.times.ttft_s, tpot_s=final.estimate.times.tpot_s,
+        tokens_per_s=final.estimate.tokens_per_s, layout=layout_of(final),
+        summary="")
+    leans = [t for t in result.steps if t.needed_to_fit and tier(t.candidate.rule) > 1]
+    if fits:
+        plan.max_batch = max_batch(final)
+        plan.max_context = max_context(final)
+    if not fits or leans:
+        # Without a fit, what would; with a fit that leans on offload or a change of method,
+        # what it takes without them (more GPUs), so the trade-off is in plain sight.
+        found, count = alternatives(goal, result, {r.id: r for r in chosen})
+        plan.alternatives = found
+        plan.min_gpus = None if fits else count
+    plan.engine_config = engine_config(final, plan)
+    plan.summary = _summary(goal, plan, final)
+    recs = _recommendations(goal, result)
+    return Outcome(estimate=result.base.estimate, plan=plan, recommendations=recs,
+                   rejected=_rejected(result, recs), notes=[])

@@ -1,0 +1,53 @@
+"""The starting point of every plan: the workload and knobs as its engine runs them by default."""
+
+from __future__ import annotations
+
+from hwadvisor.models import Device, ModelOptions, Workload
+
+
+def baseline_options(workload: Workload, device: Device | None = None) -> ModelOptions:
+    """Return the knobs as the workload's engine runs it by default (engines.toml).
+
+    vLLM and SGLang start with fused attention, CUDA graphs, chunked prefill and tensor
+    parallelism over several GPUs; plain transformers runs eagerly with SDPA attention;
+    torchtitan shards with FSDP2. Training on several GPUs with an engine that names no
+    strategy starts from data parallelism (DDP), what people reach for first; fp32 compute
+    means no mixed precision.
+    """
+    from hwadvisor.rules.engines import get_engine
+
+    defaults = get_engine(workload.engine).defaults
+    training = workload.phase == "training"
+    sharding = defaults.sharding if workload.gpus > 1 else "none"
+    if sharding == "none" and workload.gpus > 1:
+        sharding = "ddp" if training else "tp"
+    if sharding == "tp" and training:
+        sharding = "ddp"  # a serving engine's TP default says nothing about training
+    on_gpu = device is None or str(device.device_class) in ("datacenter-gpu", "consumer-gpu")
+    graphs = defaults.cuda_graphs and on_gpu and (device is None or device.vendor in (
+        "nvidia", "amd"))
+    chunk = defaults.prefill_chunk_tokens if defaults.chunked_prefill and not training else None
+    return ModelOptions.model_validate({
+        "sharding": sharding,
+        "mixed_precision": workload.activation_dtype not in ("fp32", "tf32"),
+        "attention_kernel": workload.attention_kernel or defaults.attention_kernel,
+        "cuda_graphs": bool(graphs and not training),
+        "compiled": defaults.compiled,
+        "fused_optimizer": defaults.fused_optimizer and training,
+        "prefill_chunk_tokens": chunk,
+    })
+
+
+def baseline(workload: Workload, device: Device | None = None) -> tuple[Workload, ModelOptions]:
+    """Return the workload and knobs as its engine runs them by default (see baseline_options).
+
+    Engines that checkpoint activations by default (torchtitan: selective) start with it on.
+    """
+    from hwadvisor.rules.engines import get_engine
+
+    options = baseline_options(workload, device)
+    if workload.phase == "training" and "activation-checkpointing" in \
+            get_engine(workload.engine).applies and not workload.activation_checkpointing:
+        workload = workload.model_copy(update={"activation_checkpointing": True})
+        options = options.model_copy(update={"selective_checkpointing": True})
+    return workload, options

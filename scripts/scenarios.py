@@ -1,0 +1,205 @@
+"""The scenario gallery: the plan hwadvisor gives in ~30 situations practitioners meet.
+
+Renders docs/scenarios.md (read its diff as a practitioner would after any change to the rules
+or the performance model) and tests/fixtures/scenarios.json, the golden key fields that
+tests/test_scenarios.py holds every change against.
+
+Run: python scripts/scenarios.py          # print what changed against the committed files
+     python scripts/scenarios.py --write  # write docs/scenarios.md and the golden fixture
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "scenarios.md"
+GOLDEN = ROOT / "tests" / "fixtures" / "scenarios.json"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One situation: who asks, for which goal, on which hardware, for which workload."""
+
+    id: str
+    question: str  # what the practitioner asked, in their words
+    goal: str
+    device: str
+    workload: dict[str, Any] = field(default_factory=dict)
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    # ---- training, datacenter
+    Scenario("train-8b-8xh100-torchtitan", "Full fine-tune of Llama-3-8B on 8 H100s with "
+             "torchtitan, 4k sequences: how fast can it go?", "a", "h100-sxm",
+             dict(model="llama-3-8b", phase="training", batch=2, prompt_len=4096, gpus=8)),
+    Scenario("train-8b-8xh100-plain-pytorch", "Same job in a plain PyTorch / HF Trainer script "
+             "(DDP): does it even fit?", "a", "h100-sxm",
+             dict(model="llama-3-8b", phase="training", batch=2, prompt_len=4096, gpus=8,
+                  engine="hf")),
+    Scenario("train-8b-1xh100", "Fine-tune Llama-3-8B on a single 80 GB H100.", "a", "h100-sxm",
+             dict(model="llama-3-8b", phase="training", batch=4, prompt_len=2048, engine="hf")),
+    Scenario("train-70b-8xh100", "Full fine-tune of Llama-3-70B on one 8xH100 node.", "a",
+             "h100-sxm", dict(model="llama-3-70b", phase="training", batch=1, prompt_len=4096,
+                              gpus=8)),
+    Scenario("train-405b-64-nodes", "Pre-train Llama-3.1-405B on 64 nodes of 8 H100s.", "a",
+             "h100-sxm", dict(model="llama-3.1-405b", phase="training", batch=1,
+                              prompt_len=8192, nodes=64, gpus_per_node=8, grad_accum=16)),
+    Scenario("train-8b-4-nodes-h200", "Train Llama-3.1-8B on 4 nodes x 8 H200 over 400G IB.",
+             "a", "h200-sxm", dict(model="llama-3.1-8b", phase="training", batch=2,
+                                   prompt_len=8192, nodes=4, gpus_per_node=8)),
+    Scenario("train-8b-64k-context", "Long-context training of Llama-3.1-8B at 64k tokens on "
+             "8 H100s.", "a", "h100-sxm",
+             dict(model="llama-3.1-8b", phase="training", batch=1, prompt_len=65536, gpus=8)),
+    Scenario("train-moe-qwen3-30b", "Fine-tune Qwen3-30B-A3B (MoE) on 8 H100s.", "a",
+             "h100-sxm", dict(model="qwen3-30b-a3b", phase="training", batch=2,
+                              prompt_len=4096, gpus=8)),
+    # ---- training, consumer / Apple / old GPUs
+    Scenario("train-8b-1x4090", "Fine-tune Llama-3-8B on my RTX 4090 (24 GB).", "a",
+             "rtx-4090", dict(model="llama-3-8b", phase="training", batch=1, prompt_len=2048)),
+    Scenario("train-1b-t4-fp32", "Train Llama-3.2-1B on a Colab T4 (no bf16), fp32 now.", "a",
+             "t4", dict(model="llama-3.2-1b", phase="training", batch=2, prompt_len=1024,
+                        activation_dtype="fp32")),
+    Scenario("train-1b-m3-max", "Fine-tune Llama-3.2-1B on a MacBook Pro M3 Max.", "a",
+             "m3-max", dict(model="llama-3.2-1b", phase="training", batch=4,
+                            prompt_len=2048)),
+    # ---- serving, datacenter
+    Scenario("serve-8b-h200-vllm-b1", "Lowest latency for one user of Llama-3-8B on an H200 "
+             "with vLLM.", "b", "h200-sxm", dict(model="llama-3-8b", batch=1)),
+    Scenario("serve-8b-h200-hf-b1", "I serve Llama-3-8B with transformers generate() on an "
+             "H200: how do I cut latency?", "b", "h200-sxm",
+             dict(model="llama-3-8b", batch=1, engine="hf")),
+    Scenario("serve-8b-h100-b64", "64 concurrent chats (2k prompts) of Llama-3-8B on one "
+             "H100 with vLLM.", "b", "h100-sxm",
+             dict(model="llama-3-8b", batch=64, prompt_len=2048)),
+    Scenario("serve-8b-hf-b32", "32 concurrent users on plain transformers, one A100.", "b",
+             "a100-80gb", dict(model="llama-3-8b", batch=32, engine="hf")),
+    Scenario("serve-70b-8xh100-b32", "Llama-3-70B for 32 concurrent users on 8 H100s.", "b",
+             "h100-sxm", dict(model="llama-3-70b", batch=32, gpus=8)),
+    Scenario("serve-deepseek-v3-8xh200", "DeepSeek-V3 (FP8 checkpoint) on 8 H200s.", "b",
+             "h200-sxm", dict(model="deepseek-v3", gpus=8)),
+    Scenario("serve-mixtral-2xa100", "Mixtral-8x7B on 2 A100-80GB for 8 users.", "b",
+             "a100-80gb", dict(model="mixtral-8x7b", gpus=2, batch=8)),
+    Scenario("serve-8b-128k-prompt", "Llama-3.1-8B with 128k-token prompts on one H100.", "b",
+             "h100-sxm", dict(model="llama-3.1-8b", prompt_len=131072, gen_len=512)),
+    Scenario("serve-70b-b200", "Llama-3-70B on one B200 for 16 users.", "b", "b200",
+             dict(model="llama-3-70b", batch=16)),
+    Scenario("serve-70b-mi300x", "Llama-3.1-70B on one MI300X (ROCm vLLM), 16 users.", "b",
+             "mi300x", dict(model="llama-3.1-70b", batch=16)),
+    # ---- serving, consumer
+    Scenario("serve-8b-3090-vllm", "Llama-3-8B with vLLM on an RTX 3090 (Ampere, no FP8).",
+             "b", "rtx-3090", dict(model="llama-3-8b", batch=4, engine="vllm")),
+    Scenario("serve-70b-1x4090", "Can I run Llama-3-70B on my RTX 4090?", "b", "rtx-4090",
+             dict(model="llama-3-70b")),
+    Scenario("serve-70b-2x4090", "Llama-3-70B on two RTX 4090s.", "b", "rtx-4090",
+             dict(model="llama-3-70b", gpus=2)),
+    # ---- Apple Silicon
+    Scenario("serve-8b-m3-max", "Llama-3-8B on a MacBook Pro M3 Max (MLX).", "b", "m3-max",
+             dict(model="llama-3-8b")),
+    Scenario("serve-70b-m2-ultra", "Llama-3-70B on a Mac Studio M2 Ultra (192 GB).", "b",
+             "m2-ultra", dict(model="llama-3-70b")),
+    Scenario("serve-8b-m4-gguf", "Llama-3-8B Q4_K_M GGUF on a base M4 MacBook Air.", "b", "m4",
+             dict(model="llama-3-8b", weights_dtype="q4_k_m")),
+    # ---- phones
+    Scenario("serve-1b-snapdragon", "Llama-3.2-1B on a Snapdragon 8 Elite phone.", "b",
+             "snapdragon-8-elite", dict(model="llama-3.2-1b", prompt_len=512, gen_len=256)),
+    Scenario("serve-8b-snapdragon", "Llama-3-8B on a Snapdragon 8 Elite phone?", "b",
+             "snapdragon-8-elite", dict(model="llama-3-8b", prompt_len=512)),
+    Scenario("serve-3b-iphone", "Llama-3.2-3B on an iPhone 15 Pro (A17 Pro).", "b", "a17-pro",
+             dict(model="llama-3.2-3b", prompt_len=512)),
+    # ---- memory footprint
+    Scenario("mem-8b-long-batch-4090", "Shrink memory for 8 users x 8k tokens of Llama-3-8B on "
+             "an RTX 4090.", "c", "rtx-4090",
+             dict(model="llama-3-8b", batch=8, prompt_len=8192)),
+    Scenario("mem-70b-4xl40s", "Fit Llama-3-70B on 4 L40S (48 GB each).", "c", "l40s",
+             dict(model="llama-3-70b", gpus=4, batch=8)),
+    Scenario("mem-train-8b-a100", "Cut the memory of a Llama-3-8B fine-tune on one A100-80GB.",
+             "c", "a100-80gb", dict(model="llama-3-8b", phase="training", batch=4,
+                                    prompt_len=4096, engine="hf")),
+)
+
+
+def run(scenario: Scenario) -> Any:
+    """Return the recommend report of one scenario."""
+    from hwadvisor.pipeline import recommend_report
+    from hwadvisor.rules.playbook import parse_goal
+    from hwadvisor.workload import WorkloadRequest
+
+    return recommend_report(parse_goal(scenario.goal), scenario.device,
+                            WorkloadRequest(**scenario.workload))
+
+
+def key_fields(report: Any) -> dict[str, Any]:
+    """Return what the golden test pins: the shape of the plan, not its every number."""
+    plan = report.plan
+    return {
+        "engine": plan.engine,
+        "weights_dtype": report.workload.weights_dtype,
+        "fits": plan.fits,
+        "steps": [s.id for s in plan.steps],
+        "min_gpus": plan.min_gpus,
+        "alternatives": [a.id for a in plan.alternatives],
+        "layout": None if plan.layout is None else
+        f"tp{plan.layout.tp} pp{plan.layout.pp} cp{plan.layout.cp} dp{plan.layout.dp} "
+        f"{plan.layout.sharding}",
+    }
+
+
+def render(scenarios: tuple[Scenario, ...] = SCENARIOS) -> tuple[str, dict[str, Any]]:
+    """Return the text of docs/scenarios.md and the golden fields, scenario by scenario."""
+    from hwadvisor.report.plantext import config_lines, plan_lines
+
+    lines = ["# Scenario gallery", "",
+             "What `hwadvisor recommend` answers in situations practitioners meet, generated by "
+             "`python scripts/scenarios.py --write` from the datasheet profiles (no GPU needed). "
+             "Regenerated with every change to the rules or the performance model; "
+             "`tests/test_scenarios.py` pins each plan's key fields.", ""]
+    golden: dict[str, Any] = {}
+    for scenario in scenarios:
+        report = run(scenario)
+        golden[scenario.id] = key_fields(report)
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in scenario.workload.items())
+        lines += [f"## {scenario.id}", "", f"> {scenario.question}", "",
+                  f"`hwadvisor recommend --goal {scenario.goal} --device {scenario.device} "
+                  f"{flags}`", ""]
+        text = plan_lines(report)
+        lines.append(f"**{text[0]}**")
+        lines.append("")
+        for line in text[1:]:
+            lines.append(line if line[:1].isdigit() or line.startswith("   ") else f"{line}  ")
+        config = config_lines(report.plan)
+        if config and report.plan.engine_config is not None:
+            lines += ["", config[0], "", "```", *report.plan.engine_config.text.splitlines(),
+                      "```"]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n", golden
+
+
+def main() -> int:
+    """Write (or compare against) docs/scenarios.md and the golden fixture."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", action="store_true", help="write the files")
+    args = parser.parse_args()
+    text, golden = render()
+    golden_text = json.dumps(golden, indent=1, sort_keys=True) + "\n"
+    if args.write:
+        DOC.write_text(text, encoding="utf-8")
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(golden_text, encoding="utf-8")
+        print(f"wrote {DOC.relative_to(ROOT)} and {GOLDEN.relative_to(ROOT)}")
+        return 0
+    old = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+    changed = [k for k in golden if old.get(k) != golden[k]]
+    for key in changed:
+        print(f"{key}: {old.get(key)} -> {golden[key]}")
+    print(f"{len(changed)} scenario(s) changed of {len(golden)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
