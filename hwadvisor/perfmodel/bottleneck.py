@@ -74,7 +74,7 @@ def capacity_why(memory: MemoryEstimate) -> str:
 def _largest(phase: PhaseTimes) -> str:
     if not phase.top:
         return ""
-    return "; largest: " + ", ".join(f"{name} {_ms(seconds)}" for name, seconds in phase.top)
+    return "; largest: " + ", ".join(f"{name} {_ms(seconds)}" for name, seconds in phase.top[:2])
 
 
 def decide(phase: PhaseTimes, memory: MemoryEstimate, fits: bool, peak_tflops: float,

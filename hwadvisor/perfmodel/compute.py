@@ -137,10 +137,15 @@ class Op:
 
     def __post_init__(self) -> None:
         """Seconds at the compute rate, at the memory rate (PCIe included), and the op's time."""
-        self.compute_s = self.flops / self.compute_rate if self.compute_rate else 0.0
-        own = self.device_bytes / self.memory_rate if self.memory_rate else 0.0
-        self.memory_s = own + (self.host_bytes / self.host_rate if self.host_bytes else 0.0)
-        self.time_s = E.combine(self.memory_s, self.compute_s, self.p)
+        compute = self.flops / self.compute_rate if self.compute_rate else 0.0
+        memory = self.device_bytes / self.memory_rate if self.memory_rate else 0.0
+        if self.host_bytes:
+            memory += self.host_bytes / self.host_rate
+        self.compute_s, self.memory_s = compute, memory
+        if self.p is None:
+            self.time_s = compute if compute > memory else memory
+        else:
+            self.time_s = E.combine(memory, compute, self.p)
 
 
 @dataclass
@@ -258,6 +263,10 @@ class _Rates:
     dequant: float | None  # the kernel's compute share of peak16; None: cuBLAS-class GEMMs
     weight_only: bool  # weights dequantised to 16 bits in the kernel (int4, GGUF, MLX, NF4)
     gemv: float  # weight-streaming share of the stream bandwidth
+    act_bytes: float  # bytes per activation element
+    offload: float  # share of the weights streamed from host RAM
+    flat: bool  # the kernel's rate ignores the GEMM shape factor
+    overlap_p: float | None  # how its memory and compute terms combine (None: max)
     attention_rate: float  # FLOP/s of the attention kernel
     kv_efficiency: float
     backend: str
@@ -303,6 +312,10 @@ def rates(setup: Setup) -> _Rates:
         dequant=E.kernel_compute_fraction(kernel, family),
         weight_only=formats.weight_format(weights).kind == "weight-only",
         gemv=E.gemv_efficiency(kernel, family),
+        act_bytes=setup.act_bytes,
+        offload=setup.offload_fraction,
+        flat=E.kernel_flat_rate(kernel),
+        overlap_p=E.kernel_overlap_p(kernel),
         attention_rate=attention,
         kv_efficiency=E.kv_read_efficiency(backend),
         backend=backend,
@@ -319,12 +332,12 @@ def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float,
 
     copies: extra passes over a 16-bit copy of the weights (a dequantise-then-GEMM kernel).
     """
-    act = setup.act_bytes
+    act = r.act_bytes
     weight_bytes = params * bits / 8.0
-    host = weight_bytes * setup.offload_fraction
+    host = weight_bytes * r.offload
     nbytes = weight_bytes - host + m * (n + k) * act + copies * params
     flops = 2.0 * m * params
-    if E.kernel_flat_rate(r.kernel):
+    if r.flat:
         compute = r.peak16 * (r.dequant or 1.0)
     else:
         shape = E.gemm_shape_factor(m, n, k, r.half_dim)
@@ -334,8 +347,7 @@ def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float,
             compute = (r.act_gemm if r.weight_only else r.gemm) * shape
         compute = max(compute, r.vector)
     memory = min(r.stream * r.gemv, r.theoretical)
-    return Op(name, flops, nbytes, compute, memory, E.kernel_overlap_p(r.kernel), host,
-              r.host_rate)
+    return Op(name, flops, nbytes, compute, memory, r.overlap_p, host, r.host_rate)
 
 
 def _layer_bits(setup: Setup) -> float:

@@ -64,7 +64,8 @@ def _spec(workload: Workload) -> ModelSpec:
     return load_spec(workload.model)
 
 
-def _model_notes(setup: Setup, deciding: Phase, timing: StepTime) -> list[str]:
+def _model_notes(setup: Setup, deciding: Phase, timing: StepTime,
+                 top: list[tuple[str, float]]) -> list[str]:
     opts, res = setup.options, setup.res
     r = rates(setup)
     launch = "CUDA graph replay" if graphs_on(setup) else (
@@ -82,7 +83,7 @@ def _model_notes(setup: Setup, deciding: Phase, timing: StepTime) -> list[str]:
         f"elementwise ops: {r.elementwise} ({'torch.compile' if opts.compiled else 'engine'}"
         " kernels)",
         "largest op groups: " + ", ".join(f"{name} {seconds * 1e3:.3g} ms"
-                                          for name, seconds in deciding.top(3)),
+                                          for name, seconds in top),
     ]
     if setup.training:
         precision = "mixed precision (bf16 + fp32 master)" if opts.mixed_precision else "fp32"
@@ -152,7 +153,7 @@ def _sources(setup: Setup, busbw: float | None) -> dict[str, str]:
 
 
 def _common(setup: Setup, comm: CommResult, deciding: Phase, timing: StepTime,
-            busbw: float | None) -> dict[str, Any]:
+            busbw: float | None, top: list[tuple[str, float]]) -> dict[str, Any]:
     parts, spec = setup.parts, setup.spec
     return dict(
         params_total=parts.total,
@@ -163,7 +164,8 @@ def _common(setup: Setup, comm: CommResult, deciding: Phase, timing: StepTime,
         communication=comm.details,
         calibration=_sources(setup, busbw),
         assumptions=[f"compute dtype {setup.res.compute_dtype}", *setup.res.assumptions,
-                     *setup.layout.notes, *comm.notes, *_model_notes(setup, deciding, timing)],
+                     *setup.layout.notes, *comm.notes,
+                     *_model_notes(setup, deciding, timing, top)],
     )
 
 
@@ -176,7 +178,7 @@ def _phase_times(name: str, phase: Phase, timing: StepTime, comm_exposed: float,
                       busy_s=timing.busy_s, floors_s=timing.floors_s, host_s=timing.host_s,
                       kernels=timing.kernels, kernel_floor_s=setup.res.kernel_floor_s,
                       stream_gbps=setup.res.stream_gbps, gemm_tflops=setup.res.gemm_tflops,
-                      top=phase.top(2))
+                      top=phase.top(3))
 
 
 def _bubble(setup: Setup) -> float:
@@ -222,7 +224,7 @@ def _training(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | N
                     communication_s=comm.train.total_s,
                     communication_exposed_s=comm.train.exposed_s),
         tokens_per_s=tokens / total,
-        **_common(setup, comm, step, timing, busbw),
+        **_common(setup, comm, step, timing, busbw, phase.top),
     )
 
 
@@ -275,5 +277,5 @@ def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | 
                     communication_exposed_s=phase_comm.exposed_s,
                     decode_tokens_per_forward=t),
         tokens_per_s=tokens_per_s,
-        **_common(setup, comm, deciding_phase, timing, busbw),
+        **_common(setup, comm, deciding_phase, timing, busbw, phase.top),
     )

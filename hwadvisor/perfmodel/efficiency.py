@@ -129,9 +129,11 @@ def gemm_shape_factor(m: float, n: float, k: float, half: float = 128.0) -> floa
     Below GEMM_MIN_ROWS rows the GEMV kernels keep the 16-row rate; capped at 1: larger shapes
     than the reference reach the reference's rate.
     """
-    reference = _reference(half)
-    return min(1.0, _dim_factor(max(m, C.GEMM_MIN_ROWS), half) * _dim_factor(max(n, 1.0), half)
-               * _dim_factor(max(k, 1.0), half) / reference)
+    m = m if m > C.GEMM_MIN_ROWS else C.GEMM_MIN_ROWS
+    n = n if n > 1.0 else 1.0
+    k = k if k > 1.0 else 1.0
+    factor = m * n * k / ((m + half) * (n + half) * (k + half) * _reference(half))
+    return factor if factor < 1.0 else 1.0
 
 
 # --- weight-only (dequantising) kernels -------------------------------------------------------
