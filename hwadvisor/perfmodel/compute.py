@@ -494,7 +494,7 @@ def _head_ops(setup: Setup, r: _Rates, tokens: float, logit_rows: float,
         # AWQ/GPTQ/NF4 keep the lm_head in 16 bits: a dense GEMM.
         dense = _Rates(**{**r.__dict__, "dequant": None, "weight_only": False, "gemv":
                           E.gemv_efficiency("cublas", setup.res.family), "kernel": "cublas",
-                          "gemm": r.act_gemm})
+                          "gemm": r.act_gemm, "flat": False, "overlap_p": None})
         head = _gemm(setup, dense, "lm_head", logit_rows, head_params, spec.vocab_size / tp, h,
                      16.0)
     out.append((head, 1.0))
