@@ -26,6 +26,8 @@ from hwadvisor.models import (
 from hwadvisor.models.recommend import Goal
 
 if TYPE_CHECKING:  # the probe path must not import the workload package
+    from hwadvisor.perfmodel.calibration import Calibration
+    from hwadvisor.rules.context import Estimator
     from hwadvisor.validator.plan import PlanCheck
     from hwadvisor.workload import WorkloadRequest
 
@@ -98,14 +100,69 @@ def probe_report(measure: bool = False, progress: Progress | None = None) -> Rep
     return report
 
 
+def load_calibration(path: Path | None, device: Device) -> tuple[Calibration | None, list[str]]:
+    """Return the measured figures of `device` in the report at path, and a note saying which.
+
+    None without a path. A report that measured nothing, or only another device, is a
+    UserError (exit 2): the user asked for calibration, so silently using the datasheet would
+    mislead.
+    """
+    if path is None:
+        return None, []
+    from hwadvisor.perfmodel.calibration import from_report, measured_devices
+    from hwadvisor.report.io import load_report
+
+    report = load_report(path)
+    found = from_report(report, device, source=str(path))
+    if found is None:
+        measured = [d.name for d in measured_devices(report)]
+        if not measured:
+            raise UserError(f"--calibration {path}: the report holds no measurements",
+                            hint="write one on the device with 'hwadvisor probe --measure "
+                            "--output FILE' or 'hwadvisor validate --output FILE'")
+        raise UserError(f"--calibration {path}: it measured {', '.join(measured)}, not "
+                        f"{device.name}",
+                        hint="pass a report from the same device model (--device picks the "
+                        "planned one), or drop --calibration")
+    figures = [name for name, value in (
+        ("memory bandwidth", found.memory_bandwidth_gbps),
+        ("matmul " + "/".join(sorted(found.matmul_tflops)), found.matmul_tflops),
+        ("attention", found.attention_tflops), ("launch latency", found.kernel_floor_s),
+        ("host transfer", found.host_transfer_gbps), ("bus bandwidth", found.busbw_gbps))
+        if value]
+    return found, [f"calibration: {', '.join(figures)} measured on {found.device} ({path})"]
+
+
+def calibrated(device: Device, calibration: Calibration | None) -> Device:
+    """Return the device with the calibration's bandwidth and matmul in its measured field."""
+    if calibration is None:
+        return device
+    return device.model_copy(update={"measured": calibration.measured(device.measured)})
+
+
+def _estimator(calibration: Calibration | None) -> Estimator:
+    """estimate() with the calibration's figures (the rules engine calls it per what-if)."""
+    from hwadvisor.perfmodel import estimate
+
+    def run(workload: Workload, device: Device, options: ModelOptions) -> Estimate:
+        return estimate(workload, device, options, calibration=calibration)
+
+    return run
+
+
 def estimate_report(request: WorkloadRequest, device_id: str | None,
-                    options: ModelOptions) -> Report:
-    """Resolve the hardware and the workload, run the performance model, return the report."""
+                    options: ModelOptions, calibration: Path | None = None) -> Report:
+    """Resolve the hardware and the workload, run the performance model, return the report.
+
+    calibration: a report whose measurements of this device replace the datasheet figures.
+    """
     from hwadvisor.perfmodel import estimate
     from hwadvisor.probe.target import MAX_PLANNED_DEVICES, primary_device, resolve_target
 
     target = resolve_target(device_id, 1)
     device = primary_device(target)
+    measured, calibration_notes = load_calibration(calibration, device)
+    device = calibrated(device, measured)
     request, split = split_into_nodes(request, device)
     workload = build_workload(request, device.memory_total_bytes, target.device_class,
                               device.formats)
@@ -115,8 +172,8 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
         target = resolve_target(device_id, min(per_node, MAX_PLANNED_DEVICES))
     if workload.attention_kernel is not None:
         options = options.model_copy(update={"attention_kernel": workload.attention_kernel})
-    result = estimate(workload, device, options)
-    notes = list(target.notes) + ([split] if split else [])
+    result = estimate(workload, device, options, calibration=measured)
+    notes = list(target.notes) + ([split] if split else []) + calibration_notes
     if not target.devices:
         notes.append("no accelerator found: estimated for the CPU (see the assumptions)")
     return target.model_copy(update={
@@ -125,8 +182,13 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
     })
 
 
-def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest) -> Report:
-    """Resolve the hardware and workload, run the rules engine, and return the report."""
+def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest,
+                     calibration: Path | None = None) -> Report:
+    """Resolve the hardware and workload, run the rules engine, and return the report.
+
+    calibration: a report whose measurements of this device replace the datasheet figures in
+    every estimate the rules engine makes.
+    """
     from hwadvisor.probe.target import primary_device, resolve_target
     from hwadvisor.rules.advise import recommend
     from hwadvisor.rules.playbook import GOAL_PHASE
@@ -135,7 +197,9 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
         request = request.with_changes(phase=GOAL_PHASE[goal])
     target = resolve_target(device_id, request.planned_count())
     device = primary_device(target)
-    notes = list(target.notes)
+    measured, calibration_notes = load_calibration(calibration, device)
+    device = calibrated(device, measured)
+    notes = list(target.notes) + calibration_notes
     request, split = split_into_nodes(request, device)
     target, host_note = planned_host(target, request)
     notes += [n for n in (split, host_note) if n]
@@ -147,7 +211,8 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
                      "plan fewer")
     workload = build_workload(request, device.memory_total_bytes, device.device_class,
                               device.formats)
-    outcome = recommend(workload, device, goal, host=target.host)
+    outcome = recommend(workload, device, goal, host=target.host,
+                        estimator=_estimator(measured) if measured is not None else None)
     if workload.is_default:
         notes.append(
             f"no --model given: recommending for the default workload {workload.model} "

@@ -9,6 +9,7 @@ from hwadvisor.models import Device, ModelOptions
 from hwadvisor.perfmodel import constants as C
 from hwadvisor.perfmodel import estimate
 from hwadvisor.perfmodel.comm import Link, allreduce_s, gather_s, intra_node_link
+from hwadvisor.perfmodel.efficiency import collective_protocol_s
 from hwadvisor.workload import build_workload
 
 GB = 1e9
@@ -30,9 +31,12 @@ def test_single_gpu_has_no_communication():
 
 def test_collective_formulas():
     link = Link(100.0, "nvlink", "test")
-    lat = C.COLLECTIVE_LATENCY_S["nvlink"]
-    assert allreduce_s(8e9, 8, link) == pytest.approx(2 * 7 / 8 * 8e9 / 100e9 + lat)
-    assert gather_s(8e9, 8, link) == pytest.approx(7 / 8 * 8e9 / 100e9 + lat)
+    fixed = C.COLLECTIVE_LATENCY_S["nvlink"] + collective_protocol_s(8e9, "nvlink")
+    gather_bw = 100e9 * C.COLLECTIVE_OP_EFFICIENCY["all_gather"]
+    assert allreduce_s(8e9, 8, link) == pytest.approx(2 * 7 / 8 * 8e9 / 100e9 + fixed)
+    assert gather_s(8e9, 8, link) == pytest.approx(7 / 8 * 8e9 / gather_bw + fixed)
+    # a decode step's 16 KB all-reduce pays the latency, not the protocol overhead
+    assert allreduce_s(16e3, 8, link) < 1.2 * C.COLLECTIVE_LATENCY_S["nvlink"]
 
 
 def test_ddp_allreduces_the_gradients():
@@ -114,7 +118,7 @@ def test_tensor_parallel_decode_pays_latency_per_layer():
 
 
 def test_tensor_parallel_across_nodes_is_exposed_even_with_overlap():
-    w = build_workload("llama-3-70b", nodes=2, gpus_per_node=8)
+    w = build_workload("llama-3-70b", nodes=2, gpus_per_node=8, engine="vllm")
     est = estimate(w, dev("h100-sxm"), ModelOptions(sharding="tp", comm_overlap=True,
                                                      cuda_graphs=True))
     assert est.times.communication_exposed_s == est.times.communication_s > 0
@@ -134,11 +138,12 @@ def test_tp_and_ddp_training_compare_at_equal_global_batch():
     w, d = train(prompt_len=1024), dev("h100-sxm")
     ddp = estimate(w, d, ModelOptions(sharding="ddp", attention_kernel="flash"))
     tp = estimate(w, d, ModelOptions(sharding="tp", attention_kernel="flash"))
-    # same FLOPs per GPU, so step times differ only by communication and traffic
+    # same FLOPs per GPU; TP's GEMMs are narrower (N / 8) and taller (8 sequences): their
+    # efficiency differs a little, so the compute times agree to within 10%
     assert tp.flops_per_step == pytest.approx(ddp.flops_per_step)
-    assert tp.times.train_compute_s == pytest.approx(ddp.times.train_compute_s)
+    assert tp.times.train_compute_s == pytest.approx(ddp.times.train_compute_s, rel=0.1)
     # TP shards the optimizer step too; DDP runs it in full on every GPU
-    assert tp.times.optimizer_s == pytest.approx(ddp.times.optimizer_s / 8)
+    assert tp.times.optimizer_s == pytest.approx(ddp.times.optimizer_s / 8, rel=1e-3)
     assert tp.memory.optimizer_bytes == pytest.approx(ddp.memory.optimizer_bytes / 8)
 
 

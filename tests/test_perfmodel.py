@@ -62,13 +62,23 @@ def test_sliding_window_caps_kv():
 
 
 def test_llama3_8b_decode_h200_memory_bound():
-    est = estimate(wl(batch=1), dev("h200-sxm"))
+    # A serving engine (graphs, fused kernels): the weights' streaming decides. 15 GB of layer
+    # and head weights at the achievable 4080 GB/s x 0.93 (cuBLAS GEMV) ~ 4.0 ms.
+    est = estimate(wl(batch=1, engine="vllm"), dev("h200-sxm"),
+                   ModelOptions(cuda_graphs=True, compiled=True))
     assert est.bottleneck == "memory-bandwidth"
     assert est.deciding_phase == "decode"
-    assert 3.3e-3 <= est.times.decode_memory_s <= 3.5e-3
-    assert est.times.decode_compute_s < est.times.decode_memory_s / 50
+    assert 3.8e-3 <= est.times.decode_memory_s <= 4.4e-3
+    assert est.times.decode_compute_s < est.times.decode_memory_s
     assert est.arithmetic_intensity < est.ridge_point
     assert "4800 GB/s" in est.bottleneck_why
+
+
+def test_llama3_8b_eager_decode_h200_is_host_bound():
+    # Plain transformers: ~1300 eager kernels at ~20 us of host time each (H200 e2e: 28.6 ms).
+    est = estimate(wl(batch=1), dev("h200-sxm"))
+    assert est.bottleneck == "launch-overhead"
+    assert 20e-3 <= est.times.decode_step_s <= 35e-3
 
 
 def test_training_8b_adamw_one_gpu_does_not_fit_but_fsdp8_does():
@@ -158,14 +168,19 @@ def test_training_step_flops_six_n_plus_recompute():
     ckpt = estimate(wl(phase="training", batch=1, prompt_len=1024,
                        activation_checkpointing=True), h200,
                     ModelOptions(attention_kernel="flash"))
-    assert ckpt.flops_per_step == pytest.approx(base.flops_per_step * 4 / 3)
+    # checkpointing recomputes the layers' forward (not the lm_head): a little under 4/3
+    assert base.flops_per_step * 1.28 < ckpt.flops_per_step < base.flops_per_step * 4 / 3
 
 
 def test_launch_overhead_bottleneck_small_model_eager():
     est = estimate(wl("llama-3.2-1b", batch=1), dev("h200-sxm"))
     assert est.bottleneck == "launch-overhead"
     graphs = estimate(wl("llama-3.2-1b", batch=1), dev("h200-sxm"), ModelOptions(cuda_graphs=True))
-    assert graphs.bottleneck == "memory-bandwidth"
+    assert graphs.times.launch_overhead_s < est.times.launch_overhead_s / 3
+    # fused kernels as well (a serving engine): the weights decide again
+    served = estimate(wl("llama-3.2-1b", batch=8, engine="vllm"), dev("h200-sxm"),
+                      ModelOptions(cuda_graphs=True, compiled=True))
+    assert served.bottleneck == "memory-bandwidth"
 
 
 def test_gen_len_zero_decides_on_prefill():
@@ -266,9 +281,10 @@ def test_launch_overhead_magnitudes():
     device = dev("h200-sxm")
     eager = estimate(wl(), device).times.launch_overhead_s
     graphs = estimate(wl(), device, ModelOptions(cuda_graphs=True)).times.launch_overhead_s
-    # 32 layers x 20 kernels x ~5 us, and graph replay ~1 us per kernel
-    assert 2.5e-3 <= eager <= 4e-3
-    assert graphs == pytest.approx(eager / 5)
+    # eager: 32 layers x 41 kernels x ~20 us of host time beyond the GPU's ~9 ms (H200 e2e:
+    # 28.6 ms per step); graphs: the GPU's 2.8 us per kernel and the engine's host work.
+    assert 15e-3 <= eager <= 25e-3
+    assert 3e-3 <= graphs <= 5e-3
 
 
 # --------------------------------------------------------------------- speed

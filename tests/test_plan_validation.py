@@ -26,7 +26,7 @@ def _report(goal: str, device: str, **request):
 
 
 def test_spec_reads_the_plan_knobs_and_lists_what_it_cannot_run():
-    report = _report("inference-latency", "h200-sxm", model="llama-3-8b", batch=4)
+    report = _report("inference-latency", "h200-sxm", model="llama-3-8b", batch=1)
     ids = [s.id for s in report.plan.steps]
     assert "int4-weights" in ids and "speculative-decoding" in ids
     from hwadvisor.probe.target import primary_device
@@ -39,7 +39,7 @@ def test_spec_reads_the_plan_knobs_and_lists_what_it_cannot_run():
     assert spec.plan["weights"] == "int4" and spec.plan["cuda_graphs"] is True
     assert spec.steps["weights"] == ["int4-weights"]
     assert "speculative-decoding" in unmeasured and "draft" in unmeasured["speculative-decoding"]
-    assert spec.batch == 4 and spec.context_len == 2048 + 256
+    assert spec.batch == 1 and spec.context_len == 2048 + 256
 
 
 def test_replay_applies_the_steps_in_order_on_the_baseline():
@@ -254,7 +254,7 @@ def test_a_broken_kernel_fails_the_check(monkeypatch):
 def test_recommend_validate_sets_plan_validation_on_cpu():
     from hwadvisor.pipeline import validate_recommendations
 
-    report = _report("inference-latency", "h200-sxm", model="llama-3-8b", batch=4)
+    report = _report("inference-latency", "h200-sxm", model="llama-3-8b", batch=1)
     report = validate_recommendations(report, quick=True)
     v = report.plan.validation
     assert v is not None

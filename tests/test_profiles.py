@@ -208,7 +208,7 @@ def test_pci_id_of_another_vendor_does_not_match():
     ("NVIDIA H200 NVL", 140.0, None),
     ("NVIDIA GeForce RTX 4090", 23.99, "rtx-4090"),
     ("NVIDIA GeForce RTX 4090 D", 23.99, None),
-    ("NVIDIA GeForce RTX 3090 Ti", 24, None),
+    ("NVIDIA GeForce RTX 3090 Ti", 24, "rtx-3090-ti"),  # its own profile, not the 3090's
     ("AMD Instinct MI300X", 191.5, "mi300x"),
     ("AMD Instinct MI325X", 255.5, "mi325x"),
     ("AMD Radeon RX 7900 XTX", 24, "rx-7900-xtx"),

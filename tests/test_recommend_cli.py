@@ -24,15 +24,16 @@ def recommend_json(*args: str) -> dict:
 
 
 def test_json_report_has_the_contract_keys():
-    # Plain transformers serving (--engine hf): graphs and low-precision weights are news to it.
+    # Plain transformers serving (--engine hf): eager decode at batch 1 waits on kernel launches
+    # (28.6 ms eager against 8.95 ms graphed on the H200, docs/benchmarks.md).
     data = recommend_json("--device", "h200-sxm", "--model", "llama-3-8b", "--goal",
                           "inference-latency", "--engine", "hf")
     assert data["kind"] == "recommend" and data["goal"] == "inference-latency"
     assert data["device_class"] == "datacenter-gpu"
     assert data["workload"]["model"] == "llama-3-8b" and data["workload"]["is_default"] is False
-    assert data["estimate"]["bottleneck"] == "memory-bandwidth"
+    assert data["estimate"]["bottleneck"] == "launch-overhead"
     recs = data["recommendations"]
-    assert recs, "nothing recommended for a bandwidth-bound decode"
+    assert recs, "nothing recommended for a launch-bound decode"
     for rec in recs:
         assert {"id", "goal", "title", "why", "predicted", "trial", "validation"} <= set(rec)
         assert rec["goal"] == "inference-latency"
@@ -40,7 +41,7 @@ def test_json_report_has_the_contract_keys():
         assert rec["validation"]["status"] == "pending"
     assert [r["rank"] for r in recs] == list(range(1, len(recs) + 1))
     ids = {r["id"] for r in recs}
-    assert "cuda-graphs" in ids and ids & {"fp8-weights", "int4-weights"}
+    assert "cuda-graphs" in ids and "speculative-decoding" in ids
     plan = data["plan"]
     assert plan["fits"] is True and plan["min_gpus"] is None
     assert [s["id"] for s in plan["steps"]] == [r["id"] for r in recs if r["in_plan"]]

@@ -249,10 +249,17 @@ def test_8b_training_on_one_24gb_gpu_is_answered_with_qlora():
     assert method.changes_method and "pre-train" in method.changes_method
 
 
-def test_hf_decode_at_batch_1_gets_graphs_and_low_precision():
+def test_hf_decode_at_batch_1_gets_graphs_first():
+    """Plain transformers decode at batch 1 is launch-bound (eager 28.6 ms, graphed 8.95 ms on
+    the H200, docs/benchmarks.md): graphs come first. torch's int4 kernel there slows the
+    2048-token prefill more than it speeds decode (int4 trial: x0.17 at 64 rows), so it stays
+    out, and the rejection says so on the goal's metric."""
     out = run("h200-sxm", B, model="llama-3-8b", engine="hf")
     ids = [s.id for s in out.plan.steps]
-    assert "cuda-graphs" in ids and set(ids) & {"fp8-weights", "int4-weights"}
+    assert ids[0] == "cuda-graphs"
+    if "int4-weights" not in ids:
+        why = rejected_why(out, "int4-weights")
+        assert "request latency" in why and "decode step" in why
     metrics = [s.metric_after for s in out.plan.steps]
     assert metrics == sorted(metrics, reverse=True)  # each step lowers the latency
     graphs = step(out, "cuda-graphs")

@@ -21,6 +21,7 @@ import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar, get_args
 
 import typer
@@ -43,6 +44,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _WORKLOAD_PANEL = "Workload"
 _MODEL_PANEL = "Model options (what-if)"
+_CALIBRATION_PANEL = "Calibration"
 _DTYPE_LIST = ", ".join(DTYPES)
 
 
@@ -204,6 +206,19 @@ def build_model_options(values: dict[str, Any]) -> ModelOptions:
 
 
 model_options = _inject(MODEL_PARAMS, "options", build_model_options)
+
+# Measured figures from an earlier report replace the datasheet's (estimate, recommend).
+CALIBRATION_PARAMS: tuple[Param, ...] = (
+    Param("calibration", _opt(
+        "--calibration", "A report with measurements of the planned device (probe --measure "
+        "--output FILE, or validate --output FILE): its memory bandwidth, matmul, attention, "
+        "launch-latency, host-transfer and collective figures replace the datasheet's; "
+        "estimate.calibration says which figure came from where. Matched by profile id or "
+        "name; a report of another device is an error (exit 2).", Path, _CALIBRATION_PANEL)),
+)
+
+calibration_options = _inject(CALIBRATION_PARAMS, "calibration",
+                              lambda values: values.get("calibration"))
 
 
 # --- options of single meaning, shared by name ------------------------------------------------

@@ -29,7 +29,12 @@ class MemoryEstimate(Strict):
 
 
 class Times(Strict):
-    """Roofline times in seconds (max of compute and memory terms, plus overheads)."""
+    """Times in seconds: per op group max(compute, memory) summed, plus overheads.
+
+    *_compute_s and *_memory_s are the sums over the phase's op groups of their compute and
+    memory terms at achievable rates (perfmodel/efficiency.py); launch_overhead_s is what the
+    step takes beyond the groups' rooflines (kernel floors, host launches, engine host work).
+    """
 
     prefill_s: float | None = None
     decode_step_s: float | None = None
@@ -41,7 +46,9 @@ class Times(Strict):
     train_compute_s: float | None = None
     train_memory_s: float | None = None
     launch_overhead_s: float | None = Field(
-        None, description="Kernel launches of one forward (inference) or one training step")
+        None, description="Beyond the op groups' rooflines: kernel floors, host launches the GPU "
+        "waits for and the engine's host work, of one forward (inference: the deciding phase) "
+        "or one training step")
     communication_s: float | None = Field(None, description="Communication of the deciding phase")
     communication_exposed_s: float | None = Field(
         None, description="The part of communication_s compute does not hide")
@@ -51,7 +58,7 @@ class Times(Strict):
         "token, the decode_*_s roofline terms are per forward")
     ttft_s: float | None = Field(
         None, description="Time to first token: the batch's prefill (in chunks where the engine "
-        "chunks it) plus one decode step")
+        "chunks it); the first token comes from the prefill's last logits")
     tpot_s: float | None = Field(None, description="Time per output token after the first")
     request_latency_s: float | None = Field(
         None, description="One request end to end: ttft_s + (gen_len - 1) x tpot_s")
@@ -85,6 +92,11 @@ class Estimate(Strict):
     communication: dict[str, float] = Field(
         default_factory=dict, description="Per-strategy volumes (bytes per GPU) and times (s), "
         "and the bus bandwidth used (GB/s); empty on one GPU")
+    calibration: dict[str, str] = Field(
+        default_factory=dict, description="Where each device figure the times rest on came "
+        "from: figure (memory_bandwidth, <dtype>_peak, attention, launch_latency, host_transfer, "
+        "bus_bandwidth) -> measured (a trial on this device or --calibration), datasheet (the "
+        "profile or the probe), or model (perfmodel/constants.py)")
     assumptions: list[str] = Field(default_factory=list)
 
 
@@ -111,6 +123,9 @@ class ModelOptions(Strict):
         None, ge=1, description="Tensor-parallel group size under tp (None: all GPUs of a node "
         "in training, all GPUs in inference); the other GPUs hold replicas")
     pipeline_stages: int = Field(1, ge=1, description="Pipeline-parallel stages")
+    virtual_pipeline_stages: int = Field(
+        1, ge=1, description="Model chunks per pipeline stage (interleaved 1F1B): the bubble "
+        "shrinks by this factor")
     context_parallel: int = Field(1, ge=1, description="GPUs one sequence is split over")
     expert_parallel: bool = Field(False, description="MoE experts spread over the GPUs (EP)")
     comm_overlap: bool = Field(False, description="Communication overlapped behind compute")

@@ -1,4 +1,4 @@
-"""The performance model: memory, FLOPs, bytes, roofline times, launches, communication, bottleneck.
+"""The performance model: memory, FLOPs, bytes, op-group times, launches, communication, bottleneck.
 
 Pure arithmetic on a Workload and a Device; `estimate()` is the one entry point.
 """

@@ -2,7 +2,9 @@
 
 Collective times follow NCCL's bus-bandwidth convention (nccl-tests PERFORMANCE.md):
 all-reduce moves 2(n-1)/n x bytes per GPU, all-gather and reduce-scatter (n-1)/n x the full
-buffer, each at the bus bandwidth, plus a fixed latency per collective.
+buffer, each at the bus bandwidth, plus a fixed latency per collective. The bus bandwidth a
+collective reaches grows with its message size (efficiency.collective_protocol_s): a 25 MB
+bucket reaches two thirds of what a 1 GB buffer does, a decode step's 16 KB pays the latency.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 
 from hwadvisor.models import Device
 from hwadvisor.perfmodel import constants as C
+from hwadvisor.perfmodel import efficiency as E
 from hwadvisor.perfmodel.context import Setup
 from hwadvisor.perfmodel.memory import grad_bytes_per_param, model_weight_bytes
 
@@ -65,6 +68,13 @@ def intra_node_link(device: Device) -> Link:
         return Link(gbps, "nvlink",
                     f"NVLink {nvlink.bandwidth_gbps:g} GB/s per direction x "
                     f"{C.NVLINK_BUS_EFFICIENCY} NCCL efficiency = {gbps:g} GB/s bus")
+    link = device.interconnect
+    if link is not None and link.gpu_link_kind in ("xgmi", "nvlink-bridge") and \
+            link.gpu_link_gbps:
+        gbps = link.gpu_link_gbps * C.GPU_LINK_BUS_EFFICIENCY
+        return Link(gbps, "nvlink", f"{link.gpu_link_kind} {link.gpu_link_gbps:g} GB/s per "
+                    f"direction x {C.GPU_LINK_BUS_EFFICIENCY} collective efficiency = "
+                    f"{gbps:g} GB/s bus")
     gbps, how = pcie_gbps(device)
     return Link(gbps, "pcie", f"no NVLink: {how} bus bandwidth")
 
@@ -100,14 +110,21 @@ def _latency(link: Link) -> float:
     return C.COLLECTIVE_LATENCY_S.get(kind, C.COLLECTIVE_LATENCY_S["pcie"])
 
 
+def _fixed_s(nbytes: float, link: Link) -> float:
+    """Latency plus the mid-size protocol overhead of one collective."""
+    kind = "nvlink" if link.kind == "measured" else link.kind
+    return _latency(link) + E.collective_protocol_s(nbytes, kind)
+
+
 def allreduce_s(nbytes: float, n: int, link: Link) -> float:
-    """One all-reduce of nbytes over n GPUs: 2(n-1)/n x bytes / bus bandwidth + latency."""
-    return 2.0 * (n - 1) / n * nbytes / (link.gbps * C.GB) + _latency(link)
+    """One all-reduce of nbytes over n GPUs: 2(n-1)/n x bytes / bus bandwidth + fixed costs."""
+    return 2.0 * (n - 1) / n * nbytes / (link.gbps * C.GB) + _fixed_s(nbytes, link)
 
 
 def gather_s(nbytes: float, n: int, link: Link) -> float:
     """One all-gather or reduce-scatter of a full buffer of nbytes: (n-1)/n x bytes / busbw."""
-    return (n - 1) / n * nbytes / (link.gbps * C.GB) + _latency(link)
+    busbw = link.gbps * C.GB * E.collective_op_efficiency("all_gather")
+    return (n - 1) / n * nbytes / busbw + _fixed_s(nbytes, link)
 
 
 def _exposed(total: float, hideable: float, overlap: bool) -> float:
@@ -121,14 +138,13 @@ def communication(setup: Setup, busy_s: dict[str, float],
     busy_s gives each phase's GPU time (the roofline) overlapped communication can hide behind.
     """
     result = CommResult()
-    layout, wl, spec = setup.layout, setup.workload, setup.spec
+    layout = setup.layout
     n = layout.gpus
     if n <= 1:
         return result
     link = bus_link(setup, measured_busbw_gbps)
     result.details["bus_bandwidth_gbps"] = link.gbps
     result.notes.append(f"communication: {link.note}")
-    overlap = setup.options.comm_overlap
     if layout.strategy == "tp":
         # TP inside a node runs on the node's link; only a group crossing nodes sees the network.
         tp_link = link if layout.tp_crosses_nodes else _local_link(setup, measured_busbw_gbps)
@@ -139,27 +155,61 @@ def communication(setup: Setup, busy_s: dict[str, float],
     elif setup.training and layout.strategy == "ddp":
         _data_parallel_grads(setup, link, n, busy_s, result, prefix="ddp")
     elif layout.strategy == "fsdp":
-        weights = model_weight_bytes(setup)
-        per_layer = spec.num_layers * _latency(link)
-        if setup.training:
-            grads = setup.parts.total * grad_bytes_per_param(setup)
-            gathers = 2.0 * (gather_s(weights, n, link) + per_layer - _latency(link))
-            scatter = gather_s(grads, n, link) + per_layer - _latency(link)
-            total = (gathers + scatter) * wl.grad_accum
-            # Prefetched all-gathers and the reduce-scatter run behind the whole step.
-            result.train = PhaseComm(total, _exposed(total, busy_s.get("train", 0.0), overlap))
-            result.details.update(
-                fsdp_allgather_bytes=2.0 * (n - 1) / n * weights * wl.grad_accum,
-                fsdp_reduce_scatter_bytes=(n - 1) / n * grads * wl.grad_accum,
-                fsdp_s=total)
-        else:
-            gather = gather_s(weights, n, link) + per_layer - _latency(link)
-            result.prefill = PhaseComm(gather, _exposed(gather, busy_s.get("prefill", 0.0),
-                                                        overlap))
-            result.decode = PhaseComm(gather, _exposed(gather, busy_s.get("decode", 0.0), overlap))
-            result.details.update(fsdp_allgather_bytes=(n - 1) / n * weights, fsdp_s=gather)
-            result.notes.append("fsdp inference: every forward all-gathers the weights")
+        _fully_sharded(setup, link, busy_s, result, measured_busbw_gbps)
     return result
+
+
+def _fully_sharded(setup: Setup, link: Link, busy_s: dict[str, float], result: CommResult,
+                   measured_busbw_gbps: float | None) -> None:
+    """FSDP: per layer, all-gather the weights (forward and backward) and reduce-scatter grads.
+
+    Units are one decoder layer (FSDP2 wraps each block), so each collective is one layer's
+    shard group traffic. With a tp_size (2-D), FSDP runs over the dp x cp ranks on the TP shard,
+    and TP adds its own all-reduces on the node's link. FSDP2 prefetches the next unit while
+    computing: FSDP_IMPLICIT_OVERLAP of the traffic hides without comm_overlap, all of it (up
+    to the compute time) with it.
+    """
+    layout, wl, spec = setup.layout, setup.workload, setup.spec
+    n = max(1, layout.shard_degree)
+    layers = spec.num_layers / (layout.pp if setup.training else 1)
+    weights = model_weight_bytes(setup) / (layout.tp * layout.pp)
+    unit = weights / layers
+    if layout.tp > 1:
+        tp_link = _local_link(setup, measured_busbw_gbps) if not layout.tp_crosses_nodes \
+            else link
+        result.details["tp_bus_bandwidth_gbps"] = tp_link.gbps
+        _tensor_parallel(setup, tp_link, busy_s, result)
+    if n <= 1:
+        return
+    overlap = setup.options.comm_overlap
+    if setup.training:
+        grads = setup.parts.total * grad_bytes_per_param(setup) / (layout.tp * layout.pp)
+        gathers = 2.0 * layers * gather_s(unit, n, link)
+        scatter = layers * gather_s(grads / layers, n, link)
+        total = (gathers + scatter) * wl.grad_accum
+        busy = busy_s.get("train", 0.0)
+        result.train = PhaseComm(result.train.total_s + total,
+                                 result.train.exposed_s + _fsdp_exposed(total, busy, overlap))
+        result.details.update(
+            fsdp_allgather_bytes=2.0 * (n - 1) / n * weights * wl.grad_accum,
+            fsdp_reduce_scatter_bytes=(n - 1) / n * grads * wl.grad_accum,
+            fsdp_s=total)
+        return
+    gather = layers * gather_s(unit, n, link)
+    result.prefill = PhaseComm(result.prefill.total_s + gather, result.prefill.exposed_s
+                               + _fsdp_exposed(gather, busy_s.get("prefill", 0.0), overlap))
+    result.decode = PhaseComm(result.decode.total_s + gather, result.decode.exposed_s
+                              + _fsdp_exposed(gather, busy_s.get("decode", 0.0), overlap))
+    result.details.update(fsdp_allgather_bytes=(n - 1) / n * weights, fsdp_s=gather)
+    result.notes.append("fsdp inference: every forward all-gathers the weights")
+
+
+def _fsdp_exposed(total: float, busy: float, overlap: bool) -> float:
+    """FSDP's exposed share: prefetching hides part without comm_overlap, up to busy with it."""
+    if overlap:
+        return max(0.0, total - busy)
+    hidden = min(busy, total * C.FSDP_IMPLICIT_OVERLAP)
+    return total - hidden
 
 
 def _local_link(setup: Setup, measured_busbw_gbps: float | None) -> Link:
@@ -170,8 +220,8 @@ def _local_link(setup: Setup, measured_busbw_gbps: float | None) -> Link:
 
 def _data_parallel_grads(setup: Setup, link: Link, n: int, busy_s: dict[str, float],
                          result: CommResult, prefix: str) -> None:
-    """All-reduce of the (TP-sharded) gradients over n replicas, once per step, in buckets."""
-    grads = setup.parts.total * grad_bytes_per_param(setup) / setup.layout.tp
+    """All-reduce of the (TP- and PP-sharded) gradients over n replicas, once per step."""
+    grads = setup.parts.total * grad_bytes_per_param(setup) / (setup.layout.tp * setup.layout.pp)
     buckets = max(1, math.ceil(grads / C.DDP_BUCKET_BYTES))
     total = allreduce_s(grads, n, link) + (buckets - 1) * _latency(link)
     # The backward of the last micro-batch (2/3 of its compute) can hide the bucketed all-reduce.
@@ -199,12 +249,14 @@ def _tensor_parallel(setup: Setup, link: Link, busy_s: dict[str, float],
         return PhaseComm(total, _exposed(total, frac * busy, overlap))
 
     if setup.training:
-        recompute = 2.0 if wl.activation_checkpointing else 0.0
-        tokens = setup.batch * wl.prompt_len
-        micro = phase(tokens, 4.0 + recompute, busy_s.get("train", 0.0) / wl.grad_accum)
+        recompute = 2.0 if wl.activation_checkpointing and not \
+            setup.options.selective_checkpointing else 0.0
+        tokens = setup.batch * wl.prompt_len / setup.layout.cp
+        per_layer = (4.0 + recompute) / setup.layout.pp  # a stage's share of the layers
+        micro = phase(tokens, per_layer, busy_s.get("train", 0.0) / wl.grad_accum)
         result.train = PhaseComm(result.train.total_s + micro.total_s * wl.grad_accum,
                                  result.train.exposed_s + micro.exposed_s * wl.grad_accum)
-        result.details.update(tp_allreduce_bytes=spec.num_layers * (4.0 + recompute) * 2.0
+        result.details.update(tp_allreduce_bytes=spec.num_layers * per_layer * 2.0
                               * (n - 1) / n * tokens * h_bytes * wl.grad_accum,
                               tp_train_s=result.train.total_s)
         return

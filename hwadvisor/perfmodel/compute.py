@@ -1,43 +1,41 @@
-"""FLOPs and memory traffic per phase (prefill, one decode forward, one training step), per GPU."""
+"""FLOPs, bytes and time per phase as a sum over op groups (prefill, decode forward, train step).
+
+A phase is a list of Ops, each a group of kernels of one kind: the GEMMs of the attention
+projections, of the MLP, of the routed experts and of the lm_head; attention; the elementwise
+work (norms, rotary, activation, residuals); logits and loss. Each op has FLOPs and bytes and
+the rates its kernels reach on this device (perfmodel/efficiency.py), so its time is its own
+roofline, max(FLOPs / compute rate, bytes / memory rate) (dequantising kernels: a p-norm);
+the phase's GPU time is the sum over ops plus a fixed floor per kernel. Host time and
+communication are added by core.py.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 from hwadvisor.perfmodel import constants as C
+from hwadvisor.perfmodel import efficiency as E
+from hwadvisor.perfmodel import formats
 from hwadvisor.perfmodel.context import Setup
 from hwadvisor.perfmodel.memory import (
-    act_coeff_sum,
-    expert_weight_bytes,
     grad_bytes_per_param,
     kv_bytes_per_token_per_layer,
-    kv_cache_bytes,
-    model_weight_bytes,
     score_bytes_per_layer,
     window_layers,
     working_weight_dtype,
 )
 from hwadvisor.workload.params import (
+    attention_params_per_layer,
     expected_experts_touched,
+    expert_width,
     matmul_params_per_token,
+    mlp_params,
+    shared_expert_width,
 )
 
-
-@dataclass
-class PhaseCost:
-    """What one phase costs one GPU: FLOPs, bytes from device memory, bytes over PCIe."""
-
-    flops: float
-    device_bytes: float
-    host_bytes: float = 0.0  # offloaded weights streamed from host RAM
-
-    @property
-    def intensity(self) -> float:
-        """FLOP per byte of device-memory traffic."""
-        return self.flops / self.device_bytes if self.device_bytes else 0.0
-
-
 # --- FLOPs ------------------------------------------------------------------------------------
+
 
 def attention_flops_per_pair(setup: Setup) -> float:
     """FLOPs per (query token, key token, layer): QK^T and PV, 2 x heads x (d_qk + d_v).
@@ -91,10 +89,16 @@ def decode_forward_flops(setup: Setup, batch: float, context: float, tokens: flo
     """Forward FLOPs of one decode step: `tokens` new tokens per sequence at `context`."""
     spec = setup.spec
     matmul = 2.0 * matmul_params_per_token(setup.parts, spec) * batch * tokens
+    return matmul + batch * tokens * _decode_pairs(setup, context) * attention_flops_per_pair(
+        setup)
+
+
+def _decode_pairs(setup: Setup, context: float) -> float:
+    """Keys attended by one new token, summed over layers (windowed layers see the window)."""
+    spec = setup.spec
     swa = window_layers(spec)
     window = min(context, float(spec.sliding_window or context))
-    pairs = (spec.num_layers - swa) * context + swa * window
-    return matmul + batch * tokens * pairs * attention_flops_per_pair(setup)
+    return (spec.num_layers - swa) * context + swa * window
 
 
 def mean_decode_context(setup: Setup) -> float:
@@ -109,96 +113,601 @@ def prefill_span(setup: Setup) -> tuple[float, float]:
     return start, prompt
 
 
-# --- Bytes ------------------------------------------------------------------------------------
+# --- ops --------------------------------------------------------------------------------------
 
-def weight_read_bytes(setup: Setup, tokens: float) -> tuple[float, float]:
-    """(device, host) bytes of weights one forward reads with `tokens` tokens in flight, per GPU.
 
-    MoE reads only the experts the tokens are routed to: k at one token, all as tokens grow
-    (uniform routing). Under tp each GPU reads its shard; under fsdp the gathered full copy.
+@dataclass
+class Op:
+    """One group of kernels: its work, the rates they reach, and how memory and compute mix.
+
+    compute_s, memory_s and time_s are computed once, when the op is made.
     """
-    parts, spec = setup.parts, setup.spec
-    full = model_weight_bytes(setup)
-    if parts.moe_layers and spec.num_experts:
-        experts = expert_weight_bytes(parts, spec, working_weight_dtype(setup))
-        touched = expected_experts_touched(spec, tokens) / spec.num_experts
-        full = full - experts + experts * touched
-    per_gpu = full / setup.layout.tp
-    host = per_gpu * setup.offload_fraction
-    return per_gpu - host, host
+
+    name: str
+    flops: float
+    device_bytes: float
+    compute_rate: float  # FLOP/s
+    memory_rate: float  # B/s
+    p: float | None = None  # None: max(compute, memory); else their p-norm
+    host_bytes: float = 0.0  # bytes streamed over PCIe (offloaded weights)
+    host_rate: float = 1.0
+    compute_s: float = field(init=False, default=0.0)
+    memory_s: float = field(init=False, default=0.0)
+    time_s: float = field(init=False, default=0.0)
+
+    def __post_init__(self) -> None:
+        """Seconds at the compute rate, at the memory rate (PCIe included), and the op's time."""
+        compute = self.flops / self.compute_rate if self.compute_rate else 0.0
+        memory = self.device_bytes / self.memory_rate if self.memory_rate else 0.0
+        if self.host_bytes:
+            memory += self.host_bytes / self.host_rate
+        self.compute_s, self.memory_s = compute, memory
+        if self.p is None:
+            self.time_s = compute if compute > memory else memory
+        else:
+            self.time_s = E.combine(memory, compute, self.p)
 
 
-def _act_traffic(setup: Setup, tokens: float, factor: float) -> float:
-    coeff, _ = act_coeff_sum(setup)
-    return coeff * tokens * setup.spec.hidden_size * setup.act_bytes / 2.0 * factor
+@dataclass
+class _Totals:
+    flops: float = 0.0
+    device_bytes: float = 0.0
+    host_bytes: float = 0.0
+    compute_s: float = 0.0
+    memory_s: float = 0.0
+    busy_s: float = 0.0
+    compute_bound_s: float = 0.0
+    memory_bound_s: float = 0.0
 
 
-def prefill_cost(setup: Setup) -> PhaseCost:
-    """Prefill of the uncached prompt share for the whole batch, per GPU."""
-    wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
-    start, end = prefill_span(setup)
+@dataclass
+class Phase:
+    """The ops of one phase, each counted `times` (micro-batches, chunks), and its kernels."""
+
+    name: str
+    ops: list[tuple[Op, float]] = field(default_factory=list)
+    kernels: float = 0.0
+    host_kernels: float = 0.0  # kernels the host launches one by one (eager)
+    _totals: _Totals | None = field(default=None, repr=False)
+
+    def add(self, op: Op, times: float = 1.0) -> None:
+        """Add an op counted `times` (nothing when it does no work)."""
+        if times > 0 and (op.flops > 0 or op.device_bytes > 0 or op.host_bytes > 0):
+            self.ops.append((op, times))
+            self._totals = None
+
+    def extend(self, other: Phase, times: float = 1.0) -> None:
+        """Add another phase's ops and kernels, `times` over."""
+        for op, n in other.ops:
+            self.ops.append((op, n * times))
+        self.kernels += other.kernels * times
+        self.host_kernels += other.host_kernels * times
+        self._totals = None
+
+    def totals(self) -> _Totals:
+        """Return the sums over the ops, computed once per change."""
+        if self._totals is None:
+            t = _Totals()
+            for op, n in self.ops:
+                t.flops += op.flops * n
+                t.device_bytes += op.device_bytes * n
+                t.host_bytes += op.host_bytes * n
+                t.compute_s += op.compute_s * n
+                t.memory_s += op.memory_s * n
+                t.busy_s += op.time_s * n
+                if op.compute_s >= op.memory_s:
+                    t.compute_bound_s += op.time_s * n
+                else:
+                    t.memory_bound_s += op.time_s * n
+            self._totals = t
+        return self._totals
+
+    @property
+    def flops(self) -> float:
+        """FLOPs of the phase."""
+        return self.totals().flops
+
+    @property
+    def device_bytes(self) -> float:
+        """Device-memory bytes of the phase."""
+        return self.totals().device_bytes
+
+    @property
+    def host_bytes(self) -> float:
+        """Bytes over PCIe."""
+        return self.totals().host_bytes
+
+    @property
+    def compute_s(self) -> float:
+        """Sum over ops of their compute terms."""
+        return self.totals().compute_s
+
+    @property
+    def memory_s(self) -> float:
+        """Sum over ops of their memory terms."""
+        return self.totals().memory_s
+
+    @property
+    def busy_s(self) -> float:
+        """Sum over ops of their roofline times: the GPU's work without floors."""
+        return self.totals().busy_s
+
+    def bound_split(self) -> tuple[float, float]:
+        """Return (time of compute-bound ops, time of memory-bound ops)."""
+        t = self.totals()
+        return t.compute_bound_s, t.memory_bound_s
+
+    def top(self, count: int = 3) -> list[tuple[str, float]]:
+        """Return the ops that take the most time: (name, seconds), merged by name."""
+        merged: dict[str, float] = {}
+        for op, n in self.ops:
+            merged[op.name] = merged.get(op.name, 0.0) + op.time_s * n
+        return sorted(merged.items(), key=lambda kv: -kv[1])[:count]
+
+
+# --- what one forward is made of --------------------------------------------------------------
+
+
+@dataclass
+class _Rates:
+    """The rates and choices every op of one estimate shares."""
+
+    stream: float  # B/s
+    theoretical: float  # B/s, the datasheet (or measured) figure: no kernel streams faster
+    half_dim: float  # the GEMM shape factor's half point
+    gemm: float  # FLOP/s of a large GEMM in the compute dtype
+    act_gemm: float  # FLOP/s of a large 16-bit GEMM
+    peak16: float  # datasheet 16-bit peak, FLOP/s
+    vector: float  # FLOP/s of matrix-vector kernels on the vector units
+    kernel: str  # weight kernel family
+    dequant: float | None  # the kernel's compute share of peak16; None: cuBLAS-class GEMMs
+    weight_only: bool  # weights dequantised to 16 bits in the kernel (int4, GGUF, MLX, NF4)
+    gemv: float  # weight-streaming share of the stream bandwidth
+    act_bytes: float  # bytes per activation element
+    offload: float  # share of the weights streamed from host RAM
+    flat: bool  # the kernel's rate ignores the GEMM shape factor
+    overlap_p: float | None  # how its memory and compute terms combine (None: max)
+    attention_rate: float  # FLOP/s of the attention kernel
+    kv_efficiency: float
+    backend: str
+    elementwise: str
+    host_rate: float  # B/s over PCIe
+
+
+def rates(setup: Setup) -> _Rates:
+    """Return the rates for this setup (cached on it: one estimate builds several phases)."""
+    cached = setup.__dict__.get("_rates")
+    if isinstance(cached, _Rates):
+        return cached
+    res, opts, wl = setup.res, setup.options, setup.workload
+    family = res.family
+    weights = working_weight_dtype(setup)
+    kernel = E.quant_kernel(weights, wl.engine, family, opts.quant_kernel)
+    engine = E.engine_time(wl.engine)
+    backend = engine.attention
+    if opts.attention_kernel == "math":
+        backend = "math"
+    peak16 = res.act_peak_tflops * 1e12
+    if backend == "math":
+        attention = res.act_gemm_tflops * 1e12 * 0.5  # bmm at moderate shapes
+    elif backend in res.attention_tflops:
+        attention = res.attention_tflops[backend] * 1e12
+    else:
+        attention = peak16 * E.attention_fraction(backend, family)
+    if res.host_transfer_gbps:
+        host = res.host_transfer_gbps * C.GB
+    else:
+        from hwadvisor.perfmodel.comm import pcie_gbps
+
+        host = pcie_gbps(setup.device)[0] * C.GB
+    out = _Rates(
+        stream=res.stream_gbps * C.GB,
+        theoretical=max(res.bandwidth_gbps, res.stream_gbps) * C.GB,
+        half_dim=E.gemm_half_dim(family),
+        gemm=res.gemm_tflops * 1e12,
+        act_gemm=res.act_gemm_tflops * 1e12,
+        peak16=peak16,
+        vector=res.vector_tflops * 1e12 * C.GEMV_VECTOR_EFFICIENCY,
+        kernel=kernel,
+        dequant=E.kernel_compute_fraction(kernel, family),
+        weight_only=formats.weight_format(weights).kind == "weight-only",
+        gemv=E.gemv_efficiency(kernel, family),
+        act_bytes=setup.act_bytes,
+        offload=setup.offload_fraction,
+        flat=E.kernel_flat_rate(kernel),
+        overlap_p=E.kernel_overlap_p(kernel),
+        attention_rate=attention,
+        kv_efficiency=E.kv_read_efficiency(backend),
+        backend=backend,
+        elementwise="fused" if opts.compiled else engine.elementwise,
+        host_rate=host,
+    )
+    setup.__dict__["_rates"] = out
+    return out
+
+
+def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float, k: float,
+          bits: float, copies: float = 0.0) -> Op:
+    """Build a GEMM of M rows against `params` weights of shape (N, K), `bits` per weight.
+
+    copies: extra passes over a 16-bit copy of the weights (a dequantise-then-GEMM kernel).
+    """
+    act = r.act_bytes
+    weight_bytes = params * bits / 8.0
+    host = weight_bytes * r.offload
+    nbytes = weight_bytes - host + m * (n + k) * act + copies * params
+    flops = 2.0 * m * params
+    if r.flat:
+        compute = r.peak16 * (r.dequant or 1.0)
+    else:
+        shape = E.gemm_shape_factor(m, n, k, r.half_dim)
+        if r.dequant is not None:
+            compute = r.peak16 * r.dequant * shape
+        else:
+            compute = (r.act_gemm if r.weight_only else r.gemm) * shape
+        compute = max(compute, r.vector)
+    memory = min(r.stream * r.gemv, r.theoretical)
+    return Op(name, flops, nbytes, compute, memory, r.overlap_p, host, r.host_rate)
+
+
+def _layer_bits(setup: Setup) -> float:
+    fmt = formats.weight_format(working_weight_dtype(setup))
+    return formats.layer_bits(fmt, setup.parts, setup.spec)
+
+
+def _copies(r: _Rates, m: float) -> float:
+    """Extra 16-bit weight passes of a dequantise-then-GEMM kernel (bitsandbytes above M = 1)."""
+    return C.DEQUANT_COPY_BYTES_PER_WEIGHT if r.kernel == "bitsandbytes" and m > 1 else 0.0
+
+
+def layer_gemms(setup: Setup, r: _Rates, tokens: float, layers: float,
+                frozen_dequant: bool = False) -> list[tuple[Op, float]]:
+    """Return the GEMMs of `layers` decoder layers with `tokens` rows, per GPU (TP shards N)."""
+    spec, tp = setup.spec, setup.layout.tp
+    h = float(spec.hidden_size)
+    bits = _layer_bits(setup)
+    copies = C.DEQUANT_COPY_BYTES_PER_WEIGHT if frozen_dequant else _copies(r, tokens)
+    out: list[tuple[Op, float]] = []
+    attn = attention_params_per_layer(spec) / tp
+    qkv_n = (spec.num_heads + 2 * spec.num_kv_heads) * spec.head_dim / tp
+    share_qkv = qkv_n / (qkv_n + h / tp) if qkv_n else 0.5
+    out.append((_gemm(setup, r, "attention projections", tokens, attn * share_qkv, qkv_n, h,
+                      bits, copies), layers))
+    out.append((_gemm(setup, r, "attention projections", tokens, attn * (1 - share_qkv), h,
+                      spec.num_heads * spec.head_dim / tp, bits, copies), layers))
+    moe_layers = min(float(setup.parts.moe_layers), float(spec.num_layers))
+    dense_layers = layers * (1.0 - moe_layers / spec.num_layers)
+    moe_here = layers * moe_layers / spec.num_layers
+    inter = spec.intermediate_size / tp
+    dense = mlp_params(spec, spec.intermediate_size) / tp
+    if dense_layers > 0:
+        out.extend(_mlp(setup, r, "MLP", tokens, dense, inter, h, bits, copies, dense_layers))
+    if moe_here > 0 and spec.num_experts:
+        out.extend(_moe(setup, r, tokens, h, bits, copies, moe_here))
+    return out
+
+
+def _mlp(setup: Setup, r: _Rates, name: str, tokens: float, params: float, inter: float,
+         h: float, bits: float, copies: float, layers: float) -> list[tuple[Op, float]]:
+    """Up (gate + up) and down GEMMs of an MLP of `params` weights and width `inter`."""
+    up_share = 2.0 / 3.0 if setup.spec.gated_mlp else 0.5
+    up_n = inter * (2.0 if setup.spec.gated_mlp else 1.0)
+    return [(_gemm(setup, r, name, tokens, params * up_share, up_n, h, bits, copies), layers),
+            (_gemm(setup, r, name, tokens, params * (1 - up_share), h, inter, bits, copies),
+             layers)]
+
+
+def _moe(setup: Setup, r: _Rates, tokens: float, h: float, bits: float, copies: float,
+         layers: float) -> list[tuple[Op, float]]:
+    """Routed experts (only those the tokens touch), shared experts and the router."""
+    spec, tp = setup.spec, setup.layout.tp
+    touched = max(1e-9, expected_experts_touched(spec, tokens))
+    k = min(spec.experts_per_token, spec.num_experts)
+    per_expert = setup.parts.per_expert / tp
+    width = expert_width(spec) / tp
+    rows = tokens * k / touched  # tokens per touched expert
+    out = [(op, n * touched) for op, n in _mlp(setup, r, "routed experts", rows, per_expert,
+                                               width, h, bits, copies, layers)]
+    shared = shared_expert_width(spec)
+    if shared:
+        params = mlp_params(spec, shared) / tp
+        out.extend(_mlp(setup, r, "shared experts", tokens, params, shared / tp, h, bits,
+                        copies, layers))
+    router = h * spec.num_experts
+    out.append((_gemm(setup, r, "router", tokens, router, spec.num_experts, h, 16.0), layers))
+    return out
+
+
+def elementwise_op(setup: Setup, r: _Rates, tokens: float, layers: float,
+                   factor: float = 1.0) -> Op:
+    """Norms, rotary, activation and residual traffic of `layers` layers, `tokens` tokens."""
+    spec, tp = setup.spec, setup.layout.tp
+    kv = spec.num_kv_heads * spec.head_dim / tp
+    per_token = E.elementwise_bytes_per_token(r.elementwise, spec.hidden_size, kv,
+                                              spec.intermediate_size / tp)
+    scale = setup.act_bytes / 2.0
+    return Op("elementwise", 0.0, per_token * tokens * layers * factor * scale, 1.0, r.stream)
+
+
+def attention_op(setup: Setup, r: _Rates, batch: float, start: float, end: float,
+                 layers_share: float, chunk: float | None = None) -> Op:
+    """Attention of `batch` sequences over positions start+1..end (prefill or training forward).
+
+    Flash-type kernels read Q, K, V and write O once (K/V again per query block of a chunked
+    prefill, whose earlier chunks' KV is read back); math writes and reads the score matrix.
+    """
+    spec, tp = setup.spec, setup.layout.tp
     new = end - start
-    tokens = setup.batch * new
-    flops = forward_flops(setup, setup.batch, start, end) / tp
-    device_w, host_w = weight_read_bytes(setup, tokens)
-    kv = kv_cache_bytes(spec, wl.kv_dtype, setup.batch, end, tp)  # new KV written, prefix read
-    act = _act_traffic(setup, tokens, C.INFER_ACT_TRAFFIC_FACTOR)
-    scores = spec.num_layers * score_bytes_per_layer(setup, setup.batch, new, end)
-    score_traffic = scores * C.SCORE_PASSES_FORWARD / 2.0
-    logits = setup.batch * spec.vocab_size * C.INFER_LOGIT_BYTES_PER_ELEMENT / tp
-    return PhaseCost(flops, device_w + kv + act + score_traffic + logits, host_w)
+    flops = batch * attended_pairs(setup, start, end) * attention_flops_per_pair(setup) / tp
+    kv_token = kv_bytes_per_token_per_layer(spec, setup.workload.kv_dtype, tp)
+    q_token = 2.0 * spec.num_heads * spec.head_dim / tp * setup.act_bytes  # Q in, O out
+    layers = spec.num_layers
+    nbytes = batch * layers * (new * (q_token + 2.0 * kv_token) + start * kv_token)
+    if chunk and chunk < new:
+        chunks = math.ceil(new / chunk)
+        nbytes += batch * layers * kv_token * (chunks - 1) * (start + new / 2.0)
+    if r.backend == "math":
+        scores = spec.num_layers * score_bytes_per_layer(setup, batch, new, end)
+        nbytes += scores * C.SCORE_PASSES_FORWARD / 2.0
+    return Op("attention", flops * layers_share, nbytes * layers_share, r.attention_rate,
+              r.stream * r.kv_efficiency)
 
 
-def decode_cost(setup: Setup) -> PhaseCost:
+def decode_attention_op(setup: Setup, r: _Rates, batch: float, context: float,
+                        tokens: float) -> Op:
+    """One decode step's attention: read the KV cache of `context` tokens, write the new KV."""
+    spec, tp = setup.spec, setup.layout.tp
+    flops = batch * tokens * _decode_pairs(setup, context) * attention_flops_per_pair(setup) / tp
+    kv_token = kv_bytes_per_token_per_layer(spec, setup.workload.kv_dtype, tp)
+    swa = window_layers(spec)
+    window = min(context, float(spec.sliding_window or context))
+    cache = batch * kv_token * ((spec.num_layers - swa) * context + swa * window)
+    engine = E.engine_time(setup.workload.engine)
+    extra = engine.kv_passes
+    if spec.num_kv_heads >= spec.num_heads or spec.attention == "mla":
+        extra = 0.0  # no GQA heads to expand
+    if not setup.options.cuda_graphs:
+        extra += engine.kv_passes_eager
+    if r.backend == "math" and engine.kv_passes == 0.0:
+        # A materialised path broadcasts each KV head to its query heads: K and V are read
+        # once per query head of the group (llama.cpp without flash attention, torch's math).
+        extra += max(1.0, spec.num_heads / spec.num_kv_heads) - 1.0
+    nbytes = cache * (1.0 + extra) + batch * tokens * kv_token * spec.num_layers
+    return Op("attention", flops, nbytes, r.attention_rate, r.stream * r.kv_efficiency)
+
+
+def _head_ops(setup: Setup, r: _Rates, tokens: float, logit_rows: float,
+              training: bool) -> list[tuple[Op, float]]:
+    """Embedding lookup, final norm, lm_head and the logits' post-processing or loss."""
+    spec, tp = setup.spec, setup.layout.tp
+    h = float(spec.hidden_size)
+    act = setup.act_bytes
+    fmt = formats.weight_format(working_weight_dtype(setup))
+    head_params = (setup.parts.lm_head or setup.parts.embedding) / tp
+    head_bits = fmt.output_bits if setup.parts.lm_head else fmt.embedding_bits
+    norm = C.FINAL_NORM_BYTES[r.elementwise] * act / 2.0
+    out = [(Op("embedding and norm", 0.0, tokens * h * (2.0 * act + norm), 1.0, r.stream), 1.0)]
+    head = _gemm(setup, r, "lm_head", logit_rows, head_params, spec.vocab_size / tp, h,
+                 head_bits)
+    if r.weight_only and setup.workload.weights_dtype not in formats.GGUF_FORMATS \
+            + formats.MLX_FORMATS:
+        # AWQ/GPTQ/NF4 keep the lm_head in 16 bits: a dense GEMM.
+        dense = _Rates(**{**r.__dict__, "dequant": None, "weight_only": False, "gemv":
+                          E.gemv_efficiency("cublas", setup.res.family), "kernel": "cublas",
+                          "gemm": r.act_gemm, "flat": False, "overlap_p": None})
+        head = _gemm(setup, dense, "lm_head", logit_rows, head_params, spec.vocab_size / tp, h,
+                     16.0)
+    out.append((head, 1.0))
+    per_logit = C.LOGIT_TRAFFIC_BYTES["train" if training else "infer"]
+    out.append((Op("logits", 0.0, logit_rows * spec.vocab_size / tp * per_logit, 1.0,
+                   r.stream), 1.0))
+    return out
+
+
+def kernels_per_forward(setup: Setup, tokens: float) -> float:
+    """Kernels one forward launches: per layer from the engine (or the option), MoE, outside."""
+    opts, spec = setup.options, setup.spec
+    engine = E.engine_time(setup.workload.engine)
+    if opts.kernels_per_layer is not None:
+        per_layer = opts.kernels_per_layer
+    else:
+        per_layer = C.KERNELS_PER_LAYER[engine.fused_kernels if opts.compiled else
+                                        engine.kernels]
+    moe = 0.0
+    if setup.parts.moe_layers and spec.num_experts:
+        if engine.kernels == "eager" and not opts.compiled:
+            touched = expected_experts_touched(spec, tokens)
+            moe = C.MOE_KERNELS_EAGER_PER_EXPERT * touched
+        else:
+            moe = engine.moe_kernels
+    layers = spec.num_layers * _layer_share(setup)
+    return layers * per_layer + setup.parts.moe_layers * _layer_share(setup) * moe + \
+        C.KERNELS_OUTSIDE_LAYERS
+
+
+def _layer_share(setup: Setup) -> float:
+    """Share of the layers one GPU runs: a pipeline stage's in training; all in inference.
+
+    Inference through pipeline stages (llama.cpp's layer split) runs the stages one after the
+    other for each token, so the whole model's time is the sum over the GPUs.
+    """
+    return 1.0 / setup.layout.pp if setup.training else 1.0
+
+
+def forward_phase(setup: Setup, name: str, batch: float, start: float, end: float,
+                  logits_all: bool, training: bool = False, chunk: float | None = None,
+                  frozen_dequant: bool = False) -> Phase:
+    """One forward of `batch` sequences over positions start+1..end, per GPU.
+
+    chunk: tokens per forward of a chunked prefill (the GEMMs run ceil(tokens / chunk) times at
+    M = chunk; attention reads the earlier chunks' KV back).
+    """
+    r = rates(setup)
+    spec = setup.spec
+    share = _layer_share(setup)
+    tokens = batch * (end - start) / setup.layout.cp
+    phase = Phase(name)
+    layers = spec.num_layers * share
+    if chunk and chunk < tokens:
+        full, rest = divmod(tokens, chunk)
+        runs = [(chunk, full)] + ([(rest, 1.0)] if rest else [])
+    else:
+        runs = [(tokens, 1.0)]
+    for m, count in runs:
+        for op, n in layer_gemms(setup, r, m, layers, frozen_dequant):
+            phase.add(op, n * count)
+        phase.kernels += kernels_per_forward(setup, m) * count
+    phase.add(attention_op(setup, r, batch / setup.layout.cp, start, end, share, chunk))
+    phase.add(elementwise_op(setup, r, tokens, layers))
+    rows = tokens if logits_all else batch
+    if share >= 1.0 or setup.layout.pp == 1:
+        for op, n in _head_ops(setup, r, tokens, rows, training):
+            phase.add(op, n)
+    else:  # the last stage's head, spread over the stages for a per-GPU average
+        for op, n in _head_ops(setup, r, tokens, rows, training):
+            phase.add(op, n * share)
+    phase.host_kernels = phase.kernels
+    return phase
+
+
+def prefill_phase(setup: Setup) -> Phase:
+    """Prefill of the uncached prompt share for the whole batch (in the engine's chunks)."""
+    start, end = prefill_span(setup)
+    chunk = setup.options.prefill_chunk_tokens
+    return forward_phase(setup, "prefill", float(setup.batch), start, end,
+                         setup.options.logits_all_positions, chunk=float(chunk) if chunk else None)
+
+
+def decode_phase(setup: Setup) -> Phase:
     """One decode forward (tokens_per_forward new tokens per sequence) at the mean context."""
-    wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
+    r = rates(setup)
+    spec = setup.spec
     t = setup.tokens_per_forward
+    batch = float(setup.batch)
+    tokens = batch * t
     context = mean_decode_context(setup)
-    flops = decode_forward_flops(setup, setup.batch, context, t) / tp
-    device_w, host_w = weight_read_bytes(setup, setup.batch * t)
-    kv_read = kv_cache_bytes(spec, wl.kv_dtype, setup.batch, context, tp)
-    per_token_kv = spec.num_layers * kv_bytes_per_token_per_layer(spec, wl.kv_dtype, tp)
-    kv_write = setup.batch * t * per_token_kv
-    act = _act_traffic(setup, setup.batch * t, C.INFER_ACT_TRAFFIC_FACTOR)
-    logits = setup.batch * t * spec.vocab_size * C.INFER_LOGIT_BYTES_PER_ELEMENT / tp
-    return PhaseCost(flops, device_w + kv_read + kv_write + act + logits, host_w)
+    phase = Phase("decode step")
+    layers = float(spec.num_layers)
+    for op, n in layer_gemms(setup, r, tokens, layers):
+        phase.add(op, n)
+    phase.add(decode_attention_op(setup, r, batch, context, t))
+    phase.add(elementwise_op(setup, r, tokens, layers))
+    for op, n in _head_ops(setup, r, tokens, tokens, False):
+        phase.add(op, n)
+    phase.kernels = kernels_per_forward(setup, tokens)
+    phase.host_kernels = phase.kernels
+    return phase
 
 
-def train_cost(setup: Setup) -> PhaseCost:
+def train_phase(setup: Setup) -> Phase:
     """Forward and backward of one optimizer step (grad_accum micro-batches), per GPU.
 
-    FLOPs: 3 x forward (backward = 2 x forward), + 1 forward when checkpointing recomputes.
+    Backward: dgrad and wgrad GEMMs (2 x the forward's FLOPs; frozen LoRA/QLoRA weights skip
+    wgrad), attention 2.5 x the forward's FLOPs at 0.8 of its rate, elementwise 2 x its bytes.
+    Checkpointing recomputes the forward (full) or the attention only (selective). FP8 training
+    adds the casts of every GEMM input. QLoRA dequantises the NF4 weights in every pass.
     """
-    wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
+    wl, spec, opts = setup.workload, setup.spec, setup.options
+    r = rates(setup)
     seq = float(wl.prompt_len)
-    recompute = 1.0 if wl.activation_checkpointing else 0.0
-    fwd = forward_flops(setup, setup.batch, 0.0, seq)
-    flops = fwd * (3.0 + recompute) / tp * wl.grad_accum
-    device_w, host_w = weight_read_bytes(setup, setup.batch * seq)
-    weights = (2.0 + recompute) * device_w
-    host = (2.0 + recompute) * host_w
-    grads = 2.0 * setup.parts.total * grad_bytes_per_param(setup) / tp
-    tokens = setup.batch * seq
-    act = _act_traffic(setup, tokens, C.TRAIN_ACT_TRAFFIC_FACTOR) * (1.0 + 0.5 * recompute)
-    scores = spec.num_layers * score_bytes_per_layer(setup, setup.batch, seq, seq)
-    score_traffic = scores * (C.SCORE_PASSES_FORWARD * (1.0 + recompute)
-                              + C.SCORE_PASSES_BACKWARD) / 2.0
-    logits = 2.0 * tokens * spec.vocab_size * C.TRAIN_LOGIT_BYTES_PER_ELEMENT / tp
-    per_micro = weights + grads + act + score_traffic + logits
-    return PhaseCost(flops, per_micro * wl.grad_accum, host * wl.grad_accum)
+    batch = float(setup.batch)
+    frozen = opts.finetune in ("lora", "qlora")
+    qlora = opts.finetune == "qlora"
+    fwd = forward_phase(setup, "forward", batch, 0.0, seq, True, training=True,
+                        frozen_dequant=qlora)
+    share = _layer_share(setup)
+    tokens = batch * seq / setup.layout.cp
+    layers = spec.num_layers * share
+    micro = Phase("training step")
+    micro.extend(fwd)
+    # backward
+    bwd_gemm = 1.0 if frozen else 2.0
+    for op, n in fwd.ops:
+        if op.name == "attention":
+            micro.add(Op("attention backward", op.flops * C.ATTENTION_BACKWARD_FLOP_FACTOR,
+                         op.device_bytes * 2.0,
+                         op.compute_rate * C.ATTENTION_BACKWARD_EFFICIENCY, op.memory_rate), n)
+        elif op.name == "elementwise":
+            micro.add(Op("elementwise backward", 0.0,
+                         op.device_bytes * C.ELEMENTWISE_BACKWARD_FACTOR, 1.0, op.memory_rate),
+                      n)
+        elif op.name in ("logits", "embedding and norm"):
+            continue  # the loss's backward is in its traffic factor
+        else:
+            micro.add(Op(op.name + " backward", op.flops * bwd_gemm,
+                         op.device_bytes * bwd_gemm, op.compute_rate, op.memory_rate, op.p,
+                         op.host_bytes * bwd_gemm, op.host_rate), n)
+    if frozen:
+        micro.add(_lora_op(setup, r, tokens, layers))
+    if wl.activation_checkpointing:
+        if opts.selective_checkpointing:
+            for op, n in fwd.ops:
+                if op.name == "attention":
+                    micro.add(Op("recompute attention", op.flops, op.device_bytes,
+                                 op.compute_rate, op.memory_rate), n)
+        else:
+            for op, n in fwd.ops:
+                if op.name not in ("logits", "embedding and norm", "lm_head"):
+                    micro.add(Op("recompute " + op.name, op.flops, op.device_bytes,
+                                 op.compute_rate, op.memory_rate, op.p, op.host_bytes,
+                                 op.host_rate), n)
+    if r.kernel in ("torch-scaled-mm", "cutlass-fp8"):
+        a, b, c = C.FP8_CAST_BYTES
+        kv = spec.num_kv_heads * spec.head_dim / setup.layout.tp
+        cast = a * spec.hidden_size + b * kv + c * spec.intermediate_size / setup.layout.tp
+        micro.add(Op("fp8 casts", 0.0, cast * tokens * layers * (1.0 + C.FP8_CAST_BACKWARD_FACTOR),
+                     1.0, r.stream))
+    if not frozen:
+        grads = 2.0 * setup.parts.total * grad_bytes_per_param(setup) / (
+            setup.layout.tp * setup.layout.pp)
+        micro.add(Op("gradients", 0.0, grads, 1.0, r.stream))
+    recompute = wl.activation_checkpointing and not opts.selective_checkpointing
+    passes = 1.0 + C.BACKWARD_KERNEL_FACTOR + (1.0 if recompute else 0.0)
+    micro.kernels = fwd.kernels * passes
+    micro.host_kernels = micro.kernels
+    step = Phase("training step")
+    step.extend(micro, float(wl.grad_accum))
+    return step
 
 
-def optimizer_cost(setup: Setup) -> PhaseCost:
-    """Return the optimizer step's memory traffic per GPU (fused or foreach), once per step."""
-    table = C.OPT_BYTES_PER_PARAM_FUSED if setup.options.fused_optimizer \
-        else C.OPT_BYTES_PER_PARAM_UNFUSED
+def _lora_op(setup: Setup, r: _Rates, tokens: float, layers: float) -> Op:
+    """Build LoRA's adapters: rank-r A and B on every projection, forward and backward (x3)."""
+    from hwadvisor.perfmodel.memory import lora_params
+
+    per_layer = lora_params(setup) / max(setup.spec.num_layers, 1)  # rank x (in + out) each
+    flops = 2.0 * tokens * per_layer * layers * 3.0
+    rank, h = float(setup.options.lora_rank), float(setup.spec.hidden_size)
+    return Op("LoRA adapters", flops, 0.0, r.act_gemm * E.gemm_shape_factor(
+        tokens, rank, h, r.half_dim), r.stream)
+
+
+def optimizer_phase(setup: Setup) -> Phase:
+    """Build the optimizer step per GPU, once per step: fused or foreach, GPU or host.
+
+    LoRA/QLoRA step only the adapters (memory.lora_params). Offloaded (ZeRO-Offload): the step
+    runs on the host at its memory bandwidth, and gradients go down and updated 16-bit weights
+    come up over PCIe.
+    """
+    opts = setup.options
+    table = C.OPT_BYTES_PER_PARAM_FUSED if opts.fused_optimizer else C.OPT_BYTES_PER_PARAM_UNFUSED
     trained = setup.parts.total
-    if setup.options.finetune in ("lora", "qlora"):
+    if opts.finetune in ("lora", "qlora"):
         from hwadvisor.perfmodel.memory import lora_params
 
-        trained = lora_params(setup)  # LoRA steps the adapters only
-    if setup.options.optimizer_offload:
-        return PhaseCost(flops=0.0, device_bytes=0.0)  # the step runs on the host
+        trained = lora_params(setup)
     params = trained / setup.layout.weight_shards
+    phase = Phase("optimizer step")
     per_param = table[setup.workload.optimizer]
-    return PhaseCost(flops=params * 10.0, device_bytes=params * per_param)
+    kind = "fused" if opts.fused_optimizer else "foreach"
+    r = rates(setup)
+    if opts.optimizer_offload:
+        phase.add(Op("optimizer on the host", params * 10.0,
+                     params * C.HOST_OPTIMIZER_BYTES_PER_PARAM, 1e15,
+                     C.HOST_OPTIMIZER_GBPS * C.GB))
+        pcie = params * (grad_bytes_per_param(setup) + 2.0)
+        phase.add(Op("gradients and weights over PCIe", 0.0, 0.0, 1.0, 1.0, None, pcie,
+                     r.host_rate))
+        return phase
+    rate = r.stream * C.OPTIMIZER_BANDWIDTH_EFFICIENCY[kind]
+    phase.add(Op("optimizer", params * 10.0, params * per_param, 1e15, rate))
+    return phase

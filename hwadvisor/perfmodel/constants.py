@@ -5,6 +5,8 @@ Kept in one place as data so a reviewer can check every number the estimate rest
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 GB = 1e9  # decimal gigabyte: datasheets quote bandwidth and memory in GB
 
 # --- Storage of one element, in bits -------------------------------------------------------
@@ -85,37 +87,357 @@ FALLBACK_TFLOPS: dict[str, float] = {
     "datacenter-gpu": 300.0,
 }
 
-# --- Kernel launches -------------------------------------------------------------------------
-# Eager PyTorch: ~4-6 us of CPU dispatch per op; when kernels are short (decode at small batch)
-# the GPU idles for it. Counted additively: an upper bound when long kernels keep the queue
-# full (then it is small against the roofline anyway). HF eager modules add Python overhead on
-# top, so eager figures here are a lower bound for HF generate.
-LAUNCH_S_EAGER = 5e-6
-# CUDA graph replay: ~1 us per kernel node (the CPU submits one graph; GPU-side gaps remain).
-LAUNCH_S_GRAPH = 1e-6
-# Kernels per transformer layer, one forward. Eager Llama-style layer: 2 RMSNorm, q/k/v/o,
-# rotary, SDPA, residual adds, gate/up/SiLU/mul/down -> ~15-25; we take 20.
-# torch.compile (Inductor) keeps the 7 matmuls and fuses the pointwise ops between them into
-# ~3-4 Triton kernels -> ~10.
-KERNELS_PER_LAYER_EAGER = 20
-KERNELS_PER_LAYER_COMPILED = 10
-# Outside the layers: embedding, final norm, lm_head, sampling/loss (eager ~10, compiled ~5).
-KERNELS_OUTSIDE_LAYERS_EAGER = 10
-KERNELS_OUTSIDE_LAYERS_COMPILED = 5
-# MoE layers add routing (topk, softmax, scatter/gather, per-expert matmuls): ~3x a dense MLP's
-# kernel count in eager implementations; grouped-GEMM kernels under compile.
-MOE_EXTRA_KERNELS_EAGER = 20
-MOE_EXTRA_KERNELS_COMPILED = 6
+# --- Time model: see perfmodel/efficiency.py for the curves that read these ----------------
+# Sources are named per constant. "H200 trials" = the validator's run on an H200 SXM host,
+# benchmarks/data/h200_validate_2026-12-01.json; "H200 e2e" = benchmarks/data/
+# h200_e2e_2026-12-01.json (benchmarks/e2e_torch.py, torch 2.11 + transformers 5.17); "fit to
+# the tune split" = fitted on the split = "tune" figures of benchmarks/published_figures.toml
+# only (benchmarks/published.py prints the fit and the held-out check split apart).
+
+# Host cost of one eager PyTorch op: a bare x.add_() in a loop on the H200 host (H200 e2e:
+# ops.eager_op_s median 8.6 us). ModelOptions.eager_op_s overrides it for another host.
+EAGER_OP_S = 8.6e-6
+# The host's speed at that dispatch relative to the H200 host's server CPU, by device class:
+# desktops and Macs run one thread faster than server parts (Geekbench 6 single-core: Xeon
+# Platinum 8480+ ~1,900, Ryzen 9 7950X ~3,000, Apple M2 Max ~2,800 -> ~0.6-0.65 of the time);
+# phones' efficiency-bound cores slower (assumption).
+HOST_OP_SCALE: dict[str, float] = {"datacenter-gpu": 1.0, "consumer-gpu": 0.6,
+                                   "apple-silicon": 0.65, "mobile-soc": 1.5, "cpu": 1.0}
+# One node of a replayed CUDA graph: the same add captured 2000 times (H200 e2e:
+# ops.graph_node_s 1.02 us). The least a kernel costs the GPU when the host is out of the way.
+GRAPH_NODE_S = 1.0e-6
+
+# Fixed GPU time of one kernel on top of its roofline (launch gap, ramp-up to full bandwidth,
+# tail wave), seconds, by device family. Hopper: fit to the H200 e2e CUDA-graphed decode step
+# of Llama-3-8B at batch 1 (8.95 ms; ~1320 kernels after ~4 ms of weight streaming) = 2.8 us,
+# consistent with the cuda-graphs trial's 0.93 ms for 4 layers. Consumer NVIDIA, Apple, AMD:
+# fit to the tune split (llama.cpp / vLLM decode at batch 1, where floors are a visible share).
+# Ultra chips (two dies joined by UltraFusion) pay ~5x a single die's per-kernel time: with it
+# the tune split's 7B and 70B decode rates on M1/M2/M3 Ultra agree (big models reach a higher
+# share of the bandwidth there, small ones a lower). Phones: assumption (no figure yet); CPUs
+# run ops as function calls (their cost is the host's).
+KERNEL_FLOOR_S: dict[str, float] = {
+    "nvidia": 2.8e-6,
+    "nvidia-consumer": 1.8e-6,
+    "amd": 3.0e-6,
+    "amd-rdna3": 1.8e-6,
+    "apple": 1.25e-6,
+    "apple-ultra": 6.0e-6,
+    "mobile": 5.0e-6,
+    "cpu": 0.0,
+    "default": 3.0e-6,
+}
+
+# Achievable streaming bandwidth as a share of the theoretical (datasheet or probed) figure:
+# what a large copy reaches. Hopper HBM3e: H200 memory-bandwidth trial, copy 4092 GB/s of
+# 4814 theoretical = 0.85 (docs/benchmarks.md runs: 4092-4239, 0.85-0.88). Apple tiers and
+# RDNA 3: fit to the tune split (llama.cpp and MLX decode: Max chips stream a smaller share of
+# their wider memory than Pro chips; base chips are taken as Pro). Others: assumptions (GDDR
+# and HBM copies usually land at 80-92% of the datasheet).
+STREAM_BANDWIDTH_FRACTION: dict[str, float] = {
+    "nvidia-hopper": 0.85,
+    "nvidia-blackwell": 0.85,  # assumed like HBM3e on Hopper
+    "nvidia": 0.88,
+    "amd-cdna3": 0.80,
+    "amd-rdna3": 0.95,
+    "amd": 0.85,
+    "apple-base": 0.86,
+    "apple-pro": 0.86,
+    "apple-max": 0.73,
+    "apple-ultra": 0.95,
+    "mobile": 0.6,
+    "cpu": 0.6,
+    "default": 0.85,
+}
+
+# Dense GEMM at large shapes (8192^3) as a share of the datasheet dense peak, by family and
+# dtype class ("16" = bf16/fp16, "8" = fp8/int8, "4" = fp4, "32" = tf32/fp32).
+# Hopper: H200 matmul-peak trial, bf16 758.7 / 989.5 = 0.77, tf32 382.9 / 494.5 = 0.77,
+# fp8 1356.3 / 1979 = 0.69 (torch._scaled_mm per-tensor, fast accumulation; other runs
+# 0.69-0.74). Blackwell fp8 (Transformer Engine, B200 Megatron training), CDNA 3 fp8 (vLLM
+# on MI300X) and Apple 16-bit (llama.cpp f16 prefill): fit to the tune split. Others: assumed.
+GEMM_PEAK_FRACTION: dict[str, dict[str, float]] = {
+    "nvidia-hopper": {"16": 0.77, "8": 0.69, "32": 0.77, "4": 0.6},
+    "nvidia-blackwell": {"16": 0.72, "8": 0.47, "32": 0.72, "4": 0.45},
+    "nvidia": {"16": 0.80, "8": 0.70, "32": 0.80, "4": 0.6},
+    "amd-cdna3": {"16": 0.55, "8": 0.27, "32": 0.55, "4": 0.25},
+    "amd": {"16": 0.60, "8": 0.55, "32": 0.60, "4": 0.5},
+    "apple": {"16": 0.80, "8": 0.80, "32": 0.80, "4": 0.80},
+    "mobile": {"16": 0.5, "8": 0.5, "32": 0.5, "4": 0.5},
+    "cpu": {"16": 0.5, "8": 0.5, "32": 0.5, "4": 0.5},
+    "default": {"16": 0.7, "8": 0.6, "32": 0.7, "4": 0.5},
+}
+# A GPU capped below its datasheet power (nvidia-smi -pl, or an OEM SKU such as Meta's 500 W
+# H100) sustains a lower clock under matmul load: dynamic power ~ f x V^2 with V ~ f, so the
+# compute peaks scale by (cap / rated)^(1/3) (500 W of 700 W: x0.89). Memory bandwidth does not.
+POWER_CAP_CLOCK_EXPONENT = 1.0 / 3.0
+# GEMM shape factor: each of M, N, K enters as x / (x + GEMM_HALF_DIM) (a 128-wide tensor-core
+# tile half empty below 128 rows, tail waves over the SMs), normalised to 1 at 8192^3 where the
+# peak above was measured. With 128 it reproduces the H200 fp8-gemm trial's bf16 prefill
+# shapes (M=2048: qkv 694, gate_up 699, down 740 TFLOP/s; model 715, 723, 723). Apple GPUs
+# multiply in 8x8 simdgroup matrices inside 32-64-wide threadgroup tiles (MLX's steel GEMM,
+# llama.cpp's kernel_mul_mm): a 32-row half point (assumption).
+GEMM_HALF_DIM: dict[str, float] = {"apple": 32.0, "default": 128.0}
+
+# Weight-streaming efficiency of a matmul at small M (decode), as a share of the achievable
+# stream bandwidth above, by kernel family (keys "kernel" or "kernel@family"). cublas: H200
+# int4 trial's bf16 side at batch 1 (gate_up 33.9 us and down 37.0 us for 117 MB each, with the
+# 2.8 us floor) = 0.93. torch-scaled-mm (fp8): H200 fp8-gemm trial at M=16 (qkv 43.7, gate_up
+# 22.5, down 32.0 us for 25-59 MB) = ~0.5. torch-int4: H200 int4 trial (gate_up 20.3 us for
+# 30.5 MB at batch 1, with the compute term) = 0.45. marlin: "near-ideal 3.87x over fp16 up to
+# batch 16-32" (IST-DASLab/marlin README) = 0.9. llama.cpp (legacy quants and f16) and MLX per
+# vendor, CUTLASS-class fp8 on CDNA 3 (vLLM): fit to the tune split; MLX streams more of the
+# bandwidth than llama.cpp's Metal kernels on the same chip (above 1: capped at the datasheet).
+# CUTLASS fp8 on NVIDIA 0.85, ExLlamaV2 0.85, bitsandbytes' gemv_4bit 0.5, the on-device
+# engines' int4 GEMV 0.8, the llama.cpp and default rows: assumptions.
+GEMV_EFFICIENCY: dict[str, float] = {
+    "cublas": 0.93,
+    "cutlass-fp8": 0.85,
+    "cutlass-fp8@amd": 0.63,
+    "torch-scaled-mm": 0.5,
+    "torch-int4": 0.45,
+    "marlin": 0.9,
+    "exllamav2": 0.85,
+    "bitsandbytes": 0.5,
+    "mobile-int4": 0.8,
+    "llamacpp": 0.85,
+    "llamacpp@apple": 0.875,
+    "llamacpp@nvidia": 0.96,
+    "llamacpp@amd": 1.0,
+    "llamacpp-f16": 0.9,
+    "llamacpp-f16@apple": 1.0,
+    "llamacpp-f16@nvidia": 0.85,
+    "mlx": 1.17,
+    "mlx-f16": 1.2,
+    "default": 0.8,
+}
+# Kernels whose streaming share is a factor of another's: llama.cpp's K-quants against its
+# legacy quants (q4_0, q8_0), fit to the tune split (Apple and NVIDIA decode figures of both).
+GEMV_RELATIVE: dict[str, tuple[str, float]] = {"llamacpp-k": ("llamacpp", 0.87)}
+# Compute rate of a kernel family's matmuls as a share of the device's 16-bit dense peak, where
+# it is not cuBLAS's (those follow GEMM_PEAK_FRACTION): keys "kernel" or "kernel@family".
+# torch-int4: the H200 int4 trial's slope, 4.3 us per extra row of the 14336x4096 shape = 27
+# TFLOP/s = 0.028 of 989.5 (tinygemm; flat in M, see KERNEL_FLAT_RATE). marlin: ~0.8 of fp16
+# at large batch (Marlin README). llama.cpp f16 on GeForce: its cuBLAS calls compute in fp16
+# with fp16 accumulation (ggml-cuda: CUBLAS_COMPUTE_16F), twice the fp32-accumulate rate the
+# profiles list (GA102 / AD102 whitepapers): 2 x 0.8. llama.cpp quantised prefill (MMQ) per
+# family, llama.cpp on A100 / H100 (May 2024 builds reach 30-36% of the tensor peak), MLX: fit
+# to the tune split. bitsandbytes: a cuBLAS GEMM after dequantising (Hopper's 0.77); ExLlamaV2
+# and the llama.cpp default: assumptions. torch's int4 kernel off NVIDIA (MPS, CPU) and the
+# on-device engines' int4 kernels (mobile-int4): assumptions, not the H200's tinygemm figure.
+KERNEL_COMPUTE_FRACTION: dict[str, float] = {
+    "torch-int4@nvidia": 0.028,
+    "torch-int4": 0.3,
+    "mobile-int4": 0.5,
+    "marlin": 0.8,
+    "exllamav2": 0.6,
+    "bitsandbytes": 0.77,
+    "llamacpp": 0.6,
+    "llamacpp@apple": 0.71,
+    "llamacpp@nvidia": 0.87,
+    "llamacpp@nvidia-hopper": 0.30,
+    "llamacpp@nvidia-ampere-hbm": 0.36,
+    "llamacpp@amd": 0.50,
+    "llamacpp-f16@nvidia-hopper": 0.30,
+    "llamacpp-f16@nvidia-ada": 1.6,
+    "llamacpp-f16@nvidia-ampere": 1.6,
+    "mlx": 0.825,
+    "mlx-f16": 0.9,
+}
+# Kernels whose rate does not follow the GEMM shape factor (tinygemm: the int4 trial's per-row
+# cost is the same at 16 and at 64 rows).
+KERNEL_FLAT_RATE = frozenset({"torch-int4"})
+# Kernels that dequantise and multiply without overlapping the two: time = (m^p + c^p)^(1/p).
+# p = 2 reproduces the H200 int4 trial at batch 1, 4, 16 and 64 to within 3% (a plain max is
+# 26% short at batch 4). Others overlap fully (p = infinity: the per-op roofline max).
+KERNEL_OVERLAP_P: dict[str, float] = {"torch-int4": 2.0, "bitsandbytes": 2.0}
+# Matrix-vector kernels (a few rows) compute on the vector units, not in tensor-core tiles:
+# their rate is at least this share of the non-tensor fp32 peak (assumption: half, as GEMV
+# kernels spend as many instructions on loads and reductions as on FMAs). The rate of a matmul
+# is the larger of this and the tensor-core rate x the shape factor, so it never falls with M.
+GEMV_VECTOR_EFFICIENCY = 0.5
+# Below this many rows a matmul runs as a GEMV / split-K kernel, not in padded tensor-core tiles:
+# the shape factor holds its M=16 value below (GEMM efficiency stays non-decreasing in M).
+GEMM_MIN_ROWS = 16.0
+# Extra traffic of a kernel family that dequantises into a 16-bit copy before a cuBLAS GEMM
+# (bitsandbytes NF4 above M = 1, QLoRA's forward and backward), bytes per weight: write and
+# read the bf16 copy (2 + 2).
+DEQUANT_COPY_BYTES_PER_WEIGHT = 4.0
+
+# Attention kernels: FLOP/s as a share of the 16-bit dense peak (forward, causal, 128-dim
+# heads). H200 attention-backends trial (1 x 32 heads x 2048, causal bf16, 34.4 GFLOP):
+# cudnn 85.9 us = 0.41, flash (torch SDPA's FlashAttention-2) 169 us = 0.21, efficient 276 us
+# = 0.13; math runs as bmm + softmax (GEMM efficiency, scores in memory). FA3-class kernels
+# (vLLM/SGLang/TensorRT-LLM on Hopper): 0.5 (Shah et al. 2024, FlashAttention-3, fig. 5:
+# ~500 TFLOP/s causal hd128 at 2-4k on H100 SXM). On other families the serving kernels are
+# FA2-class: 0.45 of Ampere/Ada peaks (FlashAttention-2, Dao 2023: 50-73% of A100's peak in
+# the forward at long sequences, less causal at 2k; assumption), AMD rows assumptions.
+# llama.cpp's flash_attn_ext and Apple's (MLX's mx.fast.sdpa: "serving"; llama.cpp Metal):
+# fit to the tune split (prefill at 2-8k tokens); Apple's other columns unused (assumption).
+ATTENTION_PEAK_FRACTION: dict[str, dict[str, float]] = {
+    "nvidia-hopper": {"cudnn": 0.41, "serving": 0.50, "sdpa": 0.21, "efficient": 0.13,
+                      "llamacpp": 0.25},
+    "nvidia-blackwell": {"cudnn": 0.45, "serving": 0.50, "sdpa": 0.25, "efficient": 0.13,
+                         "llamacpp": 0.20},
+    "nvidia": {"cudnn": 0.45, "serving": 0.45, "sdpa": 0.45, "efficient": 0.25,
+               "llamacpp": 0.25},
+    "amd": {"cudnn": 0.3, "serving": 0.3, "sdpa": 0.2, "efficient": 0.15, "llamacpp": 0.15},
+    "apple": {"serving": 0.8, "sdpa": 0.3, "efficient": 0.3, "llamacpp": 0.1, "cudnn": 0.3},
+    "default": {"cudnn": 0.3, "serving": 0.3, "sdpa": 0.2, "efficient": 0.15,
+                "llamacpp": 0.15},
+}
+# Backward attention reaches less than the forward per FLOP (FlashAttention-2 paper, Dao 2023,
+# figs. 5-6: backward ~0.8 of the forward's TFLOP/s on A100; FA3 paper similar on H100); its
+# FLOPs are 2.5x the forward's (dQ, dK, dV and the recomputed P).
+ATTENTION_BACKWARD_EFFICIENCY = 0.8
+ATTENTION_BACKWARD_FLOP_FACTOR = 2.5
+# Reading the KV cache in a decode step, as a share of the stream bandwidth: paged / split-K
+# decode kernels (FlashDecoding, FlashInfer, TensorRT-LLM XQA) ~0.85 (assumption, in line
+# with the GEMV figure); torch SDPA over a cache 0.6, cuDNN 0.7, llama.cpp 0.8, any other 0.75
+# (assumptions; Hugging Face's extra passes, EngineTime.kv_passes, are fit to the e2e run).
+KV_READ_EFFICIENCY: dict[str, float] = {"serving": 0.85, "sdpa": 0.6, "cudnn": 0.7,
+                                        "efficient": 0.6, "llamacpp": 0.8, "default": 0.75}
+
+# Elementwise traffic of one decoder layer, bytes per token: coefficients of the hidden size
+# h, the KV width (kv heads x head_dim) and the MLP width I, counted from the ops.
+# eager (Hugging Face Llama, plain PyTorch): each RMSNorm runs in fp32 (to(float32), pow,
+# mean, rsqrt, two muls, to(bf16): 36h), rotary on q and k (mul, slice-neg-cat, mul, add:
+# 20 x (h + kv)), two residual adds (12h), the attention output made contiguous (4h), SiLU and
+# the gate x up product (10 I). fused (torch.compile / serving engines' kernels): add+RMSNorm
+# in one pass (8h each), rotary in place (4 x (h + kv)), SiLU x up in one kernel (6 I).
+# The H200 torch-compile trial (block forward 1.83 -> 1.56 ms, 1.18x) is reproduced by these
+# two rows (model 1.79 -> 1.55 ms).
+ELEMENTWISE_BYTES: dict[str, tuple[float, float, float]] = {
+    "eager": (108.0, 20.0, 10.0),
+    "fused": (20.0, 4.0, 6.0),
+}
+# The final norm before the lm_head, bytes per token in units of h (as one layer's norm above).
+FINAL_NORM_BYTES: dict[str, float] = {"eager": 36.0, "fused": 8.0}
+# Logits traffic per (token, vocab) element. Inference: the bf16 logits written and the fp32
+# copy sampling reads (Hugging Face upcasts: 2 + 2 + 4 = 8). Training: bf16 logits (2), the
+# fp32 upcast (2 + 4), log-softmax (4 + 4), its backward (4 + 4) and the cast back (4 + 2) = 30.
+LOGIT_TRAFFIC_BYTES: dict[str, float] = {"infer": 8.0, "train": 30.0}
+# Backward of elementwise ops: gradients in and out plus the saved input -> ~2x the forward.
+ELEMENTWISE_BACKWARD_FACTOR = 2.0
+# FP8 training (Transformer Engine, torchao float8): every GEMM input is cast to fp8 (read 2 B,
+# write 1 B) in the forward, and the gradients again in the backward, plus an amax pass:
+# bytes per token per layer, of (h, kv, I) as above: inputs of qkv, o, gate_up, down.
+FP8_CAST_BYTES: tuple[float, float, float] = (9.0, 0.0, 3.0)
+FP8_CAST_BACKWARD_FACTOR = 2.0
+
+# Kernels of one decoder layer in one forward. eager: Hugging Face Llama (modeling_llama.py,
+# transformers 5.x): 2 RMSNorms x 8 ops, q/k/v/o, rotary 2 x 5, cache update 2, SDPA 1,
+# contiguous 1, 2 residual adds, gate, up, SiLU, mul, down = 41. compiled: the 7 matmuls and
+# SDPA stay, Inductor fuses the pointwise ops into ~6 Triton kernels = 14. fused: serving
+# engines (merged qkv and gate_up, fused norm/rotary/activation, one attention and one cache
+# write) = 11. llama.cpp: ggml's Llama graph (norm, mul, 7 mul_mat, 2 rope, 2 cpy, soft_max
+# or flash_attn_ext, cont, adds, glu) = 22. MLX: mlx_lm's Llama block (2 fast rms_norm, 4-7
+# matmuls, 2 rope, the cache update, sdpa, 2 adds, silu x up) = 18.
+KERNELS_PER_LAYER: dict[str, float] = {
+    "eager": 41.0,
+    "compiled": 14.0,
+    "fused": 11.0,
+    "llamacpp": 22.0,
+    "mlx": 18.0,
+}
+# Outside the layers: embedding, final norm, lm_head, sampling / loss.
+KERNELS_OUTSIDE_LAYERS = 10.0
+# An MoE layer: router, top-k, and per touched expert ~6 ops in eager loops (Hugging Face
+# MixtralSparseMoeBlock: index, gate, up, act, mul, down, index_add); with grouped / fused MoE
+# kernels EngineTime.moe_kernels (vLLM fused_moe: 2 GEMM kernels + routing ~4 = 6).
+MOE_KERNELS_EAGER_PER_EXPERT = 6.0
 # Backward launches about twice the forward's kernels (dgrad + wgrad per matmul).
 BACKWARD_KERNEL_FACTOR = 2.0
 
+
+@dataclass(frozen=True)
+class EngineTime:
+    """How an engine spends time outside the GPU's kernels, and which kernels it runs.
+
+    host_s: host work per forward outside the kernels (scheduling, sampling, graph building).
+    host_op_factor: host cost of one kernel in eager mode, in units of EAGER_OP_S (the Python
+    and dispatch around a kernel in a real model, views and module calls included).
+    kernels: key of KERNELS_PER_LAYER for eager runs; fused_kernels for compiled / fused runs.
+    elementwise: ELEMENTWISE_BYTES row when not compiled.
+    attention: ATTENTION_PEAK_FRACTION column for its attention kernel.
+    kv_passes: passes over the KV cache per decode step beyond one read (Hugging Face: the
+    GQA heads expanded by repeat_kv, written and read again, on SDPA's masked path).
+    kv_passes_eager: more passes when the step runs eagerly (Hugging Face's DynamicCache
+    concatenates each layer's cache with the new token, reading and writing it all).
+    moe_kernels: kernels an MoE layer adds when its experts run as grouped kernels.
+    """
+
+    host_s: float
+    host_op_factor: float
+    kernels: str
+    fused_kernels: str
+    elementwise: str
+    attention: str
+    kv_passes: float = 0.0
+    kv_passes_eager: float = 0.0
+    moe_kernels: float = 6.0
+
+
+# host_s and host_op_factor of hf: fit to the H200 e2e eager decode step of Llama-3-8B at
+# batch 1 (28.6 ms, host-bound: 41 x 32 + 10 kernels); kv_passes of hf: fit to the e2e
+# graphed decode at batch 16 (30.3 ms), ~2 x the GQA group of 4 (repeat_kv's write and SDPA's
+# read of the expanded heads) plus the masked path's extra pass; kv_passes_eager: torch.cat's
+# read and write of the cache (2, counted from cache_utils.py). Serving engines overlap
+# scheduling with the GPU (vLLM V1 async scheduling, SGLang's and TensorRT-LLM's overlap
+# schedulers): 0.1-0.3 ms exposed (assumption); ExLlamaV2, the on-device engines and the
+# training frameworks: assumptions (their steps are long, or GPU-bound, against these).
+ENGINE_TIME: dict[str, EngineTime] = {
+    "hf": EngineTime(5e-4, 2.3, "eager", "compiled", "eager", "sdpa", 10.5, 2.0),
+    "vllm": EngineTime(2e-4, 1.0, "fused", "fused", "fused", "serving"),
+    "sglang": EngineTime(2e-4, 1.0, "fused", "fused", "fused", "serving"),
+    "trtllm": EngineTime(1e-4, 1.0, "fused", "fused", "fused", "serving"),
+    # llama.cpp: host_s (sampling, graph building per token) and host_op_factor (a CUDA launch
+    # from ggml's scheduler, builds without CUDA graphs) fit to the tune split.
+    "llamacpp": EngineTime(7.5e-4, 1.09, "llamacpp", "llamacpp", "fused", "llamacpp"),
+    "exllamav2": EngineTime(3e-4, 1.0, "fused", "fused", "fused", "serving"),
+    # MLX builds each step's graph from Python op by op, as eager PyTorch does: the same host
+    # cost per op (assumption); an MoE layer (SwitchGLU) adds router, top-k, gathers, three
+    # gather_qmm and the weighted sum: 14 ops (mlx_lm/models/switch_layers.py).
+    "mlx": EngineTime(5e-4, 1.0, "mlx", "mlx", "fused", "serving", moe_kernels=14.0),
+    "executorch": EngineTime(3e-4, 0.2, "fused", "fused", "fused", "sdpa"),
+    "mlc-llm": EngineTime(3e-4, 0.2, "fused", "fused", "fused", "serving"),
+    "litert": EngineTime(3e-4, 0.2, "fused", "fused", "fused", "sdpa"),
+    "torchtitan": EngineTime(1e-3, 1.5, "eager", "compiled", "eager", "sdpa"),
+    # Megatron-Core runs Transformer Engine's fused norm, rotary, SwiGLU and cuDNN attention.
+    "megatron": EngineTime(1e-3, 1.5, "fused", "fused", "fused", "cudnn"),
+    "deepspeed": EngineTime(1e-3, 1.5, "eager", "compiled", "eager", "sdpa"),
+}
+
+# Optimizer kernels stream long flat chunks (multi_tensor_apply: 65k elements per block): 0.9
+# of the stream bandwidth (assumption; with the bytes above the H200 e2e 1B step's foreach /
+# fused difference is reproduced, 16 ms predicted against 13 ms measured).
+OPTIMIZER_BANDWIDTH_EFFICIENCY = {"foreach": 0.9, "fused": 0.9}
+# Optimizer offload (ZeRO-Offload / CPUOffloadPolicy): the step runs on the host at its memory
+# bandwidth. A server socket streams ~100 GB/s from DDR5 in a multi-threaded Adam (DeepSpeed
+# CPUAdam, Ren et al. 2021, ZeRO-Offload, sec. 5: ~ the host's memory bandwidth); bytes per
+# parameter: fp32 param, grad, m, v read, three written, a 16-bit copy: 30.
+HOST_OPTIMIZER_GBPS = 100.0
+HOST_OPTIMIZER_BYTES_PER_PARAM = 30.0
+# Activation checkpointing recomputes the forward: full = every layer's forward again;
+# selective (Korthikanti et al. 2022, sec. 5: recompute the attention core only) = the
+# attention forward again, ~+5% of a step at 2-8k tokens.
+# FSDP2 / ZeRO-3 prefetch the next unit's all-gather and run the reduce-scatter on a side
+# stream: without an explicit overlap setting the implicit prefetch still hides this share of
+# the communication behind compute (torch FSDP2 docs: forward/backward prefetch on by default;
+# assumption 0.8), with comm_overlap all of it up to the compute time.
+FSDP_IMPLICIT_OVERLAP = 0.8
+# Pipeline parallelism: 1F1B bubble (pp - 1) / (micro-batches x virtual stages + pp - 1)
+# (Narayanan et al. 2021, Megatron-LM, eq. 1 and sec. 2.2 for the interleaved schedule).
+
 # --- Optimizer traffic, bytes per parameter per step ----------------------------------------
-# Fused AdamW reads param (4), grad (2 or 4), m (4), v (4) and writes param, m, v (12), plus
-# the 16-bit param copy (2): ~32 B/param. torch's foreach AdamW (_multi_tensor_adamw) runs ~8
-# separate foreach ops (lerp_, mul_, addcmul_, sqrt, div_, add_, addcdiv_, weight decay), each
-# reading ~2 and writing ~1 fp32 list: ~96 B/param. Sources: torch/optim/adamw.py op counts.
+# Fused AdamW (torch _fused_adamw_, one pass) reads param (4), grad (2 or 4), m (4), v (4) and
+# writes param, m, v (12), plus the 16-bit param copy (2): ~32 B/param. torch's foreach AdamW
+# (_multi_tensor_adamw, torch/optim/adamw.py) runs lerp_ (exp_avg), mul_ + addcmul_
+# (exp_avg_sq), sqrt, div_, add_ (denominator), addcdiv_ (param) and the weight-decay mul_:
+# 12 fp32 reads and 8 writes per parameter = 80 B/param. The H200 e2e 1B step (foreach 203 ms,
+# fused 190 ms) puts the difference at 13 ms; 48 B/param x 1.24e9 at ~3.7 TB/s = 16 ms.
 OPT_BYTES_PER_PARAM_FUSED: dict[str, float] = {"adamw": 32.0, "adamw-8bit": 16.0, "sgd": 18.0}
-OPT_BYTES_PER_PARAM_UNFUSED: dict[str, float] = {"adamw": 96.0, "adamw-8bit": 40.0, "sgd": 36.0}
+OPT_BYTES_PER_PARAM_UNFUSED: dict[str, float] = {"adamw": 80.0, "adamw-8bit": 40.0, "sgd": 36.0}
 # Kernel launches of the optimizer step: each foreach op launches once per chunk of ~48 tensors
 # (torch's multi_tensor_apply depth limits: 110/64/48/36 tensors per launch by list count);
 # foreach AdamW ~8 ops, fused AdamW 1.
@@ -141,6 +463,10 @@ ACT_NORM_COEFF_COMPILED = 0.0
 # NCCL bus bandwidth reached on NVLink vs the link's one-direction peak: nccl-tests all_reduce
 # busbw on 8x H100 SXM ~ 360-370 GB/s (no NVLS) vs 450 GB/s per direction -> ~0.8.
 NVLINK_BUS_EFFICIENCY = 0.8
+# AMD Infinity Fabric (xGMI) and NVLink bridges: the profile's GPU-link figure x a collective
+# efficiency like NVLink's (RCCL all-reduce on 8x MI300X ~ 300-330 GB/s of 448: ~0.7;
+# assumption for the two-card bridges).
+GPU_LINK_BUS_EFFICIENCY = 0.7
 # PCIe effective bandwidth per x16 link by generation (raw 16/31.5/63/121 GB/s; ~80% after
 # protocol overhead): gen4 x16 ~ 25 GB/s, gen5 ~ 50.
 PCIE_X16_EFFECTIVE_GBPS: dict[int, float] = {3: 12.0, 4: 25.0, 5: 50.0, 6: 100.0}
@@ -151,6 +477,18 @@ INTER_NODE_DEFAULT_GBPS = 50.0
 # Fixed latency of one collective (small-message all-reduce): nccl-tests on 8x H100 NVLink
 # ~ 10-20 us; PCIe and inter-node are slower. Dominates tensor-parallel decode.
 COLLECTIVE_LATENCY_S: dict[str, float] = {"nvlink": 10e-6, "pcie": 20e-6, "inter-node": 30e-6}
+# Mid-size messages pay a protocol overhead on top of the small-message latency (NCCL switches
+# from its low-latency protocol to Simple, and pipelines chunks): s / (s + knee) of this many
+# seconds (PCIe and the network: assumptions). NVLink: fit to the validator's collectives
+# trial on two H200 (NV18, NCCL 2.28.9, docs/benchmarks.md 2026-11-30): all-reduce 220 / 310 /
+# 330 GB/s at 25 MiB / one Llama-3-8B layer / 1 GiB; with the trial's own plateau (334 GB/s,
+# what --calibration uses) the model gives 223 / 324 / 330, with the 8-GPU 0.8 x NVLink figure
+# 235 / 349 / 355. Small messages (a decode step's 16 KB) cost the latency alone.
+COLLECTIVE_PROTOCOL_S: dict[str, float] = {"nvlink": 30e-6, "pcie": 40e-6, "inter-node": 60e-6}
+COLLECTIVE_KNEE_BYTES = 1e6
+# All-gather and reduce-scatter against all-reduce at 1 GiB in the same trial: 266 / 330.
+COLLECTIVE_OP_EFFICIENCY: dict[str, float] = {"all_reduce": 1.0, "all_gather": 0.81,
+                                              "reduce_scatter": 0.81}
 # Async tensor parallelism (micro-pipelined collective matmul) hides at most part of the
 # all-reduces behind the neighbouring matmuls: assume half the compute can cover them.
 TP_OVERLAPPABLE_COMPUTE_FRACTION = 0.5

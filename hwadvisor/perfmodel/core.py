@@ -1,7 +1,15 @@
-"""estimate(): put memory, FLOPs, traffic, launches and communication together into an Estimate."""
+"""estimate(): put memory, op-group times, host time and communication together into an Estimate.
+
+Time of a phase = sum over its op groups of each group's own roofline (compute.py, with the
+rates of efficiency.py) + a fixed GPU time per kernel, against the host's launch time (the
+slower decides) + the engine's exposed host work (overhead.py) + exposed communication
+(comm.py). The *_compute_s / *_memory_s keys are the sums of the groups' compute and memory
+terms at the achievable rates; launch_overhead_s is everything beyond the groups' rooflines.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from hwadvisor.errors import UserError
@@ -16,26 +24,30 @@ from hwadvisor.models import (
 )
 from hwadvisor.perfmodel import constants as C
 from hwadvisor.perfmodel.bottleneck import PhaseTimes, decide
-from hwadvisor.perfmodel.comm import CommResult, communication, pcie_gbps
+from hwadvisor.perfmodel.calibration import Calibration
+from hwadvisor.perfmodel.comm import CommResult, communication
 from hwadvisor.perfmodel.compute import (
-    PhaseCost,
-    decode_cost,
+    Phase,
     decode_forward_flops,
+    decode_phase,
     forward_flops,
     mean_decode_context,
-    optimizer_cost,
-    prefill_cost,
+    optimizer_phase,
+    prefill_phase,
     prefill_span,
-    train_cost,
+    rates,
+    train_phase,
 )
 from hwadvisor.perfmodel.context import Setup
 from hwadvisor.perfmodel.layout import resolve_layout
 from hwadvisor.perfmodel.memory import memory_estimate
 from hwadvisor.perfmodel.overhead import (
-    forward_launch_s,
-    kernels_per_forward,
-    launch_cost_s,
-    train_launch_s,
+    StepTime,
+    eager_op_s,
+    graphs_on,
+    host_step_s,
+    optimizer_kernels,
+    step_time,
 )
 from hwadvisor.perfmodel.resources import resolve
 from hwadvisor.workload.params import active_params, workload_breakdown
@@ -52,31 +64,36 @@ def _spec(workload: Workload) -> ModelSpec:
     return load_spec(workload.model)
 
 
-def _split(cost: PhaseCost, setup: Setup) -> tuple[float, float]:
-    """(compute seconds, memory seconds) of a phase; offloaded weights come over PCIe."""
-    compute = cost.flops / (setup.res.peak_tflops * 1e12)
-    memory = cost.device_bytes / (setup.res.bandwidth_gbps * C.GB)
-    if cost.host_bytes:
-        memory += cost.host_bytes / (pcie_gbps(setup.device)[0] * C.GB)
-    return compute, memory
-
-
-def _model_notes(setup: Setup) -> list[str]:
-    opts = setup.options
-    kernels = kernels_per_forward(setup)
+def _model_notes(setup: Setup, deciding: Phase, timing: StepTime,
+                 top: list[tuple[str, float]]) -> list[str]:
+    opts, res = setup.options, setup.res
+    r = rates(setup)
+    launch = "CUDA graph replay" if graphs_on(setup) else (
+        f"eager launches at {eager_op_s(setup) * 1e6:.1f} us each on the host")
     notes = [
-        "roofline at the figures above; real kernels reach ~60-80% of datasheet peaks",
-        f"launches: {kernels:.0f} kernels per forward "
-        f"({'compiled' if opts.compiled else 'eager'}) x {launch_cost_s(setup) * 1e6:.0f} us "
-        f"({'CUDA graph replay' if opts.cuda_graphs else 'eager dispatch'}), counted additively",
-        f"attention kernel: {opts.attention_kernel}"
-        + (" (score matrix materialized, full rows computed)" if opts.attention_kernel == "math"
-           else " (score matrix streamed, masked blocks skipped)"),
+        "time = sum over op groups of max(FLOPs / rate, bytes / rate) at achievable rates, "
+        f"+ {res.kernel_floor_s * 1e6:.1f} us per kernel, against the host's launches "
+        "(the slower decides), + the engine's host work + exposed communication",
+        f"rates ({res.family}): stream {res.stream_gbps:.0f} GB/s, large GEMMs "
+        f"{res.gemm_tflops:.0f} TFLOP/s {res.compute_dtype}, attention ({r.backend}) "
+        f"{r.attention_rate / 1e12:.0f} TFLOP/s, weight kernel {r.kernel} at "
+        f"{r.gemv:.0%} of the stream when streaming weights",
+        f"{deciding.name}: {timing.kernels:.0f} kernels ({launch}); "
+        f"engine {setup.workload.engine} host work {host_step_s(setup) * 1e3:.2f} ms per forward",
+        f"elementwise ops: {r.elementwise} ({'torch.compile' if opts.compiled else 'engine'}"
+        " kernels)",
+        "largest op groups: " + ", ".join(f"{name} {seconds * 1e3:.3g} ms"
+                                          for name, seconds in top),
     ]
     if setup.training:
         precision = "mixed precision (bf16 + fp32 master)" if opts.mixed_precision else "fp32"
         notes.append(f"training: {precision}, {setup.workload.optimizer}"
-                     f"{' fused' if opts.fused_optimizer else ' foreach'}; backward = 2x forward")
+                     f"{' fused' if opts.fused_optimizer else ' foreach'}; backward: dgrad + "
+                     "wgrad GEMMs, attention 2.5x its forward FLOPs")
+        if setup.layout.pp > 1:
+            notes.append(f"pipeline bubble x{_bubble(setup):.3f} ({setup.layout.pp} stages, "
+                         f"{setup.workload.grad_accum} micro-batches, "
+                         f"{opts.virtual_pipeline_stages} virtual stages)")
     else:
         notes.append(f"decode at the mean context {mean_decode_context(setup):.0f} tokens "
                      "(prompt + half the generation)")
@@ -86,24 +103,35 @@ def _model_notes(setup: Setup) -> list[str]:
                          "of a forward (assumption)")
         if opts.prefix_cache_hit:
             notes.append(f"prefix cache serves {opts.prefix_cache_hit:.0%} of the prompt")
+        if opts.prefill_chunk_tokens:
+            notes.append(f"prefill in chunks of {opts.prefill_chunk_tokens} tokens")
     if setup.offload_fraction:
-        notes.append(f"offloaded weights stream over {pcie_gbps(setup.device)[1]} every forward")
+        notes.append(f"offloaded weights stream over PCIe at {r.host_rate / C.GB:.0f} GB/s "
+                     "every forward")
     return notes
 
 
 def estimate(workload: Workload, device: Device, options: ModelOptions | None = None, *,
-             measured_busbw_gbps: float | None = None) -> Estimate:
-    """Model the workload on the device: memory, FLOPs, bytes, roofline times and bottleneck.
+             measured_busbw_gbps: float | None = None,
+             calibration: Calibration | None = None) -> Estimate:
+    """Model the workload on the device: memory, FLOPs, bytes, op-group times and bottleneck.
 
     measured_busbw_gbps, when given (from a collectives trial), replaces the datasheet bus
-    bandwidth for communication.
+    bandwidth for communication. calibration (perfmodel/calibration.py) replaces model figures
+    with measured ones; Estimate.calibration says which figure came from where.
     """
     options = options or ModelOptions()
+    if calibration is not None:
+        measured = calibration.measured(device.measured)
+        if measured is not device.measured:
+            device = device.model_copy(update={"measured": measured})
+        if measured_busbw_gbps is None:
+            measured_busbw_gbps = calibration.busbw_gbps
     spec = _spec(workload)
     parts = workload_breakdown(workload, spec)
     setup = Setup(workload=workload, spec=spec, options=options, device=device, parts=parts,
                   layout=resolve_layout(workload, options),
-                  res=resolve(workload, device, options))
+                  res=resolve(workload, device, options, calibration))
     memory = memory_estimate(setup)
     fits = memory.headroom_bytes is None or memory.headroom_bytes >= 0
     if setup.training:
@@ -111,7 +139,21 @@ def estimate(workload: Workload, device: Device, options: ModelOptions | None = 
     return _inference(setup, memory, fits, measured_busbw_gbps)
 
 
-def _common(setup: Setup, comm: CommResult) -> dict[str, Any]:
+def _sources(setup: Setup, busbw: float | None) -> dict[str, str]:
+    sources = dict(setup.res.sources)
+    if setup.layout.gpus > 1:
+        if busbw:
+            sources["bus_bandwidth"] = "measured"
+        else:
+            link = setup.device.interconnect
+            known = link is not None and (link.nvlink is not None or link.pcie is not None
+                                          or link.gpu_link_gbps is not None)
+            sources["bus_bandwidth"] = "datasheet" if known else "model"
+    return sources
+
+
+def _common(setup: Setup, comm: CommResult, deciding: Phase, timing: StepTime,
+            busbw: float | None, top: list[tuple[str, float]]) -> dict[str, Any]:
     parts, spec = setup.parts, setup.spec
     return dict(
         params_total=parts.total,
@@ -120,25 +162,51 @@ def _common(setup: Setup, comm: CommResult) -> dict[str, Any]:
         peak_tflops_used=setup.res.peak_tflops,
         bandwidth_gbps_used=setup.res.bandwidth_gbps,
         communication=comm.details,
+        calibration=_sources(setup, busbw),
         assumptions=[f"compute dtype {setup.res.compute_dtype}", *setup.res.assumptions,
-                     *setup.layout.notes, *comm.notes, *_model_notes(setup)],
+                     *setup.layout.notes, *comm.notes,
+                     *_model_notes(setup, deciding, timing, top)],
     )
+
+
+def _phase_times(name: str, phase: Phase, timing: StepTime, comm_exposed: float,
+                 setup: Setup) -> PhaseTimes:
+    compute_bound, memory_bound = phase.bound_split()
+    return PhaseTimes(name, phase.compute_s, phase.memory_s, timing.overhead_s, comm_exposed,
+                      phase.flops, phase.device_bytes, phase.host_bytes,
+                      compute_bound_s=compute_bound, memory_bound_s=memory_bound,
+                      busy_s=timing.busy_s, floors_s=timing.floors_s, host_s=timing.host_s,
+                      kernels=timing.kernels, kernel_floor_s=setup.res.kernel_floor_s,
+                      stream_gbps=setup.res.stream_gbps, gemm_tflops=setup.res.gemm_tflops,
+                      top=phase.top(3))
+
+
+def _bubble(setup: Setup) -> float:
+    """Pipeline schedule's stretch of the micro-batches' time: (m v + pp - 1) / (m v)."""
+    pp = setup.layout.pp
+    if pp <= 1:
+        return 1.0
+    slots = setup.workload.grad_accum * setup.options.virtual_pipeline_stages
+    return (slots + pp - 1) / slots
 
 
 def _training(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | None) -> Estimate:
     wl = setup.workload
-    cost = train_cost(setup)
-    opt = optimizer_cost(setup)
-    compute_s, memory_s = _split(cost, setup)
-    optimizer_s = opt.device_bytes / (setup.res.bandwidth_gbps * C.GB)
-    roofline = max(compute_s, memory_s)
-    comm = communication(setup, {"train": roofline}, busbw)
-    launch = train_launch_s(setup)
-    step = roofline + optimizer_s + launch + comm.train.exposed_s
-    phase = PhaseTimes("training step incl. optimizer", compute_s, memory_s + optimizer_s,
-                       launch,
-                       comm.train.exposed_s, cost.flops, cost.device_bytes + opt.device_bytes,
-                       cost.host_bytes)
+    step = train_phase(setup)
+    timing = step_time(setup, step, forwards=float(wl.grad_accum))
+    opt = optimizer_phase(setup)
+    opt.kernels = opt.host_kernels = optimizer_kernels(setup)
+    opt_timing = step_time(setup, opt, forwards=0.0)
+    bubble = _bubble(setup)
+    busy = timing.gpu_s * bubble
+    comm = communication(setup, {"train": busy}, busbw)
+    total = timing.step_s * bubble + opt_timing.step_s + comm.train.exposed_s
+    phase = _phase_times("training step incl. optimizer", step, timing, comm.train.exposed_s,
+                         setup)
+    phase.memory_s += opt.memory_s
+    phase.memory_bound_s += opt_timing.step_s
+    phase.busy_s = (phase.busy_s or 0.0) + opt_timing.step_s
+    phase.device_bytes += opt.device_bytes
     bottleneck, why = decide(phase, memory, fits, setup.res.peak_tflops, setup.res.bandwidth_gbps)
     if setup.layout.gpus > 1:
         comm.details.update(train_s=comm.train.total_s, train_exposed_s=comm.train.exposed_s)
@@ -148,48 +216,45 @@ def _training(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | N
         memory=memory, fits=fits, bottleneck=bottleneck, bottleneck_why=why,
         deciding_phase="train",
         flops_per_token=forward_flops(setup, 1, 0.0, seq) / seq,
-        flops_per_step=cost.flops,
-        arithmetic_intensity=phase.flops / phase.device_bytes if phase.device_bytes else None,
-        times=Times(train_step_s=step, train_compute_s=compute_s, train_memory_s=memory_s,
-                    optimizer_s=optimizer_s, launch_overhead_s=launch,
+        flops_per_step=step.flops,
+        arithmetic_intensity=step.flops / step.device_bytes if step.device_bytes else None,
+        times=Times(train_step_s=total, train_compute_s=step.compute_s,
+                    train_memory_s=step.memory_s, optimizer_s=opt_timing.step_s,
+                    launch_overhead_s=timing.overhead_s,
                     communication_s=comm.train.total_s,
                     communication_exposed_s=comm.train.exposed_s),
-        tokens_per_s=tokens / step,
-        **_common(setup, comm),
+        tokens_per_s=tokens / total,
+        **_common(setup, comm, step, timing, busbw, phase.top),
     )
 
 
 def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | None) -> Estimate:
     wl = setup.workload
-    pre, dec = prefill_cost(setup), decode_cost(setup)
-    p_compute, p_memory = _split(pre, setup)
-    d_compute, d_memory = _split(dec, setup)
-    busy = {"prefill": max(p_compute, p_memory), "decode": max(d_compute, d_memory)}
-    comm = communication(setup, busy, busbw)
-    launch = forward_launch_s(setup)
-    prefill_s = busy["prefill"] + launch + comm.prefill.exposed_s
-    forward_s = busy["decode"] + launch + comm.decode.exposed_s
+    pre, dec = prefill_phase(setup), decode_phase(setup)
+    chunk = setup.options.prefill_chunk_tokens
+    start, end = prefill_span(setup)
+    forwards = max(1.0, math.ceil(setup.batch * (end - start) / chunk)) if chunk else 1.0
+    pre_t = step_time(setup, pre, forwards=forwards)
+    dec_t = step_time(setup, dec)
+    comm = communication(setup, {"prefill": pre_t.gpu_s, "decode": dec_t.gpu_s}, busbw)
+    prefill_s = pre_t.step_s + comm.prefill.exposed_s
+    forward_s = dec_t.step_s + comm.decode.exposed_s
     t = setup.tokens_per_forward
     draft = 1.0 + (C.SPECULATIVE_DRAFT_COST_FRACTION if t > 1 else 0.0)
     decode_step_s = forward_s * draft / t
-    start, end = prefill_span(setup)
     deciding: Literal["prefill", "decode"]
     if wl.gen_len > 0:
         deciding = "decode"
-        phase = PhaseTimes("decode step", d_compute, d_memory, launch, comm.decode.exposed_s,
-                           dec.flops, dec.device_bytes, dec.host_bytes)
-        phase_comm = comm.decode
+        phase = _phase_times("decode step", dec, dec_t, comm.decode.exposed_s, setup)
+        phase_comm, timing, deciding_phase = comm.decode, dec_t, dec
         tokens_per_s = setup.batch * setup.layout.dp / decode_step_s
         flops_per_token = decode_forward_flops(setup, 1, mean_decode_context(setup), 1)
-        step_flops = dec.flops
     else:
         deciding = "prefill"
-        phase = PhaseTimes("prefill", p_compute, p_memory, launch, comm.prefill.exposed_s,
-                           pre.flops, pre.device_bytes, pre.host_bytes)
-        phase_comm = comm.prefill
+        phase = _phase_times("prefill", pre, pre_t, comm.prefill.exposed_s, setup)
+        phase_comm, timing, deciding_phase = comm.prefill, pre_t, pre
         tokens_per_s = setup.batch * wl.prompt_len * setup.layout.dp / prefill_s
         flops_per_token = forward_flops(setup, 1, start, end) / (end - start)
-        step_flops = pre.flops
     bottleneck, why = decide(phase, memory, fits, setup.res.peak_tflops, setup.res.bandwidth_gbps)
     if setup.layout.gpus > 1:
         comm.details.update(prefill_s=comm.prefill.total_s,
@@ -199,17 +264,18 @@ def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | 
         memory=memory, fits=fits, bottleneck=bottleneck, bottleneck_why=why,
         deciding_phase=deciding,
         flops_per_token=flops_per_token,
-        flops_per_step=step_flops,
+        flops_per_step=deciding_phase.flops,
         bytes_per_decode_step=dec.device_bytes + dec.host_bytes,
-        arithmetic_intensity=phase.flops / phase.device_bytes if phase.device_bytes else None,
+        arithmetic_intensity=(deciding_phase.flops / deciding_phase.device_bytes
+                              if deciding_phase.device_bytes else None),
         times=Times(prefill_s=prefill_s, decode_step_s=decode_step_s,
                     ttft_s=prefill_s, tpot_s=decode_step_s if wl.gen_len > 0 else None,
                     request_latency_s=prefill_s + max(wl.gen_len - 1, 0) * decode_step_s,
-                    prefill_compute_s=p_compute, prefill_memory_s=p_memory,
-                    decode_compute_s=d_compute, decode_memory_s=d_memory,
-                    launch_overhead_s=launch, communication_s=phase_comm.total_s,
+                    prefill_compute_s=pre.compute_s, prefill_memory_s=pre.memory_s,
+                    decode_compute_s=dec.compute_s, decode_memory_s=dec.memory_s,
+                    launch_overhead_s=timing.overhead_s, communication_s=phase_comm.total_s,
                     communication_exposed_s=phase_comm.exposed_s,
                     decode_tokens_per_forward=t),
         tokens_per_s=tokens_per_s,
-        **_common(setup, comm),
+        **_common(setup, comm, deciding_phase, timing, busbw, phase.top),
     )

@@ -1,25 +1,81 @@
-"""Kernel-launch overhead: kernels per forward / step times the cost of one launch."""
+"""Kernel floors and host time: what a step costs beyond its ops' rooflines.
+
+The GPU pays a fixed time per kernel (efficiency.kernel_floor_s). The host pays per kernel it
+launches one by one in eager mode (EAGER_OP_S x the engine's factor: the Python and dispatch
+around each op), or one graph launch under CUDA graphs, plus the engine's exposed per-step
+work (scheduling, sampling, building the graph). Eager launches run ahead of the GPU, so a
+step takes max(GPU time, launch time) plus the exposed host work: the host decides only when
+it is the slower of the two.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from hwadvisor.perfmodel import constants as C
+from hwadvisor.perfmodel import efficiency as E
+from hwadvisor.perfmodel.compute import Phase
 from hwadvisor.perfmodel.context import Setup
 
 
-def launch_cost_s(setup: Setup) -> float:
-    """Seconds per kernel launch: ~5 us in eager PyTorch, ~1 us under CUDA graph replay."""
-    return C.LAUNCH_S_GRAPH if setup.options.cuda_graphs else C.LAUNCH_S_EAGER
+@dataclass
+class StepTime:
+    """One step's time: the ops' rooflines, the kernel floors, the host, and the total."""
+
+    busy_s: float  # sum of the ops' roofline times
+    floors_s: float  # kernels x fixed GPU time per kernel
+    launch_s: float  # the host's per-kernel launch time (overlaps the GPU)
+    host_s: float  # the engine's exposed per-step host work
+    kernels: float
+
+    @property
+    def gpu_s(self) -> float:
+        """GPU time: rooflines plus floors."""
+        return self.busy_s + self.floors_s
+
+    @property
+    def step_s(self) -> float:
+        """The step: the slower of GPU and launches, plus the exposed host work."""
+        return max(self.gpu_s, self.launch_s) + self.host_s
+
+    @property
+    def overhead_s(self) -> float:
+        """Everything beyond the rooflines: floors, launches the GPU waited for, host work."""
+        return self.step_s - self.busy_s
 
 
-def kernels_per_forward(setup: Setup) -> float:
-    """Kernels of one forward pass (eager ~20 per layer, compiled ~10, MoE routing extra)."""
-    compiled = setup.options.compiled
-    per_layer = C.KERNELS_PER_LAYER_COMPILED if compiled else C.KERNELS_PER_LAYER_EAGER
-    outside = C.KERNELS_OUTSIDE_LAYERS_COMPILED if compiled else C.KERNELS_OUTSIDE_LAYERS_EAGER
-    moe_extra = C.MOE_EXTRA_KERNELS_COMPILED if compiled else C.MOE_EXTRA_KERNELS_EAGER
-    return setup.spec.num_layers * per_layer + setup.parts.moe_layers * moe_extra + outside
+def eager_op_s(setup: Setup) -> float:
+    """Host seconds per eager kernel: the option's figure, else the model's host's, x engine's.
+
+    The model's figure is the H200 host's bare op scaled by the device class's typical host
+    (HOST_OP_SCALE); a measured launch latency (calibration) scales it again.
+    """
+    base = setup.options.eager_op_s or (
+        C.EAGER_OP_S * C.HOST_OP_SCALE.get(setup.res.device_class, 1.0))
+    return base * E.engine_time(setup.workload.engine).host_op_factor * setup.res.host_scale
+
+
+def graphs_on(setup: Setup) -> bool:
+    """CUDA graphs replay this phase (inference only: training steps run eagerly)."""
+    return setup.options.cuda_graphs and not setup.training
+
+
+def host_step_s(setup: Setup) -> float:
+    """Return the engine's exposed host work per forward (host_overhead_s overrides)."""
+    if setup.options.host_overhead_s is not None:
+        return setup.options.host_overhead_s
+    return E.engine_time(setup.workload.engine).host_s
+
+
+def step_time(setup: Setup, phase: Phase, forwards: float = 1.0) -> StepTime:
+    """Time of a phase of `forwards` forwards (host work counted once per forward)."""
+    floors = phase.kernels * setup.res.kernel_floor_s
+    if graphs_on(setup):
+        launch = forwards * C.GRAPH_NODE_S * 10.0  # one cudaGraphLaunch ~10 us
+    else:
+        launch = phase.host_kernels * eager_op_s(setup)
+    return StepTime(phase.busy_s, floors, launch, forwards * host_step_s(setup), phase.kernels)
 
 
 def parameter_tensors(setup: Setup) -> int:
@@ -35,20 +91,3 @@ def optimizer_kernels(setup: Setup) -> float:
     ops = C.OPT_OPS_FUSED if setup.options.fused_optimizer else C.OPT_OPS_UNFUSED
     tensors = math.ceil(parameter_tensors(setup) / setup.layout.weight_shards)
     return ops * math.ceil(max(tensors, 1) / C.OPT_TENSORS_PER_LAUNCH)
-
-
-def forward_launch_s(setup: Setup) -> float:
-    """Launch overhead of one forward (a prefill or one decode step)."""
-    return kernels_per_forward(setup) * launch_cost_s(setup)
-
-
-def train_launch_s(setup: Setup) -> float:
-    """Launch overhead of one training step.
-
-    Forward + backward (2x) (+ recompute) per micro-batch, times grad_accum, plus the
-    optimizer's kernels.
-    """
-    wl = setup.workload
-    passes = 1.0 + C.BACKWARD_KERNEL_FACTOR + (1.0 if wl.activation_checkpointing else 0.0)
-    kernels = kernels_per_forward(setup) * passes * wl.grad_accum + optimizer_kernels(setup)
-    return kernels * launch_cost_s(setup)

@@ -1,7 +1,12 @@
 """What the device offers the model: bandwidth, peak FLOP/s for the compute dtype, usable memory.
 
-Prefers measured figures (device.measured, from the validator's trials) over datasheet ones,
-and datasheet ones over stated fallbacks; every choice is written into the assumptions.
+Prefers measured figures (device.measured, from the validator's trials, or a calibration from an
+earlier report) over datasheet ones, and datasheet ones over stated fallbacks; every choice is
+written into the assumptions and into Resources.sources (Estimate.calibration).
+
+Two figures per resource: the one the report quotes (theoretical bandwidth, dense peak, or the
+measured figure) and the achievable one the time model divides by (stream bandwidth, a large
+GEMM's rate): perfmodel/efficiency.py gives the share, a measurement replaces it.
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from dataclasses import dataclass, field
 
 from hwadvisor.models import Device, ModelOptions, Workload
 from hwadvisor.perfmodel import constants as C
+from hwadvisor.perfmodel import efficiency as E
+from hwadvisor.perfmodel.calibration import Calibration
 
 
 @dataclass
@@ -23,6 +30,18 @@ class Resources:
     memory_total_bytes: int | None
     usable_memory_bytes: int | None
     assumptions: list[str] = field(default_factory=list)
+    family: str = "default"
+    stream_gbps: float = 0.0  # achievable streaming bandwidth (measured copy, or a share)
+    gemm_tflops: float = 0.0  # a large GEMM's rate in the compute dtype
+    act_peak_tflops: float = 0.0  # datasheet dense 16-bit peak (attention, dequant shares)
+    act_gemm_tflops: float = 0.0  # a large 16-bit GEMM's rate (measured or a share)
+    vector_tflops: float = 0.0  # non-tensor fp32 peak (GEMV kernels' compute)
+    kernel_floor_s: float = 0.0
+    host_scale: float = 1.0  # eager host cost relative to the model's (a measured host)
+    attention_tflops: dict[str, float] = field(default_factory=dict)  # measured backends
+    host_transfer_gbps: float | None = None  # measured pinned host-to-device
+    busbw_gbps: float | None = None  # measured all-reduce bus bandwidth
+    sources: dict[str, str] = field(default_factory=dict)  # figure -> measured|datasheet|model
 
     @property
     def ridge_flop_per_byte(self) -> float:
@@ -67,46 +86,99 @@ _PEAK_FALLBACK: dict[str, list[str]] = {
 }
 
 
-def _peak(device: Device, dtype: str, notes: list[str]) -> tuple[float | None, str]:
+def _peak(device: Device, dtype: str, notes: list[str] | None) -> tuple[float | None, str, bool]:
+    """(TFLOP/s, the dtype it is for, measured?) for dtype or its fallback."""
     measured = device.measured.matmul_tflops if device.measured else {}
     for candidate in [dtype, *_PEAK_FALLBACK.get(dtype, [])]:
         if measured.get(candidate):
-            notes.append(f"compute peak: measured {candidate} matmul "
-                         f"{measured[candidate]:.0f} TFLOP/s (device.measured)")
-            return float(measured[candidate]), candidate
+            if notes is not None:
+                notes.append(f"compute peak: measured {candidate} matmul "
+                             f"{measured[candidate]:.0f} TFLOP/s at 8192^3 (device.measured)")
+            return float(measured[candidate]), candidate, True
         if device.peak_tflops.get(candidate):
-            notes.append(f"compute peak: datasheet {candidate} dense "
-                         f"{device.peak_tflops[candidate]:g} TFLOP/s")
-            return float(device.peak_tflops[candidate]), candidate
-    return None, dtype
+            if notes is not None:
+                notes.append(f"compute peak: datasheet {candidate} dense "
+                             f"{device.peak_tflops[candidate]:g} TFLOP/s")
+            return float(device.peak_tflops[candidate]), candidate, False
+    return None, dtype, False
 
 
-def resolve(workload: Workload, device: Device, options: ModelOptions) -> Resources:
+def _achievable(peak: float, measured: bool, family: str, dtype: str) -> float:
+    """Return a large GEMM's rate: measured at 8192^3, or the datasheet x the family's share."""
+    return peak if measured else peak * E.gemm_peak_fraction(family, dtype)
+
+
+def resolve(workload: Workload, device: Device, options: ModelOptions,
+            calibration: Calibration | None = None) -> Resources:
     """Bandwidth, peak and usable memory for this workload on this device, with assumptions."""
     notes: list[str] = []
+    sources: dict[str, str] = {}
     cls = _device_class(device)
+    family = E.device_family(device)
     measured_bw = device.measured.memory_bandwidth_gbps if device.measured else None
     if measured_bw:
         bandwidth = float(measured_bw)
-        notes.append(f"memory bandwidth: measured {bandwidth:.0f} GB/s (device.measured)")
+        stream = bandwidth
+        sources["memory_bandwidth"] = "measured"
+        notes.append(f"memory bandwidth: measured {bandwidth:.0f} GB/s stream copy "
+                     "(device.measured), used as the achievable figure")
     elif device.memory_bandwidth_gbps:
         bandwidth = float(device.memory_bandwidth_gbps)
+        share = E.stream_fraction(family)
+        stream = bandwidth * share
+        sources["memory_bandwidth"] = "datasheet"
         src = device.memory_bandwidth_source or "device"
-        notes.append(f"memory bandwidth: {src} {bandwidth:g} GB/s (theoretical peak)")
+        notes.append(f"memory bandwidth: {src} {bandwidth:g} GB/s theoretical; achievable "
+                     f"stream {stream:.0f} GB/s ({share:.0%}, {family})")
     else:
         bandwidth = C.FALLBACK_BANDWIDTH_GBPS.get(cls, 50.0)
+        stream = bandwidth * E.stream_fraction(family)
+        sources["memory_bandwidth"] = "model"
         notes.append(f"memory bandwidth unknown: assumed {bandwidth:g} GB/s for a {cls} "
                      "(stated assumption, not a reading)")
 
     dtype = compute_dtype(workload, options, device)
-    peak, used = _peak(device, dtype, notes)
+    peak, used, peak_measured = _peak(device, dtype, notes)
     if peak is None:
         peak = C.FALLBACK_TFLOPS.get(cls, 1.0)
+        sources[f"{dtype}_peak"] = "model"
         notes.append(f"compute peak unknown: assumed {peak:g} TFLOP/s for a {cls} "
                      "(stated assumption, not a reading)")
-    elif used != dtype:
-        notes.append(f"no {dtype} peak listed for {device.name}: used the {used} peak")
-        dtype = used
+    else:
+        sources[f"{used}_peak"] = "measured" if peak_measured else "datasheet"
+        if used != dtype:
+            notes.append(f"no {dtype} peak listed for {device.name}: used the {used} peak")
+            dtype = used
+    cap = _power_cap_factor(device)
+    if cap < 1.0 and not peak_measured:
+        peak *= cap
+        notes.append(f"power capped at {device.nvidia.power_limit_w:g} W of "  # type: ignore[union-attr]
+                     f"{device.power_w:g} W: compute peaks x{cap:.2f}")
+    gemm = _achievable(peak, peak_measured, family, dtype)
+    if not peak_measured:
+        notes.append(f"large GEMMs ({dtype}) reach {gemm / peak:.0%} of that peak on {family}: "
+                     f"{gemm:.0f} TFLOP/s (perfmodel/efficiency.py)")
+    act_dtype = "fp32" if dtype == "fp32" else "bf16"
+    act_peak, act_used, act_measured = _peak(device, act_dtype, None)
+    if act_peak is None:
+        act_peak, act_measured, act_used = peak, peak_measured, dtype
+    act_gemm = _achievable(act_peak, act_measured, family, act_used)
+    sheet = _datasheet_peak(device, act_used) or (
+        act_peak / E.gemm_peak_fraction(family, act_used) if act_measured else act_peak)
+    if not act_measured:
+        act_gemm *= cap
+    sheet *= cap
+
+    floor = E.kernel_floor_s(family)
+    host_scale = 1.0
+    attention: dict[str, float] = {}
+    transfer = busbw = None
+    if calibration is not None:
+        floor, host_scale, attention, transfer, busbw = _calibrated(
+            calibration, floor, notes, sources)
+    sources.setdefault("launch_latency", "model")
+    sources.setdefault("attention", "model")
+    sources.setdefault("host_transfer", "model")
 
     total = device.memory_total_bytes
     usable: int | None = None
@@ -123,4 +195,47 @@ def resolve(workload: Workload, device: Device, options: ModelOptions) -> Resour
                          "(OS / Metal working-set / app limits)")
     else:
         notes.append("device memory unknown: the fit is not checked")
-    return Resources(cls, bandwidth, peak, dtype, total, usable, notes)
+    return Resources(cls, bandwidth, peak, dtype, total, usable, notes, family=family,
+                     stream_gbps=stream, gemm_tflops=gemm, act_peak_tflops=sheet,
+                     act_gemm_tflops=act_gemm, kernel_floor_s=floor, host_scale=host_scale,
+                     vector_tflops=float(device.peak_tflops.get("fp32") or sheet / 4.0),
+                     attention_tflops=attention, host_transfer_gbps=transfer,
+                     busbw_gbps=busbw, sources=sources)
+
+
+def _power_cap_factor(device: Device) -> float:
+    """Clock share a power cap below the datasheet power leaves (1 without a cap)."""
+    limit = device.nvidia.power_limit_w if device.nvidia else None
+    if not limit or not device.power_w or limit >= device.power_w:
+        return 1.0
+    return float((limit / device.power_w) ** C.POWER_CAP_CLOCK_EXPONENT)
+
+
+def _datasheet_peak(device: Device, dtype: str) -> float | None:
+    for candidate in [dtype, *_PEAK_FALLBACK.get(dtype, [])]:
+        if device.peak_tflops.get(candidate):
+            return float(device.peak_tflops[candidate])
+    return None
+
+
+def _calibrated(cal: Calibration, floor: float, notes: list[str], sources: dict[str, str],
+                ) -> tuple[float, float, dict[str, float], float | None, float | None]:
+    """Replace model figures with the calibration's measured ones; say which."""
+    host_scale = 1.0
+    if cal.kernel_floor_s is not None:
+        floor = cal.kernel_floor_s
+        host_scale = cal.host_scale or 1.0
+        sources["launch_latency"] = "measured"
+        notes.append(f"launch latency: measured (cuda-graphs trial): {floor * 1e6:.1f} us GPU "
+                     f"time per kernel, eager host cost x{host_scale:.2f} the model's")
+    attention = dict(cal.attention_tflops)
+    if attention:
+        sources["attention"] = "measured"
+        listed = ", ".join(f"{k} {v:.0f}" for k, v in sorted(attention.items()))
+        notes.append(f"attention: measured (attention-backends trial), TFLOP/s {listed}")
+    if cal.host_transfer_gbps:
+        sources["host_transfer"] = "measured"
+        notes.append(f"host transfer: measured pinned {cal.host_transfer_gbps:.1f} GB/s")
+    if cal.busbw_gbps:
+        sources["bus_bandwidth"] = "measured"
+    return floor, host_scale, attention, cal.host_transfer_gbps, cal.busbw_gbps

@@ -441,7 +441,22 @@ def _worth_listing(goal: Goal, c: Candidate, result: SearchResult) -> bool:
     return gain_on_goal >= 1 + max(c.rule.min_gain or 0.0, 0.01) and not c.fits_after
 
 
-def _rejected(result: SearchResult, recs: list[Recommendation]) -> list[Rejected]:
+def _not_enough(goal: Goal, result: SearchResult, c: Candidate) -> str:
+    """Say why a candidate stayed out: its own effect, and the goal's metric when that differs."""
+    from hwadvisor.rules.engine import GOAL_METRIC
+    from hwadvisor.rules.metrics import prediction
+
+    why = f"on the plan it would not help enough: {c.prediction.text}"
+    metric = GOAL_METRIC[goal]
+    before, after = goal_value(goal, result.final.estimate), None
+    if c.after is not None:
+        after = goal_value(goal, c.after)
+    if c.prediction.metric != metric and before and after:
+        why += f"; {prediction(metric, before, after).text}"
+    return why
+
+
+def _rejected(goal: Goal, result: SearchResult, recs: list[Recommendation]) -> list[Rejected]:
     shown = {r.id for r in recs}
     out = [Rejected(id=rule_id, why_not=f"{rule_id}: {why}", conditions_failed=["engine"])
            for rule_id, why in result.already.items()]
@@ -452,7 +467,7 @@ def _rejected(result: SearchResult, recs: list[Recommendation]) -> list[Rejected
         if tier(c.rule) > 1 and result.final.facts["fits"]:
             why = "not needed: the plan fits without it"
         else:
-            why = f"on the plan it would not help enough: {c.prediction.text}"
+            why = _not_enough(goal, result, c)
         out.append(Rejected(id=rule_id, why_not=f"{rule_id}: {why}",
                             conditions_failed=["min_gain"]))
     return sorted(out, key=lambda r: r.id)
@@ -496,4 +511,4 @@ def recommend(
     plan.summary = _summary(goal, plan, final)
     recs = _recommendations(goal, result)
     return Outcome(estimate=result.base.estimate, plan=plan, recommendations=recs,
-                   rejected=_rejected(result, recs), notes=[])
+                   rejected=_rejected(goal, result, recs), notes=[])

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.table import Table
 
 from hwadvisor import units
 from hwadvisor.cli.console import JsonOpt, OutputOpt, console, print_notes, publish
-from hwadvisor.cli.options import DeviceOpt, model_options, workload_options
+from hwadvisor.cli.options import (
+    DeviceOpt,
+    calibration_options,
+    model_options,
+    workload_options,
+)
 from hwadvisor.models import Estimate, ModelOptions, Report, Workload
 from hwadvisor.workload import WorkloadRequest
 
@@ -89,9 +96,11 @@ def render(report: Report) -> None:
 
 @workload_options
 @model_options
+@calibration_options
 def estimate_command(
     request: WorkloadRequest,
     options: ModelOptions,
+    calibration: Path | None,
     device: DeviceOpt = None,
     as_json: JsonOpt = False,
     output: OutputOpt = None,
@@ -99,7 +108,7 @@ def estimate_command(
     """Model a workload: memory by part, FLOPs, roofline times and the bottleneck (no GPU)."""
     from hwadvisor import pipeline
 
-    report = pipeline.estimate_report(request, device, options)
+    report = pipeline.estimate_report(request, device, options, calibration=calibration)
     print_notes(report.notes)
     publish(report, render, as_json, output)
 

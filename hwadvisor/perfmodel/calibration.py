@@ -1,0 +1,179 @@
+"""Calibration: the figures a machine measured, in the form the time model uses them.
+
+A report written by `probe --measure` (devices[].measured) or by `validate` (its trial results)
+carries measured figures for one device. `from_report` picks the ones for the device being
+planned (matched by profile id, else by name) and turns them into a Calibration:
+
+- memory bandwidth (memory-bandwidth trial, stream copy) and matmul TFLOP/s per dtype at 8192^3
+  (matmul-peak): these go into Device.measured, which perfmodel/resources.py prefers;
+- attention TFLOP/s per SDPA backend (attention-backends);
+- launch latency (cuda-graphs: a decode step of a few layers, eager and replayed): the GPU time
+  per kernel beyond the weight streaming, and how the measured eager host cost compares with
+  the model's;
+- pinned host-to-device bandwidth (host-transfer) and all-reduce bus bandwidth (collectives).
+
+Figures the report lacks stay the model's; Estimate.calibration says which is which.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from hwadvisor.models import Device, Measured, Report, TrialResult
+from hwadvisor.perfmodel import constants as C
+
+# The trial stack's blocks (hwadvisor/trials/blocks.py, Block.decode): 2 RMSNorms x 8 ops,
+# q/k/v, 2 index_copy_ (cache write), 2 expand_kv copies, SDPA, transpose-reshape copy, o,
+# 2 residual adds, gate, up, SiLU, mul, down = 35 kernels per layer.
+TRIAL_DECODE_KERNELS_PER_LAYER = 35.0
+# Host cost per kernel of those blocks in eager mode, in units of constants.EAGER_OP_S, that the
+# model expects: Python module calls and views around each kernel (the H200 cuda-graphs trial:
+# 2.373 ms eager for 4 x 35 kernels = 17 us per kernel = 1.97 x 8.6 us).
+TRIAL_HOST_OP_FACTOR = 1.97
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Measured figures of one device; None (or empty) where the report did not measure."""
+
+    device: str = ""
+    memory_bandwidth_gbps: float | None = None
+    matmul_tflops: dict[str, float] = field(default_factory=dict)
+    attention_tflops: dict[str, float] = field(default_factory=dict)
+    kernel_floor_s: float | None = None
+    host_scale: float | None = None
+    host_transfer_gbps: float | None = None
+    busbw_gbps: float | None = None
+    source: str = ""
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing was measured."""
+        return not (self.memory_bandwidth_gbps or self.matmul_tflops or self.attention_tflops
+                    or self.kernel_floor_s is not None or self.host_transfer_gbps
+                    or self.busbw_gbps)
+
+    def measured(self, current: Measured | None = None) -> Measured | None:
+        """Device.measured with this calibration's bandwidth and matmul figures merged in."""
+        if not (self.memory_bandwidth_gbps or self.matmul_tflops):
+            return current
+        base = current.model_copy(deep=True) if current is not None else Measured()
+        if self.memory_bandwidth_gbps:
+            base.memory_bandwidth_gbps = self.memory_bandwidth_gbps
+        base.matmul_tflops.update(self.matmul_tflops)
+        base.trial_ids = sorted(set(base.trial_ids) | {"calibration"})
+        return base
+
+
+def _norm(text: str | None) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", (text or "").lower()).strip()
+
+
+def same_device(a: Device, b: Device) -> bool:
+    """Tell whether two devices are the same model: profile id, else the normalised name."""
+    if a.profile_id and b.profile_id:
+        return a.profile_id.split("-")[0:2] == b.profile_id.split("-")[0:2] \
+            if a.profile_id != b.profile_id else True
+    na, nb = _norm(a.name), _norm(b.name)
+    return bool(na) and (na == nb or na in nb or nb in na)
+
+
+def _effect(result: TrialResult, name: str) -> float | None:
+    value = result.effect.get(name)
+    return float(value) if value else None
+
+
+def _attention(result: TrialResult) -> dict[str, float]:
+    """TFLOP/s per backend from the attention-backends trial's timings and shape."""
+    out: dict[str, float] = {}
+    names = {"cudnn_attention": "cudnn", "flash_attention": "sdpa",
+             "efficient_attention": "efficient"}
+    for m in result.measurements:
+        key = names.get(m.label)
+        p = m.params
+        if key is None or not m.median or not p.get("seq_len"):
+            continue
+        seq, heads = float(p["seq_len"]), float(p.get("heads", 1))
+        pairs = seq * (seq + 1) / 2.0 if p.get("causal", 1) else seq * seq
+        flops = float(p.get("batch", 1)) * heads * pairs * 4.0 * float(p.get("head_dim", 128))
+        out[key] = flops / float(m.median) / 1e12
+    return out
+
+
+def _launch(result: TrialResult, stream_gbps: float | None) -> tuple[float | None, float | None]:
+    """(GPU s per kernel, eager host cost / model's) from the cuda-graphs trial."""
+    eager = graph = None
+    params: dict[str, float | int | str] = {}
+    for m in result.measurements:
+        if m.label == "cuda graph replay" and m.median:
+            graph, params = float(m.median), dict(m.params)
+        elif m.label == "eager decode step" and m.median:
+            eager = float(m.median)
+    if graph is None or not params.get("hidden_size"):
+        return None, None
+    h, inter = float(params["hidden_size"]), float(params["intermediate_size"])
+    heads, kv, hd = (float(params[k]) for k in ("num_heads", "num_kv_heads", "head_dim"))
+    layers = float(params.get("layers", 1))
+    weights = layers * 2.0 * (h * (heads + 2 * kv) * hd + heads * hd * h + 3 * h * inter)
+    kv_bytes = layers * 2.0 * 2.0 * kv * hd * float(params.get("context_len", 0)) * (
+        1.0 + 2.0 * heads / kv)  # read, expand_kv's write, SDPA's read of the expanded heads
+    bandwidth = (stream_gbps or 0.0) * C.GB
+    streaming = (weights + kv_bytes) / bandwidth if bandwidth else 0.0
+    kernels = layers * TRIAL_DECODE_KERNELS_PER_LAYER
+    floor = max(C.GRAPH_NODE_S, (graph - streaming) / kernels)
+    scale = None
+    if eager:
+        scale = eager / (kernels * C.EAGER_OP_S * TRIAL_HOST_OP_FACTOR)
+    return floor, scale
+
+
+def _from_trials(trials: list[TrialResult], stream_hint: float | None) -> dict[str, object]:
+    found: dict[str, object] = {}
+    by_id = {t.id: t for t in trials if t.status == "ok"}
+    if "memory-bandwidth" in by_id:
+        found["memory_bandwidth_gbps"] = _effect(by_id["memory-bandwidth"], "copy_gbps")
+    if "matmul-peak" in by_id:
+        found["matmul_tflops"] = {k.removesuffix("_tflops"): float(v) for k, v in
+                                  by_id["matmul-peak"].effect.items() if k.endswith("_tflops")}
+    if "attention-backends" in by_id:
+        found["attention_tflops"] = _attention(by_id["attention-backends"])
+    stream = found.get("memory_bandwidth_gbps") or stream_hint
+    if "cuda-graphs" in by_id:
+        floor, scale = _launch(by_id["cuda-graphs"], stream if isinstance(stream, float)
+                               else None)
+        found["kernel_floor_s"], found["host_scale"] = floor, scale
+    if "host-transfer" in by_id:
+        found["host_transfer_gbps"] = _effect(by_id["host-transfer"], "pinned_gbps")
+    if "collectives" in by_id:
+        found["busbw_gbps"] = _effect(by_id["collectives"], "busbw_gbps")
+    return found
+
+
+def measured_devices(report: Report) -> list[Device]:
+    """Return the report's devices that carry measurements (or ran its trials)."""
+    if report.trials:
+        return list(report.devices[:1])
+    return [d for d in report.devices if d.measured is not None]
+
+
+def from_report(report: Report, device: Device, source: str = "") -> Calibration | None:
+    """Return the calibration for `device` from a report; None when it measured another.
+
+    Trials in a validate report ran on its first device; probe --measure fills each device's
+    measured field.
+    """
+    for candidate in measured_devices(report):
+        if not same_device(candidate, device):
+            continue
+        values: dict[str, object] = {}
+        if candidate.measured is not None:
+            values["memory_bandwidth_gbps"] = candidate.measured.memory_bandwidth_gbps
+            values["matmul_tflops"] = dict(candidate.measured.matmul_tflops)
+        hint = candidate.measured.memory_bandwidth_gbps if candidate.measured else None
+        for key, value in _from_trials(report.trials, hint).items():
+            if value:
+                values[key] = value
+        cal = Calibration(device=candidate.name, source=source, **values)  # type: ignore[arg-type]
+        return None if cal.empty else cal
+    return None

@@ -1,0 +1,274 @@
+"""How much of the datasheet a kernel reaches: the efficiency curves of the time model.
+
+Every number here is read from perfmodel/constants.py, where each has its source. The curves:
+
+- device_family: the key the tables are looked up by (nvidia-hopper, apple-ultra, amd-cdna3 ...);
+- stream_fraction: achievable streaming bandwidth / theoretical, by family;
+- gemm_shape_factor / gemm_peak_fraction: a dense GEMM's share of the dense peak by (M, N, K),
+  dtype and family (small M is bandwidth-bound anyway; large GEMMs reach ~77% on Hopper bf16);
+- quant_kernel / gemv_efficiency / dequant_compute_fraction: weight-only kernels by family;
+- attention_fraction and kv_read_efficiency: attention kernels by backend and family;
+- elementwise_bytes_per_token: the norms, rotary, activation and residual traffic, eager vs fused;
+- collective_protocol_s / collective_op_efficiency: collectives by size and op (comm.py);
+- kernel_floor_s and engine_time: fixed per-kernel GPU time and the engine's host costs.
+
+All functions are pure and cheap: one estimate calls them a few dozen times.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from hwadvisor.models import Device
+from hwadvisor.perfmodel import constants as C
+from hwadvisor.perfmodel import formats
+
+# --- device families --------------------------------------------------------------------------
+
+
+def device_family(device: Device) -> str:
+    """Return the family key the efficiency tables use for this device."""
+    return _family(device.vendor, str(getattr(device.device_class, "value", device.device_class)),
+                   device.architecture or "", device.name, device.memory_type or "")
+
+
+@lru_cache(maxsize=256)
+def _family(vendor: str, cls: str, arch: str, name: str, memory_type: str) -> str:
+    arch_l, name_l = arch.lower(), name.lower()
+    if cls == "apple-silicon":
+        for tier in ("ultra", "max", "pro"):
+            if tier in name_l:
+                return f"apple-{tier}"
+        return "apple-base"
+    if cls == "mobile-soc":
+        return "mobile"
+    if cls == "cpu":
+        return "cpu"
+    if vendor == "nvidia":
+        if "hopper" in arch_l:
+            return "nvidia-hopper"
+        if "blackwell" in arch_l or "rubin" in arch_l:
+            return "nvidia-blackwell"
+        if "ampere" in arch_l and "hbm" in memory_type.lower():
+            return "nvidia-ampere-hbm"
+        if "ada" in arch_l:
+            return "nvidia-ada-dc" if cls == "datacenter-gpu" else "nvidia-ada"
+        if "ampere" in arch_l:
+            return "nvidia-ampere-dc" if cls == "datacenter-gpu" else "nvidia-ampere"
+        return "nvidia-older"
+    if vendor == "amd":
+        if "cdna 3" in arch_l or "cdna3" in arch_l:
+            return "amd-cdna3"
+        if "cdna" in arch_l:
+            return "amd-cdna2"
+        return "amd-rdna3"
+    return "default"
+
+
+def _lookup(table: dict[str, float], family: str) -> float:
+    """table[family], else its vendor's row (nvidia, amd, apple), else the default row."""
+    if family in table:
+        return table[family]
+    vendor = family.split("-", 1)[0]
+    if family.startswith("nvidia") and family.endswith(("-ada", "-ampere")) and \
+            "nvidia-consumer" in table:
+        return table["nvidia-consumer"]
+    return table.get(vendor, table.get("default", 1.0))
+
+
+def _lookup_row(table: dict[str, dict[str, float]], family: str) -> dict[str, float]:
+    if family in table:
+        return table[family]
+    return table.get(family.split("-", 1)[0], table["default"])
+
+
+# --- memory bandwidth -------------------------------------------------------------------------
+
+
+def stream_fraction(family: str) -> float:
+    """Achievable streaming bandwidth as a share of the theoretical figure (<= 1)."""
+    return min(1.0, _lookup(C.STREAM_BANDWIDTH_FRACTION, family))
+
+
+# --- dense GEMMs ------------------------------------------------------------------------------
+
+
+def dtype_class(dtype: str) -> str:
+    """'16', '8', '4' or '32': the GEMM_PEAK_FRACTION column of a compute dtype."""
+    if dtype in ("fp8", "int8"):
+        return "8"
+    if dtype == "fp4":
+        return "4"
+    if dtype in ("fp32", "tf32"):
+        return "32"
+    return "16"
+
+
+def gemm_peak_fraction(family: str, dtype: str) -> float:
+    """Share of the datasheet dense peak a large (8192^3) GEMM reaches in this dtype."""
+    return _lookup_row(C.GEMM_PEAK_FRACTION, family).get(dtype_class(dtype), 0.7)
+
+
+def _dim_factor(x: float, half: float) -> float:
+    return x / (x + half)
+
+
+def gemm_half_dim(family: str) -> float:
+    """Return the GEMM shape factor's half point for the family (its matrix tile width)."""
+    return _lookup(C.GEMM_HALF_DIM, family)
+
+
+@lru_cache(maxsize=8)
+def _reference(half: float) -> float:
+    return _dim_factor(8192.0, half) ** 3
+
+
+def gemm_shape_factor(m: float, n: float, k: float, half: float = 128.0) -> float:
+    """GEMM efficiency at (M, N, K) relative to 8192^3: non-decreasing in each, 1 at 8192^3.
+
+    Below GEMM_MIN_ROWS rows the GEMV kernels keep the 16-row rate; capped at 1: larger shapes
+    than the reference reach the reference's rate.
+    """
+    m = m if m > C.GEMM_MIN_ROWS else C.GEMM_MIN_ROWS
+    n = n if n > 1.0 else 1.0
+    k = k if k > 1.0 else 1.0
+    factor = m * n * k / ((m + half) * (n + half) * (k + half) * _reference(half))
+    return factor if factor < 1.0 else 1.0
+
+
+# --- weight-only (dequantising) kernels -------------------------------------------------------
+
+
+def quant_kernel(weights_dtype: str, engine: str, family: str, option: str | None) -> str:
+    """Return the kernel family that runs the matmuls of these weights (option overrides).
+
+    16-bit and W8A8 weights run dense GEMMs ("cublas"; FP8 through torch._scaled_mm in plain
+    PyTorch, CUTLASS FP8 kernels in serving engines); GGUF blocks run llama.cpp's kernels, MLX
+    formats MLX's; int4 runs Marlin-class kernels in serving engines on NVIDIA, ExLlamaV2's
+    own, or torch's _weight_int4pack_mm (tinygemm) in plain PyTorch; NF4 bitsandbytes.
+    """
+    if option:
+        return option
+    fmt = formats.weight_format(weights_dtype)
+    if fmt.family == "gguf":
+        # K-quants (and i-quants) unpack 6-bit sub-block scales per super-block of 256: more
+        # work per weight than the legacy 32-weight blocks of q4_0 / q8_0.
+        return "llamacpp" if weights_dtype in ("q4_0", "q8_0") else "llamacpp-k"
+    if fmt.family == "mlx":
+        return "mlx"
+    if weights_dtype == "nf4":
+        return "bitsandbytes"
+    if fmt.kind == "weight-only":  # int4 (AWQ/GPTQ)
+        if engine == "exllamav2":
+            return "exllamav2"
+        if engine in ("executorch", "litert", "mlc-llm"):
+            return "mobile-int4"  # XNNPACK / KleidiAI, LiteRT's and TVM's int4 GEMV kernels
+        if engine in ("hf", "torchtitan") or not family.startswith("nvidia"):
+            return "torch-int4"
+        return "marlin"
+    if fmt.kind == "w8a8":
+        return "torch-scaled-mm" if engine in ("hf", "torchtitan", "deepspeed") else "cutlass-fp8"
+    if weights_dtype in ("fp16", "bf16", "fp32", "tf32") and engine == "llamacpp":
+        return "llamacpp-f16"
+    if weights_dtype in ("fp16", "bf16", "fp32", "tf32") and engine == "mlx":
+        return "mlx-f16"
+    return "cublas"
+
+
+def gemv_efficiency(kernel: str, family: str) -> float:
+    """Share of the stream bandwidth a weight-streaming matmul reaches at decode (M small).
+
+    Above 1 for kernels that stream better than the family's reference (the caller caps the
+    product at the theoretical bandwidth). A kernel listed in GEMV_RELATIVE is that share of
+    its base kernel's (K-quants of llama.cpp's legacy quants), unless the table names it for
+    the family itself.
+    """
+    found = _keyed(C.GEMV_EFFICIENCY, kernel, family)
+    if found is None and kernel in C.GEMV_RELATIVE:
+        base, factor = C.GEMV_RELATIVE[kernel]
+        return gemv_efficiency(base, family) * factor
+    return found if found is not None else C.GEMV_EFFICIENCY["default"]
+
+
+def _keyed(table: dict[str, float], kernel: str, family: str) -> float | None:
+    for key in (f"{kernel}@{family}", f"{kernel}@{family.split('-', 1)[0]}", kernel):
+        if key in table:
+            return table[key]
+    return None
+
+
+def kernel_compute_fraction(kernel: str, family: str) -> float | None:
+    """Share of the 16-bit dense peak this kernel family computes at; None: cuBLAS-class GEMMs."""
+    found = _keyed(C.KERNEL_COMPUTE_FRACTION, kernel, family)
+    if found is None and kernel in C.GEMV_RELATIVE:
+        return kernel_compute_fraction(C.GEMV_RELATIVE[kernel][0], family)
+    return found
+
+
+def kernel_overlap_p(kernel: str) -> float | None:
+    """P of the kernel's memory/compute combination; None: they overlap (max)."""
+    return C.KERNEL_OVERLAP_P.get(kernel)
+
+
+def kernel_flat_rate(kernel: str) -> bool:
+    """Tell whether the kernel's rate ignores the GEMM shape factor."""
+    return kernel in C.KERNEL_FLAT_RATE
+
+
+def combine(memory_s: float, compute_s: float, p: float | None) -> float:
+    """Time of a kernel from its memory and compute terms: max (p None) or the p-norm."""
+    if p is None:
+        return max(memory_s, compute_s)
+    return (memory_s ** p + compute_s ** p) ** (1.0 / p)
+
+
+# --- attention --------------------------------------------------------------------------------
+
+
+def attention_fraction(backend: str, family: str) -> float:
+    """Share of the 16-bit dense peak the attention kernel computes at (forward)."""
+    row = _lookup_row(C.ATTENTION_PEAK_FRACTION, family)
+    return row.get(backend, row.get("sdpa", 0.2))
+
+
+def kv_read_efficiency(backend: str) -> float:
+    """Share of the stream bandwidth a decode attention kernel reads the KV cache at."""
+    return C.KV_READ_EFFICIENCY.get(backend, C.KV_READ_EFFICIENCY["default"])
+
+
+# --- elementwise ops ----------------------------------------------------------------------------
+
+
+def elementwise_bytes_per_token(mode: str, hidden: float, kv_width: float,
+                                mlp_width: float) -> float:
+    """Bytes per token of one layer's norms, rotary, activation and residuals (forward)."""
+    a, b, c = C.ELEMENTWISE_BYTES[mode]
+    return a * hidden + b * (hidden + kv_width) + c * mlp_width
+
+
+# --- launches and host ----------------------------------------------------------------------------
+
+
+def kernel_floor_s(family: str) -> float:
+    """Return the fixed GPU time per kernel beyond its roofline."""
+    return _lookup(C.KERNEL_FLOOR_S, family)
+
+
+def engine_time(engine: str) -> C.EngineTime:
+    """Return the engine's host costs and kernel choices (hf when unknown)."""
+    return C.ENGINE_TIME.get(engine, C.ENGINE_TIME["hf"])
+
+
+# --- collectives --------------------------------------------------------------------------------
+
+
+def collective_op_efficiency(op: str) -> float:
+    """Share of the all-reduce bus bandwidth an all-gather / reduce-scatter reaches."""
+    return C.COLLECTIVE_OP_EFFICIENCY.get(op, 1.0)
+
+
+def collective_protocol_s(nbytes: float, kind: str) -> float:
+    """Mid-size messages' protocol overhead on top of the latency: 0 for tiny, the full for big."""
+    size = max(nbytes, 0.0)
+    full = C.COLLECTIVE_PROTOCOL_S.get(kind, C.COLLECTIVE_PROTOCOL_S["pcie"])
+    return full * size / (size + C.COLLECTIVE_KNEE_BYTES)

@@ -1,0 +1,79 @@
+"""The published-results benchmark: its figures load, rebuild, and meet the targets."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+
+
+def _module(name: str) -> ModuleType:
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def published() -> ModuleType:
+    return _module("published")
+
+
+@pytest.fixture(scope="module")
+def rows(published: ModuleType) -> list:
+    return published.evaluate(published.load_figures() + published.e2e_figures())
+
+
+def test_the_data_file_has_its_95_figures_and_a_held_out_third(published: ModuleType) -> None:
+    figures = published.load_figures()
+    assert len(figures) == 95
+    check = [f for f in figures if f.split == "check"]
+    assert 30 <= len(check) <= 35
+    assert {f.split for f in figures} == {"tune", "check"}
+
+
+def test_e2e_runs_are_figures_with_both_splits(published: ModuleType) -> None:
+    figures = published.e2e_figures()
+    assert {f.engine for f in figures} == {"hf"}
+    assert {f.split for f in figures} == {"tune", "check"}
+    assert any(f.phase == "training" for f in figures)
+
+
+def test_only_figures_without_a_profile_are_skipped(rows: list) -> None:
+    skipped = [r for r in rows if r.skipped]
+    assert all("no profile" in r.skipped for r in skipped)
+    assert len([r for r in rows if r.error is not None]) >= 95
+
+
+@pytest.mark.parametrize("split", ["tune", "check"])
+def test_targets_are_met_on_each_split(published: ModuleType, rows: list, split: str) -> None:
+    got = published.summary([r for r in rows if r.fig.split == split])
+    assert got is not None
+    median, worst, worst_id = got
+    assert median <= published.MEDIAN_TARGET, f"{split} median {median:.1%}"
+    assert worst <= published.WORST_TARGET, f"{split} worst {worst:.1%} ({worst_id})"
+
+
+def test_parallel_layouts_are_read(published: ModuleType) -> None:
+    assert published._degrees("TP 4 x PP 4 (VP 5) x CP 2 x DP 2") == {
+        "TP": 4, "PP": 4, "VP": 5, "CP": 2, "DP": 2}
+    assert published._degrees("Megatron-FSDP 8 (TP 1, PP 1, CP 1)")["FSDP"] == 8
+
+
+def test_trial_shapes_are_within_25_percent() -> None:
+    trials = _module("trials_vs_model")
+    rows = trials.compare()
+    assert {r.trial for r in rows} >= {"cuda-graphs", "torch-compile", "int4-weight-only",
+                                       "fp8-gemm", "activation-checkpointing"}
+    text, ok = trials.render(rows)
+    assert ok, text
