@@ -2,7 +2,7 @@
 # One batched run on a GPU host without network access (see docs/benchmarks.md): installs hwadvisor without
 # network (wheels carried in .whl/), runs the GPU tests, the probe, the trials and the
 # benchmarks, and leaves everything under $OUT/res packed as $OUT/results.tgz.
-# Usage: bash benchmarks/run_on_device.sh [tests|startup|bench|multi|e2e|final]
+# Usage: bash benchmarks/run_on_device.sh [tests|startup|bench|multi|e2e|plan|stability|final]
 set -u
 mode=${1:-tests}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -62,6 +62,20 @@ e2e)
     timeout 420 python3 benchmarks/e2e_torch.py --out "$res/e2e_torch.json" 2>&1 | grep -v -i warn | tee "$res/e2e_torch.txt" | tail -30
     timeout 200 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/test_schema.py -m gpu -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -6
     timeout 150 python3 -m hwadvisor validate --json --output "$res/validate.json" >/dev/null 2>"$res/validate.err"; echo "validate exit $?"
+    ;;
+plan)
+    # The stacked-step trial and the model against the trials (GPU tests first), then the plan
+    # validated as a whole for each goal on this GPU.
+    timeout 240 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/test_schema.py -m gpu -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -12
+    timeout 120 python3 benchmarks/trials_vs_model.py --run 2>&1 | tee "$res/trials_vs_model.txt" | tail -24
+    rv() { name=$1; shift; timeout 150 python3 -m hwadvisor recommend "$@" --validate --json --output "$res/$name.json" >/dev/null 2>"$res/$name.err"; echo "$name exit $?"; }
+    rv recommend_b_8b_b1 --goal b --model llama-3-8b --batch 1
+    rv recommend_a_1b_hf --goal a --model llama-3.2-1b --phase training --batch 4 --engine hf
+    rv recommend_c_8b_b16 --goal c --model llama-3-8b --batch 16
+    ;;
+stability)
+    # Verdicts three times at batch 1, 4 and 16, and the validate suite from a fresh process.
+    timeout 420 python3 benchmarks/validate_stability.py --out "$res/stability" 2>&1 | tee "$res/stability.txt" | tail -60
     ;;
 final)
     # Everything once more on a two-GPU machine: GPU 0 serves the single-GPU work.
