@@ -265,52 +265,12 @@ def test_recommend_validate_sets_plan_validation_on_cpu():
     assert all(r.validation.status != "pending" for r in report.recommendations)
 
 
-def test_spec_maps_fp8_training_to_its_knob():
+def test_fp8_training_is_named_unmeasured_with_the_reason():
     report = _report("training-throughput", "h200-sxm", model="llama-3.2-1b", batch=4,
                      phase="training", engine="hf")
     from hwadvisor.probe.target import primary_device
 
-    ids = [s.id for s in report.plan.steps]
-    assert "fp8-training" in ids
+    assert "fp8-training" in [s.id for s in report.plan.steps]
     spec, unmeasured = plancheck.trial_spec(report.workload, primary_device(report), report.goal,
                                             report.plan)
-    assert spec is not None and spec.plan["fp8_training"] is True
-    assert spec.plan["weights"] == "bf16"  # bf16 master weights, FP8 matmuls
-    assert spec.steps["fp8_training"] == ["fp8-training"]
-    if "torch-compile" in ids:
-        assert "compile" in unmeasured["torch-compile"]
-
-
-@torch_needed
-def test_trial_fp8_training_needs_fp8_tensor_cores_here():
-    result = _run({"phase": "training", "batch": 1, "seq_len": 64, "baseline": {"batch": 1},
-                   "plan": {"batch": 1, "fp8_training": True}})
-    assert result.status == "unsupported" and "FP8 training" in result.reason
-
-
-@torch_needed
-def test_float8_linear_gradients_match_bf16_within_fp8_rounding():
-    """The FP8 training linear's forward and both gradients against plain bf16 matmuls."""
-    import torch
-
-    from hwadvisor.trials.plan_step import _float8_linear_class
-
-    torch.manual_seed(0)
-    lin = torch.nn.Linear(128, 64, bias=False).to(torch.bfloat16)
-    fp8 = _float8_linear_class()(lin)
-    x = torch.randn(32, 128, dtype=torch.bfloat16, requires_grad=True)
-    try:
-        out = fp8(x)
-    except (RuntimeError, NotImplementedError) as exc:  # no CPU _scaled_mm in this torch
-        pytest.skip(f"torch._scaled_mm unavailable here: {exc}")
-    out.float().pow(2).mean().backward()
-    x_ref = x.detach().clone().requires_grad_(True)
-    w_ref = lin.weight.detach().clone().requires_grad_(True)
-    (x_ref @ w_ref.t()).float().pow(2).mean().backward()
-
-    def rel(a, b):
-        return float((a.float() - b.float()).norm() / b.float().norm())
-
-    assert rel(out, x_ref @ w_ref.t()) < 0.08  # e4m3: 3 mantissa bits
-    assert rel(x.grad, x_ref.grad) < 0.15 and rel(lin.weight.grad, w_ref.grad) < 0.15  # e5m2
-    assert rel(x.grad, x_ref.grad) > 0  # really computed in FP8, not a bf16 fallback
+    assert "torch.compile fuses its casts" in unmeasured["fp8-training"]

@@ -158,14 +158,3 @@ def test_plan_step_train_gpu():
     assert r.status == "ok", r.reason
     assert _with_interval(r, "speedup").value > 1.0  # less recompute, no weight gradients
     assert r.effect_of("memory_factor") is not None
-
-
-@pytest.mark.skipif(torch.cuda.is_available()
-                    and tuple(torch.cuda.get_device_capability(0)) < (8, 9),
-                    reason="needs FP8 tensor cores")
-def test_plan_step_fp8_training_gpu():
-    r = _plan_step({"phase": "training", "batch": 4, "seq_len": 2048,
-                    "baseline": {"batch": 4}, "plan": {"batch": 4, "fp8_training": True}})
-    assert r.status == "ok", r.reason
-    _with_interval(r, "speedup")
-    assert "_scaled_mm" in r.kernel

@@ -91,8 +91,11 @@ class Attention(nn.Module):
         v_new = self._heads(self.v(x), self.hkv)
         if kv_scale is not None:
             # Written through a byte view: index_copy_ has no FP8 kernel on every torch.
-            k_new = (k_new.float() / kv_scale).to(k_cache.dtype).view(torch.uint8)
-            v_new = (v_new.float() / kv_scale).to(v_cache.dtype).view(torch.uint8)
+            # Clamped to e4m3's range: an out-of-range value would turn into NaN (no inf).
+            fmax = float(torch.finfo(k_cache.dtype).max)
+            k_new = (k_new.float() / kv_scale).clamp(-fmax, fmax).to(k_cache.dtype)
+            v_new = (v_new.float() / kv_scale).clamp(-fmax, fmax).to(v_cache.dtype)
+            k_new, v_new = k_new.view(torch.uint8), v_new.view(torch.uint8)
             k_cache.view(torch.uint8).index_copy_(2, pos, k_new)
             v_cache.view(torch.uint8).index_copy_(2, pos, v_new)
         else:

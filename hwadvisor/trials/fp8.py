@@ -5,7 +5,9 @@ bf16 output; not every torch/GPU pair has it: it is then skipped with the reason
 prefill M (batch x prompt_len, capped) and decode M (batch padded to 16). Correctness: the fp8
 product against the float32 product of the unquantized inputs (expect ~1e-2..5e-2).
 bf16 and the two FP8 variants are timed interleaved, one shape and phase at a time
-(timing.interleaved), until each ratio's 95% interval is within ±5% or the budget is spent.
+(timing.interleaved), until each ratio's 95% interval is within ±5% or the budget is spent;
+on CUDA each variant is timed as a replayed graph of 16 calls (timing.graphed): eagerly, the
+decode-sized GEMMs measured the host's launch rate, which moved from run to run.
 effect: prefill_speedup, decode_speedup (geometric means over shapes, per-tensor scales, with
 combined intervals), their _rowwise twins, and speedup = decode_speedup.
 """
@@ -31,6 +33,7 @@ from hwadvisor.trials.timing import (
     check_close,
     combined,
     effects,
+    graphed,
     interleaved,
     poison,
     rel_error,
@@ -132,7 +135,8 @@ def _bench_shape(device: str, phase: str, m: int, shape: LinearShape, budget_s: 
                                        skipped=f"{type(exc).__name__}: {text}"[:300]))
     if "bf16" not in built or len(built) < 2:
         return skipped, {}
-    variants = [Variant(str(p["label"]), call, p) for call, _err, p in built.values()]
+    variants = [graphed(Variant(str(p["label"]), call, p), device)
+                for call, _err, p in built.values()]
     timed = interleaved(variants[0], *variants[1:], device=device, budget_s=budget_s)
     ratios: dict[str, LogEstimate] = {}
     for (name, (_call, err, _p)), m_ in zip(built.items(), timed.measurements, strict=True):

@@ -3,7 +3,8 @@
 Batch sizes 1, 4, 16, 64 (and the workload's own batch), the workload's linear shapes, group
 size 128. Both variants multiply by the same dequantized weight, so the comparison is of
 kernels, not of models: the int4 output must match x @ dequant(W).T to ~1e-2. bf16 and int4
-are timed interleaved (timing.interleaved) until the ratio's 95% interval is within ±5%.
+are timed interleaved (timing.interleaved) until the ratio's 95% interval is within ±5%, on
+CUDA as replayed graphs of 16 calls (timing.graphed), the way serving engines run decode.
 effect: speedup_b{batch} (geometric mean over shapes of bf16 time / int4 time, with the
 combined interval) for each batch, and speedup at the workload's batch. The advice may hold at
 one batch size and fail at another.
@@ -41,6 +42,7 @@ from hwadvisor.trials.timing import (
     check_close,
     combined,
     effects,
+    graphed,
     guarded,
     paired,
     rel_error,
@@ -129,9 +131,9 @@ def _bench_batch(weights: _Weights, shape: LinearShape, batch: int, device: str,
         return int4_mm(xs[i % sets], weights.packed[i % sets], weights.sz[i % sets], device)
 
     bf16, int4, ratio = paired(
-        Variant(f"{base_label} bf16", call_bf16, {"variant": "bf16"}),
-        Variant(f"{base_label} int4", call_int4, {"variant": "int4",
-                                                  "kernel": kernel_name(device)}),
+        graphed(Variant(f"{base_label} bf16", call_bf16, {"variant": "bf16"}), device),
+        graphed(Variant(f"{base_label} int4", call_int4, {"variant": "int4",
+                                                          "kernel": kernel_name(device)}), device),
         device=device, budget_s=budget_s, params=common)
     bf16.error, int4.error = bf16_err, int4_err
     return bf16, int4, ratio

@@ -14,9 +14,7 @@ step, each with its own knobs stacked:
 - training, forward + backward + AdamW step on `batch` x seq_len tokens: `checkpointing`
   none | full | selective (attention recomputed); `fused_optimizer` (AdamW fused=True, else
   foreach); `lora_rank` (frozen base, rank-r adapters on every linear, only they stepped);
-  `fp8_training` (every linear's three matmuls in FP8 with dynamic per-tensor scales, the
-  master weights bf16: torchao's float8 tensorwise recipe); `batch` (when the plan changes
-  it, both sides keep the ratio, timed per token).
+  `batch` (when the plan changes it, both sides keep the ratio, timed per token).
 
 A knob this device cannot run (FP8 without FP8 tensor cores, CUDA graphs off CUDA, 4-bit
 formats torch has no kernel for) is set alike on both sides and named with its reason in the
@@ -83,11 +81,9 @@ TOLERANCE_FP8 = 0.2
 DEFAULT_KNOBS: dict[str, Any] = {
     "cuda_graphs": False, "weights": "bf16", "kv": "bf16", "attention": "flash",
     "checkpointing": "none", "fused_optimizer": False, "lora_rank": 0, "batch": 1,
-    "fp8_training": False,
 }
 INFERENCE_KNOBS = ("cuda_graphs", "weights", "kv", "attention")
-TRAINING_KNOBS = ("checkpointing", "fused_optimizer", "lora_rank", "batch", "attention",
-                  "fp8_training")
+TRAINING_KNOBS = ("checkpointing", "fused_optimizer", "lora_rank", "batch", "attention")
 
 
 class PlanStepTrial:
@@ -133,8 +129,6 @@ def _why_not(knob: str, value: Any, device: str, phase: str) -> str | None:
         return f"torch has no kernel for {value} weights (the engine's own kernel runs them)"
     if knob == "weights" and value != "bf16" and phase == "training":
         return "quantised base weights in training (QLoRA) need bitsandbytes' NF4 kernels"
-    if knob == "fp8_training" and value and not has_fp8(device):
-        return "FP8 training needs FP8 tensor cores (NVIDIA cc >= 8.9, AMD MI300+)"
     if knob == "kv" and value == "fp8" and not hasattr(_torch(), "float8_e4m3fn"):
         return "this torch has no float8_e4m3fn"
     if knob == "kv" and value not in ("bf16", "fp8"):
@@ -242,64 +236,6 @@ def _quant_linear_class() -> Any:
             return self.base(x) + F.linear(F.linear(x, self.a), self.b) * self.scale
 
     return QuantLinear, LoraLinear
-
-
-def _float8_linear_class() -> Any:
-    """Return a linear whose three matmuls run in FP8, as torchao's float8 "tensorwise" does.
-
-    Forward: x (e4m3) @ w (e4m3)^T; backward: grad (e5m2) @ w for the input's gradient and
-    grad^T @ x for the weight's, each with one dynamic per-tensor scale (amax / max of the
-    format) and torch._scaled_mm; the master weight stays bf16.
-    """
-    import torch
-    from torch import nn
-
-    from hwadvisor.trials import fp8_ops
-
-    e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
-
-    def cast(t: Any, dtype: Any) -> tuple[Any, Any]:
-        return fp8_ops.quantize_fp8(t, rowwise=False, dtype=dtype)
-
-    def mm(a: Any, b_t: Any, sa: Any, sb: Any) -> Any:
-        # a (M, K) row-major; b_t (N, K) row-major is b's column-major (K, N) view.
-        out = torch._scaled_mm(a, b_t.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
-                               use_fast_accum=True)
-        return out[0] if isinstance(out, tuple) else out
-
-    class Float8MatMul(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x2: Any, w: Any) -> Any:
-            """Return x2 @ w^T in FP8; keep the FP8 operands for backward."""
-            xq, xs = cast(x2, e4m3)
-            wq, ws = cast(w, e4m3)
-            ctx.save_for_backward(xq, xs, wq, ws)
-            return mm(xq, wq, xs, ws)
-
-        @staticmethod
-        def backward(ctx: Any, grad: Any) -> Any:
-            """Return the input's and the weight's gradients, each one FP8 matmul."""
-            xq, xs, wq, ws = ctx.saved_tensors
-            gq, gs = cast(grad, e5m2)
-            grad_x = mm(gq, wq.t().contiguous(), gs, ws)  # (M, N) @ (N, K)
-            grad_w = None
-            if ctx.needs_input_grad[1]:  # a frozen (LoRA) base needs no weight gradient
-                grad_w = mm(gq.t().contiguous(), xq.t().contiguous(), gs, xs)  # (N,M) @ (M,K)
-            return grad_x, grad_w
-
-    class Float8Linear(nn.Module):
-        """A bias-free linear training through FP8 matmuls (its weight stays bf16)."""
-
-        def __init__(self, linear: Any) -> None:
-            super().__init__()
-            self.weight = linear.weight
-
-        def forward(self, x: Any) -> Any:
-            lead, k = x.shape[:-1], x.shape[-1]
-            out = Float8MatMul.apply(x.reshape(-1, k), self.weight)
-            return out.reshape(*lead, self.weight.shape[0])
-
-    return Float8Linear
 
 
 def _swap_linears(module: Any, make: Callable[[Any], Any]) -> None:
@@ -520,9 +456,6 @@ class _TrainSide:
             torch.manual_seed(WEIGHT_SEED + 1)
             _swap_linears(self.stack, lambda lin: lora(lin, rank))
             torch.random.set_rng_state(gen_state)
-        if knobs["fp8_training"]:
-            # After LoRA: the frozen bases (or every linear) run their matmuls in FP8.
-            _swap_linears(self.stack, _float8_linear_class())
         self.stack.checkpointing = knobs["checkpointing"] != "none"
         self.stack.selective = knobs["checkpointing"] == "selective"
         self.params = [p for p in self.stack.parameters() if p.requires_grad]
@@ -575,9 +508,6 @@ def _kernels(knobs: dict[str, Any], device: str) -> list[str]:
     if knobs["kv"] == "fp8":
         out.append("FP8 KV cache: dequantised to bf16 before SDPA each step (no fused FP8 "
                    "attention kernel in torch)")
-    if knobs["fp8_training"]:
-        out.append("FP8 training: torch._scaled_mm for the forward and both backward matmuls, "
-                   "per-tensor dynamic scales (torchao's tensorwise recipe)")
     return out
 
 
@@ -676,9 +606,8 @@ def _run_training(ctx: TrialContext, started: float, request: dict[str, Any],
     both = min(b0, b1)
     x = sides["baseline"].x[:both]
     agree = rel_error(sides["plan"].forward(x), sides["baseline"].forward(x))
-    bound = TOLERANCE_FP8 if plan["fp8_training"] or base["fp8_training"] else TOLERANCE
-    bad = [] if agree <= bound else [
-        f"the plan's forward differs from the baseline's: {agree:.2e} > {bound:.0e}"]
+    bad = [] if agree <= TOLERANCE else [
+        f"the plan's forward differs from the baseline's: {agree:.2e} > {TOLERANCE:.0e}"]
     peaks: dict[str, int] = {}
     for name, side in sides.items():
         # Each side's own bytes: its weights and input, the gradients and optimizer states its

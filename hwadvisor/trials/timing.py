@@ -198,11 +198,56 @@ def bench(
 
 @dataclass
 class Variant:
-    """One side of a paired comparison: a label, the call fn(i), and its Measurement params."""
+    """One side of a paired comparison: a label, the call fn(i), and its Measurement params.
+
+    calls: how many of the measured operations one fn call runs (a replayed graph of several);
+    samples are divided by it, so they stay the time of one operation.
+    """
 
     label: str
     fn: Callable[[int], object]
     params: dict[str, float | int | str] = field(default_factory=dict)
+    calls: int = 1
+
+
+# Calls one graph of a kernel micro-benchmark holds: enough to rotate through the input sets
+# and to make the replay's own launch (~10 us) small against the kernels.
+GRAPH_CALLS = 16
+
+
+def graphed(variant: Variant, device: str, calls: int = GRAPH_CALLS) -> Variant:
+    """Capture `calls` consecutive calls of the variant in one CUDA graph; replay it instead.
+
+    Kernel micro-benchmarks at decode shapes run for microseconds, less than the host needs to
+    launch some of them (torch._scaled_mm's dispatch alone takes ~10-20 us): timed eagerly,
+    they measure the host's launch rate, which moves from run to run with the host's state.
+    Serving engines replay decode as CUDA graphs (vLLM, SGLang, TensorRT-LLM), so a replayed
+    graph times what the advice is about: the kernels. Off CUDA the variant is returned as is.
+    """
+    if not device.startswith("cuda"):
+        return variant
+    import torch
+
+    with torch.cuda.device(torch.device(device)):
+        side = torch.cuda.Stream(device=device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for i in range(3):  # warm-up off the capture (torch.cuda.graphs docs)
+                variant.fn(i)
+        torch.cuda.current_stream(device).wait_stream(side)
+        torch.cuda.synchronize(device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for i in range(calls):
+                variant.fn(i)
+        torch.cuda.synchronize(device)
+
+    def replay(_i: int) -> object:
+        graph.replay()
+        return graph
+
+    return Variant(variant.label, replay, {**variant.params, "timed_as": f"CUDA graph of {calls}"},
+                   calls=variant.calls * calls)
 
 
 @dataclass
@@ -313,7 +358,7 @@ def interleaved(
                                             "order": "interleaved, rotating start"}
     if params:
         common.update(params)
-    built = [Measurement(label=v.label, unit="s", samples=s,
+    built = [Measurement(label=v.label, unit="s", samples=[x / v.calls for x in s],
                          params={**common, "inner": inner, "role": "baseline" if i == 0
                                  else "variant", **v.params})
              for i, (v, s, inner) in enumerate(zip(variants, samples, inners, strict=True))]
