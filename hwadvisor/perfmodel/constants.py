@@ -182,8 +182,10 @@ GEMM_HALF_DIM: dict[str, float] = {"apple": 32.0, "default": 128.0}
 # Weight-streaming efficiency of a matmul at small M (decode), as a share of the achievable
 # stream bandwidth above, by kernel family (keys "kernel" or "kernel@family"). cublas: H200
 # int4 trial's bf16 side at batch 1 (gate_up 33.9 us and down 37.0 us for 117 MB each, with the
-# 2.8 us floor) = 0.93. torch-scaled-mm (fp8): H200 fp8-gemm trial at M=16 (qkv 43.7, gate_up
-# 22.5, down 32.0 us for 25-59 MB) = ~0.5. torch-int4: H200 int4 trial (gate_up 20.3 us for
+# 2.8 us floor) = 0.93. torch-scaled-mm (fp8): H200 fp8-gemm trial at M=16 timed as replayed
+# CUDA graphs (2026-12-01 23:30: qkv 9.7, gate_up 17.0, down 19.8 us for 25-59 MB, with the
+# floor) = ~0.9; timed eagerly the same GEMMs had measured the host's launch rate (qkv 43.7 us).
+# torch-int4: H200 int4 trial (gate_up 20.3 us for
 # 30.5 MB at batch 1, with the compute term) = 0.45. marlin: "near-ideal 3.87x over fp16 up to
 # batch 16-32" (IST-DASLab/marlin README) = 0.9. llama.cpp (legacy quants and f16) and MLX per
 # vendor, CUTLASS-class fp8 on CDNA 3 (vLLM): fit to the tune split; MLX streams more of the
@@ -194,7 +196,7 @@ GEMV_EFFICIENCY: dict[str, float] = {
     "cublas": 0.93,
     "cutlass-fp8": 0.85,
     "cutlass-fp8@amd": 0.63,
-    "torch-scaled-mm": 0.5,
+    "torch-scaled-mm": 0.9,
     "torch-int4": 0.45,
     "marlin": 0.9,
     "exllamav2": 0.85,

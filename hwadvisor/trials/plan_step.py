@@ -67,6 +67,7 @@ MAX_SEQ = 4096
 QUICK_CONTEXT = 128
 QUICK_SEQ = 64
 QUICK_TOKENS = 256
+FP8_MAX = 448.0  # largest finite float8_e4m3fn value (OCP FP8 spec)
 INT4_MULTIPLE = 128  # torch's int4 kernel: K a multiple of the group (128) and of 16 x 8 tiles
 WEIGHT_SEED, CACHE_SEED, INPUT_SEED = 71, 72, 73
 LORA_ALPHA_OVER_RANK = 2.0  # the usual alpha = 2r (PEFT examples); it only scales the adapter
@@ -338,9 +339,11 @@ class _DecodeSide:
             if knobs["kv"] == "fp8":
                 # One scale for every cache (vLLM's default FP8 KV: per-tensor scales); the
                 # random caches share one distribution.
-                self.kv_scale = self.kv_scale or float(k.abs().amax()) / 448.0
-                k = (k.float() / self.kv_scale).to(torch.float8_e4m3fn)
-                v = (v.float() / self.kv_scale).to(torch.float8_e4m3fn)
+                # The first cache's range sets the one scale; the other layers' caches are
+                # clamped into e4m3's range (an out-of-range value would turn into NaN).
+                self.kv_scale = self.kv_scale or float(k.abs().amax()) / FP8_MAX
+                k = (k.float() / self.kv_scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+                v = (v.float() / self.kv_scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
             self.ks.append(k)
             self.vs.append(v)
         xgen = torch.Generator(device="cpu").manual_seed(INPUT_SEED)
