@@ -10,6 +10,7 @@ derived, not input: they are always dropped before validation and recomputed fro
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from pathlib import Path
@@ -19,14 +20,20 @@ from pydantic import BaseModel
 
 from hwadvisor.errors import UserError
 from hwadvisor.models import SCHEMA_VERSION, Report
+from hwadvisor.report.text import one_line
+
+# ASCII digits only: str.isdigit() also accepts '²' and other digits int() refuses.
+_VERSION = re.compile(r"(\d{1,9})\.(\d{1,9})", re.ASCII)
 
 
 def parse_version(version: object) -> tuple[int, int] | None:
     """Split 'MAJOR.MINOR' into two ints; None when it is not of that form."""
-    parts = str(version).strip().split(".")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+    if not isinstance(version, (str, int, float)) or isinstance(version, bool):
         return None
-    return int(parts[0]), int(parts[1])
+    match = _VERSION.fullmatch(str(version).strip())
+    if match is None:
+        return None
+    return int(match.group(1)), int(match.group(2))
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
@@ -69,6 +76,7 @@ def _clean(value: Any, annotation: Any, drop_unknown: bool, path: str, dropped: 
         out: dict[str, Any] = {}
         for key, item in value.items():
             where = f"{path}.{key}" if path else str(key)
+            where = where if len(where) <= 80 else where[:77] + "..."
             if key in model.model_computed_fields and key not in _legacy_inputs(model):
                 continue  # derived on load; never input
             field = model.model_fields.get(key)
@@ -98,8 +106,8 @@ def upgrade_with_notes(data: dict[str, Any], path: Path) -> tuple[dict[str, Any]
 
     Raises a UserError for another major version or an unreadable schema_version.
     """
-    theirs_text = str(data.get("schema_version"))
-    theirs = parse_version(theirs_text)
+    theirs_text = one_line(data.get("schema_version"), 40)
+    theirs = parse_version(data.get("schema_version"))
     ours = parse_version(SCHEMA_VERSION)
     assert ours is not None, "SCHEMA_VERSION must be MAJOR.MINOR"
     if theirs is None:

@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from hwadvisor import units
-from hwadvisor.cli.console import JsonOpt, OutputOpt, console, print_notes, publish
+from hwadvisor.cli.console import JsonOpt, OutputOpt, console, esc, print_notes, publish
 from hwadvisor.cli.options import DeviceOpt, model_options, workload_options
 from hwadvisor.models import Estimate, ModelOptions, Report, Workload
 from hwadvisor.workload import WorkloadRequest
@@ -76,14 +76,14 @@ def render(report: Report) -> None:
     if est.params_active and est.params_total and est.params_active < est.params_total:
         params += f" ({est.params_active / 1e9:.2f}B active)"
     device = report.devices[0].name if report.devices else "cpu"
-    console.print(f"[bold]{workload.model}[/] · {workload.phase} · {params} · "
-                  f"{workload.gpus} x {device}")
+    console.print(f"[bold]{esc(workload.model)}[/] · {esc(workload.phase)} · {params} · "
+                  f"{workload.gpus} x {esc(device)}")
     console.print(memory_table(est))
     console.print(times_table(est, workload))
-    console.print(f"[bold]bottleneck: {est.bottleneck}[/] — {est.bottleneck_why}",
+    console.print(f"[bold]bottleneck: {esc(est.bottleneck)}[/] — {esc(est.bottleneck_why)}",
                   highlight=False)
     for line in est.assumptions:
-        console.print(f"  [dim]· {line}[/]", highlight=False)
+        console.print(f"  [dim]· {esc(line)}[/]", highlight=False)
 
 
 @workload_options

@@ -10,8 +10,10 @@ from hwadvisor import units
 from hwadvisor.cli.console import (
     JsonOpt,
     MarkdownOpt,
+    MarkdownOverwriteOpt,
     OutputOpt,
     console,
+    esc,
     print_notes,
     progress_bar,
     publish,
@@ -39,12 +41,13 @@ def device_table(report: Report) -> Table:
     table.add_column("what")
     table.add_column("value")
     host = report.host
-    table.add_row("host", f"{_fmt(host.cpu_model)} · {_fmt(host.cpu_cores)} cores / "
-                          f"{_fmt(host.cpu_threads)} threads · RAM {_gb(host.memory_total_bytes)} "
-                          f"({_gb(host.memory_available_bytes)} free) · {_fmt(host.os)}")
-    table.add_row("device class", str(report.device_class))
+    table.add_row("host", esc(f"{_fmt(host.cpu_model)} · {_fmt(host.cpu_cores)} cores / "
+                              f"{_fmt(host.cpu_threads)} threads · RAM "
+                              f"{_gb(host.memory_total_bytes)} "
+                              f"({_gb(host.memory_available_bytes)} free) · {_fmt(host.os)}"))
+    table.add_row("device class", esc(report.device_class))
     for device in report.devices:
-        table.add_row(f"device {device.index}", _device_line(device))
+        table.add_row(f"device {device.index}", esc(_device_line(device)))
     return table
 
 
@@ -133,6 +136,7 @@ def probe(
     as_json: JsonOpt = False,
     output: OutputOpt = None,
     markdown: MarkdownOpt = None,
+    markdown_overwrite: MarkdownOverwriteOpt = False,
     measure: bool = typer.Option(
         False, "--measure", help="Also measure memory bandwidth and matmul TFLOP/s here (needs "
         "torch; a few seconds per GPU); figures go to each device's 'measured'."),
@@ -150,7 +154,7 @@ def probe(
     with progress_bar(measure and not as_json and sys.stderr.isatty()) as progress:
         report = pipeline.probe_report(measure, progress)
     print_notes(report.notes)
-    publish(report, render, as_json, output, markdown)
+    publish(report, render, as_json, output, markdown, markdown_overwrite)
     if measure and any(t.status in ("error", "interrupted") for t in report.trials):
         code = ExitCode.INTERRUPTED if report.interrupted else ExitCode.TRIALS_FAILED
         raise typer.Exit(int(code))

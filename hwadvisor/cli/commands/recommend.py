@@ -12,6 +12,7 @@ from rich.table import Table
 from hwadvisor.cli.console import (
     JsonOpt,
     MarkdownOpt,
+    MarkdownOverwriteOpt,
     OutputOpt,
     console,
     exit_for_gates,
@@ -55,7 +56,7 @@ def recommend_table(report: Report) -> Table:
         title += f" · {wl.model} {wl.phase} batch {wl.batch}"
     if report.devices:
         title += f" · {len(report.devices)} x {report.devices[0].name}"
-    table = Table(title=title, show_lines=True)
+    table = Table(title=escape(title), show_lines=True)
     table.add_column("#", justify="right")
     table.add_column("advice", ratio=3)
     table.add_column("predicted", ratio=3)
@@ -98,14 +99,14 @@ def rejected_table(report: Report) -> Table:
     table.add_column("why not")
     for rej in report.rejected:
         reason = rej.why_not.split(": ", 1)[1] if rej.why_not.startswith(rej.id) else rej.why_not
-        table.add_row(rej.id, escape(reason))
+        table.add_row(escape(rej.id), escape(reason))
     return table
 
 
 def render(report: Report) -> None:
     """Print the recommend report for people: bottleneck, ranked table, why, not recommended."""
     if report.estimate is not None:
-        console.print(f"bottleneck: {report.estimate.bottleneck} — "
+        console.print(f"bottleneck: {escape(report.estimate.bottleneck)} — "
                       f"{escape(report.estimate.bottleneck_why)}", highlight=False)
     console.print(recommend_table(report))
     for line in why_lines(report):
@@ -127,6 +128,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
         output: OutputOpt = None,
         markdown: MarkdownOpt = None,
+        markdown_overwrite: MarkdownOverwriteOpt = False,
         fail_on: FailOnOpt = None,
         min_bw_fraction: MinBandwidthFractionOpt = None,
     ) -> None:
@@ -137,7 +139,7 @@ def register(app: typer.Typer) -> None:
         from hwadvisor import pipeline
 
         report = pipeline.recommend_report(parse_goal(goal), device, request)
-        print_notes(report.notes, "note: ")
+        print_notes(report.notes)
         if validate:
             from hwadvisor.trials.base import TORCH_MISSING, torch_missing
 
@@ -147,5 +149,5 @@ def register(app: typer.Typer) -> None:
             with progress_bar(not as_json and sys.stderr.isatty()) as progress:
                 report = pipeline.validate_recommendations(report, progress=progress)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
-        publish(report, render, as_json, output, markdown)
+        publish(report, render, as_json, output, markdown, markdown_overwrite)
         exit_for_gates(report)

@@ -13,6 +13,7 @@ from rich.table import Table
 from hwadvisor.cli.console import (
     JsonOpt,
     MarkdownOpt,
+    MarkdownOverwriteOpt,
     OutputOpt,
     console,
     exit_for_gates,
@@ -66,7 +67,7 @@ def trial_table(report: Report) -> Table:
             text = f"{text}\n{result.reason}" if text else result.reason
         if result.busy_gpu:
             text += "\n(other processes on the GPU)"
-        table.add_row(result.id, result.status, escape(effect), escape(text))
+        table.add_row(escape(result.id), escape(result.status), escape(effect), escape(text))
     return table
 
 
@@ -87,7 +88,7 @@ def verdict_table(report: Report) -> Table:
         detail = v.detail or ""
         if v.holds_where:
             detail += f"\nholds where: {v.holds_where}"
-        table.add_row(rec.id, v.status, figures, escape(detail))
+        table.add_row(escape(rec.id), escape(v.status), figures, escape(detail))
     return table
 
 
@@ -131,6 +132,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
         output: OutputOpt = None,
         markdown: MarkdownOpt = None,
+        markdown_overwrite: MarkdownOverwriteOpt = False,
         fail_on: FailOnOpt = None,
         min_bw_fraction: MinBandwidthFractionOpt = None,
     ) -> None:
@@ -156,9 +158,9 @@ def register(app: typer.Typer) -> None:
             else:
                 report = pipeline.validate_trials_report(trial, quick, request, progress,
                                                          nvls=nvls)
-        print_notes(report.notes, "note: ")
+        print_notes(report.notes)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
-        publish(report, render, as_json, output, markdown)
+        publish(report, render, as_json, output, markdown, markdown_overwrite)
         if report.interrupted:
             note("interrupted: the report holds the trials that finished")
             raise typer.Exit(int(ExitCode.INTERRUPTED))
