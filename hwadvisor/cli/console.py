@@ -180,9 +180,14 @@ def say(message: str) -> None:
 
 
 def print_notes(lines: Iterable[str]) -> None:
-    """Print each of a report's notes as a "note: " line on stderr."""
+    """Print each line as a "note: " line on stderr."""
     for line in lines:
         note(line)
+
+
+def print_report_notes(report: Report) -> None:
+    """Print a report's notes, host readings that failed first, as "note: " lines."""
+    print_notes([*report.host.notes, *report.notes])
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from hwadvisor.models.workload import Workload
 
 # MAJOR.MINOR: MINOR grows when keys are added (old readers still work);
 # MAJOR grows when a key is removed, renamed or changes meaning (see docs/schema-versioning.md).
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 ReportKind = Literal["probe", "estimate", "recommend", "validate"]
 
@@ -45,7 +45,8 @@ class Report(Strict):
     recommendations: list[Recommendation] = Field(default_factory=list)
     rejected: list[Rejected] = Field(default_factory=list)
     trials: list[TrialResult] = Field(default_factory=list)
-    interrupted: bool = Field(False, description="True when Ctrl-C cut the run short")
+    interrupted: bool = Field(
+        False, description="True when Ctrl-C or SIGTERM cut the run short (a partial report)")
     gates_tripped: list[str] = Field(
         default_factory=list,
         description="CI gates (--fail-on, --min-bandwidth-fraction) this report tripped, in words",

@@ -278,7 +278,7 @@ def _too_large(path: Path) -> UserError:
 def parse_report_json(raw: bytes, path: Path) -> Any:
     """Decode a report file's bytes into JSON data; UserError for anything no report holds."""
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte-order mark (an editor's) is not an error
     except UnicodeDecodeError:
         raise UserError(f"{path} is not a text file (not UTF-8): not an hwadvisor report",
                         hint="pass a file written by hwadvisor --output") from None

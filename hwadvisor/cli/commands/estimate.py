@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from hwadvisor import units
-from hwadvisor.cli.console import JsonOpt, OutputOpt, console, esc, print_notes, publish
+from hwadvisor.cli.console import JsonOpt, OutputOpt, console, esc, print_report_notes, publish
 from hwadvisor.cli.options import DeviceOpt, model_options, workload_options
 from hwadvisor.models import Estimate, ModelOptions, Report, Workload
 from hwadvisor.workload import WorkloadRequest
@@ -99,7 +99,7 @@ def estimate_command(
     from hwadvisor import pipeline
 
     report = pipeline.estimate_report(request, device, options)
-    print_notes(report.notes)
+    print_report_notes(report)
     publish(report, render, as_json, output)
 
 

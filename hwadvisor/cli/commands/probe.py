@@ -14,7 +14,7 @@ from hwadvisor.cli.console import (
     OutputOpt,
     console,
     esc,
-    print_notes,
+    print_report_notes,
     progress_bar,
     publish,
 )
@@ -153,7 +153,7 @@ def probe(
 
     with progress_bar(measure and not as_json and sys.stderr.isatty()) as progress:
         report = pipeline.probe_report(measure, progress)
-    print_notes(report.notes)
+    print_report_notes(report)
     publish(report, render, as_json, output, markdown, markdown_overwrite)
     if measure and any(t.status in ("error", "interrupted") for t in report.trials):
         code = ExitCode.INTERRUPTED if report.interrupted else ExitCode.TRIALS_FAILED

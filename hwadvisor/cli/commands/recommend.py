@@ -16,7 +16,7 @@ from hwadvisor.cli.console import (
     OutputOpt,
     console,
     exit_for_gates,
-    print_notes,
+    print_report_notes,
     progress_bar,
     publish,
 )
@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
         from hwadvisor import pipeline
 
         report = pipeline.recommend_report(parse_goal(goal), device, request)
-        print_notes(report.notes)
+        print_report_notes(report)
         if validate:
             from hwadvisor.trials.base import TORCH_MISSING, torch_missing
 

@@ -18,7 +18,7 @@ from hwadvisor.cli.console import (
     console,
     exit_for_gates,
     note,
-    print_notes,
+    print_report_notes,
     progress_bar,
     publish,
 )
@@ -158,7 +158,7 @@ def register(app: typer.Typer) -> None:
             else:
                 report = pipeline.validate_trials_report(trial, quick, request, progress,
                                                          nvls=nvls)
-        print_notes(report.notes)
+        print_report_notes(report)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
         publish(report, render, as_json, output, markdown, markdown_overwrite)
         if report.interrupted:
