@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 from hwadvisor import __version__
 from hwadvisor.cli import signals
 from hwadvisor.cli.commands import register_all
-from hwadvisor.cli.console import err_console
+from hwadvisor.cli.console import print_error
 from hwadvisor.cli.helpfmt import tidy, use_tidy_classes
 from hwadvisor.errors import EXIT_CODES_HELP, ExitCode, UserError
 
@@ -92,6 +92,7 @@ class HwGroup(TyperGroup):
 
     def _run(self, args: Sequence[str] | None, prog_name: str | None,
              complete_var: str | None, **extra: Any) -> int:
+        stdout_before = _stdout_identity()
         try:
             rv = super().main(args=args, prog_name=prog_name or "hwadvisor",
                               complete_var=complete_var, standalone_mode=False, **extra)
@@ -106,6 +107,9 @@ class HwGroup(TyperGroup):
         except (_PipeClosed, BrokenPipeError):
             return _pipe_closed()
         except SystemExit as exc:  # typer's own exits (completion, --help in some paths)
+            if _stdout_identity() != stdout_before and _stdout_is_devnull():
+                # rich met a closed pipe: it pointed stdout at /dev/null and exits 1
+                return int(ExitCode.BROKEN_PIPE)
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except Exception as exc:
             return _click_error(exc)
@@ -157,6 +161,22 @@ def _pipe_closed() -> int:
     return int(ExitCode.BROKEN_PIPE)
 
 
+def _stdout_identity() -> tuple[int, int] | None:
+    """(device, inode) of file descriptor 1, or None (no real descriptor: a test runner)."""
+    try:
+        st = os.fstat(1)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _stdout_is_devnull() -> bool:
+    try:
+        return os.path.samestat(os.fstat(1), os.stat(os.devnull))
+    except OSError:
+        return False
+
+
 def _flush_stdout() -> None:
     """Flush stdout now, so a closed pipe shows up here and not as noise at interpreter exit."""
     sys.stdout.flush()
@@ -170,18 +190,7 @@ def _say(line: str) -> None:
 
 
 def _print_error(message: str, hint: str | None) -> None:
-    # soft_wrap: an error is one line however long (paths), so logs and scripts can grep it;
-    # escape: a message may hold brackets ("[AMD/ATI]") that rich would read as markup;
-    # one_line: a message may quote a file's text (newlines, terminal escapes).
-    from rich.markup import escape
-
-    from hwadvisor.report.text import one_line
-
-    err_console.print(f"[bold red]error:[/] {escape(one_line(message, 2000))}", highlight=False,
-                      soft_wrap=True)
-    if hint:
-        err_console.print(f"hint: {one_line(hint, 2000)}", highlight=False, markup=False,
-                          soft_wrap=True)
+    print_error(message, hint)
 
 
 def _version(value: bool) -> None:

@@ -57,6 +57,16 @@ MarkdownOpt = Annotated[
         dir_okay=False, show_default=False, rich_help_panel=OUTPUT_PANEL,
     ),
 ]
+# -i/--gpu of probe and validate (here for the same reason: probe's start-up).
+GpuOpt = Annotated[
+    Optional[str],  # noqa: UP007, UP045
+    typer.Option(
+        "--gpu", "-i",
+        help="Only these GPUs: an index or a comma list (-i 0,2), numbered as nvidia-smi "
+        "does (NVML, PCI order; not CUDA_VISIBLE_DEVICES' renumbering).",
+        show_default=False,
+    ),
+]
 MarkdownOverwriteOpt = Annotated[
     bool,
     typer.Option("--markdown-overwrite", help="Replace the --markdown file instead of "
@@ -177,6 +187,35 @@ def note(message: str) -> None:
 def say(message: str) -> None:
     """Print one plain line on stderr (an interruption, a trial's error); no prefix added."""
     print(one_line(message, 4000), file=sys.stderr, flush=True)
+
+
+def print_error(message: str, hint: str | None = None) -> None:
+    """Print `error: message` and `hint: hint` on stderr, each one line (data escaped)."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(one_line(message, 2000))}", highlight=False,
+                      soft_wrap=True)
+    if hint:
+        err_console.print(f"hint: {one_line(hint, 2000)}", highlight=False, markup=False,
+                          soft_wrap=True)
+
+
+def exit_if_interrupted(report: Report) -> None:
+    """Exit 130 (Ctrl-C) or 143 (SIGTERM) after a partial report was written; else return."""
+    if not report.interrupted:
+        return
+    code = signals.exit_code()
+    how = "SIGTERM" if code == ExitCode.TERMINATED else "Ctrl-C"
+    note(f"interrupted by {how}: the report holds the trials that finished")
+    raise typer.Exit(code)
+
+
+def mark_interruption(report: Report) -> None:
+    """Name the signal that cut the trials short (the validator writes Ctrl-C for both)."""
+    if report.interrupted and signals.exit_code() == ExitCode.TERMINATED:
+        for trial in report.trials:
+            if trial.status == "interrupted":
+                trial.reason = "interrupted by SIGTERM"
 
 
 def print_notes(lines: Iterable[str]) -> None:

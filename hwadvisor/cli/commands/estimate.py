@@ -63,7 +63,7 @@ def times_table(est: Estimate, workload: Workload) -> Table:
         table.add_row("communication (exposed)",
                       f"{_s(t.communication_s)} ({_s(t.communication_exposed_s)})", "", "")
     if est.tokens_per_s is not None:
-        table.add_row("throughput", f"{est.tokens_per_s:,.0f} tok/s", "", "")
+        table.add_row("throughput", units.rate(est.tokens_per_s, "tok/s", DASH), "", "")
     return table
 
 

@@ -8,12 +8,15 @@ import typer
 
 from hwadvisor import units
 from hwadvisor.cli.console import (
+    GpuOpt,
     JsonOpt,
     MarkdownOpt,
     MarkdownOverwriteOpt,
     OutputOpt,
     console,
     esc,
+    exit_if_interrupted,
+    mark_interruption,
     print_report_notes,
     progress_bar,
     publish,
@@ -133,6 +136,7 @@ def render(report: Report) -> None:
 
 
 def probe(
+    gpu: GpuOpt = None,
     as_json: JsonOpt = False,
     output: OutputOpt = None,
     markdown: MarkdownOpt = None,
@@ -150,14 +154,17 @@ def probe(
     import sys
 
     from hwadvisor import pipeline
+    from hwadvisor.probe.select import parse_gpu_option
 
+    gpus = parse_gpu_option(gpu) if gpu is not None else None
     with progress_bar(measure and not as_json and sys.stderr.isatty()) as progress:
-        report = pipeline.probe_report(measure, progress)
+        report = pipeline.probe_report(measure, progress, gpus=gpus)
+    mark_interruption(report)
     print_report_notes(report)
     publish(report, render, as_json, output, markdown, markdown_overwrite)
-    if measure and any(t.status in ("error", "interrupted") for t in report.trials):
-        code = ExitCode.INTERRUPTED if report.interrupted else ExitCode.TRIALS_FAILED
-        raise typer.Exit(int(code))
+    exit_if_interrupted(report)
+    if measure and any(t.status == "error" for t in report.trials):
+        raise typer.Exit(int(ExitCode.TRIALS_FAILED))
 
 
 def register(app: typer.Typer) -> None:

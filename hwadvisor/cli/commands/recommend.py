@@ -16,6 +16,8 @@ from hwadvisor.cli.console import (
     OutputOpt,
     console,
     exit_for_gates,
+    exit_if_interrupted,
+    mark_interruption,
     print_report_notes,
     progress_bar,
     publish,
@@ -37,7 +39,7 @@ GoalOpt = Annotated[
     typer.Option(
         "--goal", "-g",
         help="training-throughput (a), inference-latency (b) or memory-footprint (c) "
-        f"[default: {DEFAULT_GOAL}]",
+        f"\\[default: {DEFAULT_GOAL}]",
         show_default=False,
     ),
 ]
@@ -148,6 +150,8 @@ def register(app: typer.Typer) -> None:
                                 hint=TORCH_MISSING.split(": ", 1)[1])
             with progress_bar(not as_json and sys.stderr.isatty()) as progress:
                 report = pipeline.validate_recommendations(report, progress=progress)
+            mark_interruption(report)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
         publish(report, render, as_json, output, markdown, markdown_overwrite)
+        exit_if_interrupted(report)
         exit_for_gates(report)

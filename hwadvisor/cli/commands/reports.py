@@ -141,7 +141,7 @@ def plot(
     ] = Path("roofline.png"),
     device_index: Annotated[int | None, typer.Option(
         "--device-index", min=0, show_default=False,
-        help="Index of the report's device to plot (devices[].index) [default: the first].")
+        help="Index of the report's device to plot (devices[].index) \\[default: the first].")
     ] = None,
     old_device: Annotated[str | None, typer.Option(
         "--device", hidden=True, show_default=False,
