@@ -12,6 +12,9 @@ def main() -> None:
     # model class is built: ~0.1 s of the probe's start-up in a large environment, for plugins
     # hwadvisor never uses. A user who sets the variable keeps their own value.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    from hwadvisor.cli.startup import skip_plugin_discovery
+
+    skip_plugin_discovery()
     try:
         # Signals are handled from the first line: Ctrl-C or SIGTERM while the modules load
         # exits 130 / 143 with one line, not a KeyboardInterrupt traceback.
