@@ -316,3 +316,13 @@ def test_validate_that_ran_a_trial_exits_0() -> None:
     pytest.importorskip("torch")
     result = runner.invoke(app, ["validate", "--trial", "memory-bandwidth", "--quick"])
     assert result.exit_code == 0, result.output
+
+
+def test_every_exit_code_is_documented() -> None:
+    from hwadvisor.errors import EXIT_CODES_HELP
+
+    table = (REPO / "docs" / "exit-codes.md").read_text()
+    readme = (REPO / "README.md").read_text()
+    for code in ExitCode:
+        assert f"| {int(code)} " in table and f"`{code.name}`" in table, code
+        assert str(int(code)) in EXIT_CODES_HELP and str(int(code)) in readme, code

@@ -241,7 +241,12 @@ def __getattr__(name: str) -> Any:
     return _full_app
 
 
+def load_app() -> typer.Typer:
+    """Build the app for this command line: only the module of the command that was asked for."""
+    first = sys.argv[1] if len(sys.argv) > 1 else None
+    return build_app(first)
+
+
 def main() -> None:
     """Console-script entry point: imports only the module of the command that was asked for."""
-    first = sys.argv[1] if len(sys.argv) > 1 else None
-    build_app(first)()
+    load_app()()
