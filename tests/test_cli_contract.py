@@ -326,3 +326,18 @@ def test_every_exit_code_is_documented() -> None:
     for code in ExitCode:
         assert f"| {int(code)} " in table and f"`{code.name}`" in table, code
         assert str(int(code)) in EXIT_CODES_HELP and str(int(code)) in readme, code
+
+
+@pytest.mark.parametrize("argv", [
+    ["compare", "@R", "@R", "--max-regression", "nan"],
+    ["compare", "@R", "@R", "--max-regression", "inf"],
+    ["compare", "@R", "@R", "--max-regression", "-1"],
+    ["recommend", "--device", "h200-sxm", "--min-bandwidth-fraction", "nan"],
+    ["validate", "--quick", "--min-bandwidth-fraction", "1.5"],
+])
+def test_gate_values_are_bounded(argv: list[str]) -> None:
+    """NaN passed typer's min=/max= checks and turned a gate off; the limits table refuses it."""
+    report = str(REPO / "tests" / "fixtures" / "reports" / "h200-validate.json")
+    result = runner.invoke(app, [report if a == "@R" else a for a in argv])
+    _clean(result, ExitCode.USAGE)
+    assert "must be a number in" in result.stderr and "hint:" in result.stderr

@@ -55,6 +55,18 @@ class Param:
     default: Any = None
 
 
+def limit_callback(option: str, value: float | int | None) -> float | int | None:
+    """Check an option against workload/limits.py as a typer callback: a usage error (exit 2).
+
+    typer's own min=/max= let NaN through (every comparison with NaN is false).
+    """
+    try:
+        return limits.check(option, value)
+    except UserError as exc:
+        # click names the option itself: "Invalid value for '--x': must be ..."
+        raise typer.BadParameter(exc.message.removeprefix(f"{option} ")) from None
+
+
 def _help(text: str, default: str | None = None, option: str | None = None) -> str:
     """Help text with the option's range (workload/limits.py) and its default.
 
@@ -230,9 +242,9 @@ MinBandwidthFractionOpt = Annotated[
     Optional[float],  # noqa: UP007, UP045
     typer.Option(
         "--min-bandwidth-fraction",
-        min=0.0,
-        max=1.0,
+        callback=lambda value: limit_callback("--min-bandwidth-fraction", value),
+        show_default=False,
         help="Exit 1 when measured memory bandwidth is below this fraction of the theoretical "
-        "(datasheet) bandwidth, e.g. 0.85.",
+        "(datasheet) bandwidth, e.g. 0.85 (0-1).",
     ),
 ]

@@ -51,6 +51,9 @@ LIMITS: dict[str, Limit] = {
     "--prefix-cache-hit": Limit(0, 1, "--prefix-cache-hit 0.5"),
     # accepted tokens per target forward: speculative decoding accepts a few; 64 is far past
     "--speculative-tokens": Limit(1, 64, "--speculative-tokens 2.5"),
+    # the CI gates: a fraction of the datasheet bandwidth; a percent a figure may worsen
+    "--min-bandwidth-fraction": Limit(0, 1, "--min-bandwidth-fraction 0.85"),
+    "--max-regression": Limit(0, 10_000, "--max-regression 5"),
 }
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -79,12 +78,28 @@ def _comparison_tables(comparison: Comparison) -> list[Table]:
     return tables
 
 
+def _limit(option: str) -> Any:
+    """Return workload/limits.py's range check as a typer callback (imported when it runs)."""
+
+    def checked(value: float | None) -> float | None:
+        from hwadvisor.workload import limits
+
+        try:
+            limits.check(option, value)
+        except UserError as exc:  # a usage error, as click's own range checks give
+            raise typer.BadParameter(exc.message.removeprefix(f"{option} ")) from None
+        return value
+
+    return checked
+
+
 def compare(
     baseline: ReportArg,
     current: ReportArg,
     max_regression: Annotated[float, typer.Option(
-        "--max-regression", min=0.0,
-        help="Percent a measured figure may get worse before exit 1.")] = 5.0,
+        "--max-regression", callback=_limit("--max-regression"),
+        help="Percent a measured figure may get worse before exit 1 (0-10,000); it must also "
+        "get worse by more than the runs' own noise.")] = 5.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.",
                                           rich_help_panel=OUTPUT_PANEL)] = False,
     output: Annotated[Path | None, typer.Option(
@@ -102,9 +117,6 @@ def compare(
     from hwadvisor.report.compare import compare_reports
     from hwadvisor.report.io import load_report
 
-    if not math.isfinite(max_regression):  # inf would disable the gate and print null in JSON
-        raise UserError(f"--max-regression must be a finite percent, got {max_regression}",
-                        hint="e.g. --max-regression 5")
     base = load_report(baseline)
     cur = load_report(current)
     comparison = compare_reports(base, cur, max_regression)
