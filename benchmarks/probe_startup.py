@@ -1,9 +1,17 @@
-"""Start-up time of `hwadvisor probe --json` against `python -m torch.utils.collect_env`.
+"""Start-up time of `hwadvisor probe --json` against two references.
 
-Both run as fresh subprocesses of this interpreter, alternating, several times each; the
-medians and their ratio are printed (target: probe <= 0.10 x collect_env).
+- `python -m torch.utils.collect_env` (target: probe <= 0.10 x collect_env);
+- merely importing the probe's own dependencies, `python -c "import pydantic, typer, psutil,
+  pynvml"` (target: probe <= 1.5 x deps): what hwadvisor itself adds on top of them. Two more
+  lines show where that floor lies: `deps_basemodel` also imports pydantic's BaseModel (a bare
+  `import pydantic` is a lazy shim that loads almost nothing), and `models_floor` defines
+  hwadvisor's models and builds one empty report, the least a probe built on them can do.
 
-    python benchmarks/probe_startup.py [--runs 5] [--json out.json]
+All run as fresh subprocesses of this interpreter, alternating, several times each; the
+medians and the ratios are printed. Without torch, collect_env fails and only the deps ratio
+is given.
+
+    python benchmarks/probe_startup.py [--runs 5] [--json out.json] [--bytecompile]
 """
 
 from __future__ import annotations
@@ -22,9 +30,16 @@ import time
 from pathlib import Path
 
 TARGET_RATIO = 0.10
+TARGET_DEPS_RATIO = 1.5
 COMMANDS = {
     "probe": [sys.executable, "-m", "hwadvisor", "probe", "--json"],
     "collect_env": [sys.executable, "-m", "torch.utils.collect_env"],
+    "deps": [sys.executable, "-c", "import pydantic, typer, psutil, pynvml"],
+    "deps_basemodel": [sys.executable, "-c", "import pydantic, typer, psutil, pynvml; "
+                       "from pydantic import BaseModel, ConfigDict, Field"],
+    "models_floor": [sys.executable, "-c", "import os; os.environ['PYDANTIC_DISABLE_PLUGINS']"
+                     " = '__all__'; import pydantic, typer, psutil, pynvml; from hwadvisor."
+                     "models import HostInfo, Report; Report(host=HostInfo()).model_dump_json()"],
 }
 
 
@@ -109,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     medians = {name: statistics.median(s) if s else None for name, s in samples.items()}
     ratio = (medians["probe"] / medians["collect_env"]
              if medians["probe"] and medians["collect_env"] else None)
+    deps_ratio = (medians["probe"] / medians["deps"]
+                  if medians["probe"] and medians["deps"] else None)
+    floors = {name: medians[name] / medians["deps"] if medians[name] and medians["deps"]
+              else None for name in ("deps_basemodel", "models_floor")}
     for name in COMMANDS:
         median = medians[name]
         shown = "failed" if median is None else f"{median * 1000:8.1f} ms"
@@ -117,10 +136,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:12s} median {shown} {spread}  runs {len(samples[name])}, "
               f"failed {failures[name]}")
     if ratio is None:
-        print("ratio: n/a (a command failed)")
+        print("ratio probe/collect_env: n/a (a command failed)")
     else:
         verdict = "meets" if ratio <= TARGET_RATIO else "misses"
         print(f"ratio probe/collect_env = {ratio:.3f} ({verdict} the {TARGET_RATIO:.2f}x target)")
+    if deps_ratio is None:
+        print("ratio probe/deps: n/a (a command failed)")
+    else:
+        verdict = "meets" if deps_ratio <= TARGET_DEPS_RATIO else "misses"
+        print(f"ratio probe/deps = {deps_ratio:.2f} ({verdict} the {TARGET_DEPS_RATIO:.1f}x "
+              "target: the probe against importing pydantic, typer, psutil and pynvml)")
+        for name, floor in floors.items():
+            if floor is not None:
+                print(f"  for scale: {name}/deps = {floor:.2f}")
 
     if args.json is not None:
         record = {
@@ -132,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             "median_s": medians,
             "ratio": ratio,
             "target_ratio": TARGET_RATIO,
+            "deps_ratio": deps_ratio,
+            "target_deps_ratio": TARGET_DEPS_RATIO,
+            "floor_ratios": floors,
             "without_bytecode": no_bytecode,
             "dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
             "python": platform.python_version(),
@@ -140,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
         _write_atomic(args.json, json.dumps(record, indent=2) + "\n")
-    return 0 if ratio is not None else 1
+    return 0 if ratio is not None or deps_ratio is not None else 1
 
 
 def _write_atomic(path: Path, text: str) -> None:

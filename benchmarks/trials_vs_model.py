@@ -52,7 +52,13 @@ from hwadvisor.workload import build_workload
 from hwadvisor.workload.params import workload_breakdown
 
 HERE = Path(__file__).resolve().parent
-VALIDATE = HERE / "data" / "h200_validate_2026-12-01.json"
+# The validate suite on an H200 with the GEMM trials timed as CUDA graphs (2026-12-01 23:30 UTC).
+VALIDATE = HERE / "data" / "h200_validate_2026-12-01_graphs.json"
+# Figures set by how fast this host's CPU launches eager kernels, listed but not checked: the
+# 4-layer eager decode step measured 2.37 and 1.95 ms on two H200 hosts and 4.31-4.61 ms on a
+# third the same day (docs/benchmarks.md), while the graphed step stayed at 0.93-1.01 ms. The model charges
+# one per-kernel host cost; --calibration with a measured launch latency sets this host's.
+HOST_DEPENDENT = {("cuda-graphs", "speedup"), ("cuda-graphs", "eager_step_ms")}
 TARGET = 0.25
 
 # The trial blocks' elementwise traffic per token per layer (trials/blocks.py), bytes, as
@@ -250,7 +256,8 @@ def compare(report: Report | None = None) -> list[Row]:
             continue
         for (tid, name), value in predicted.items():
             if tid == trial.id and name in trial.effect:
-                rows.append(Row(tid, name, float(trial.effect[name]), value))
+                rows.append(Row(tid, name, float(trial.effect[name]), value,
+                                checked=(tid, name) not in HOST_DEPENDENT))
     return rows
 
 
@@ -277,15 +284,18 @@ def render(rows: list[Row], markdown: bool = False) -> tuple[str, bool]:
             lines.append(f"| {r.trial} | {r.figure} | {r.measured:.3g} | {r.predicted:.3g} | "
                          f"{r.error:+.0%} |")
         else:
+            mark = "" if hit else ("  (host-dependent, not checked)" if not r.checked
+                                   else "  MISSED")
             lines.append(f"{r.trial:26s} {r.figure:16s} measured {r.measured:8.3g}  predicted "
-                         f"{r.predicted:8.3g}  {r.error:+6.1%}{'' if hit else '  MISSED'}")
+                         f"{r.predicted:8.3g}  {r.error:+6.1%}{mark}")
     lines.append("sources of constants, not checks: " + "; ".join(
         f"{k} -> {v}" for k, v in SOURCES.items()))
     if not rows:
         ok = False
         lines.append("no trial results to compare (did the trials run? they need a CUDA GPU)")
-    lines.append(f"trials: {sum(abs(r.error) <= TARGET for r in rows)}/{len(rows)} within "
-                 f"+-{TARGET:.0%} {'ok' if ok else 'MISSED'}")
+    checked = [r for r in rows if r.checked]
+    lines.append(f"trials: {sum(abs(r.error) <= TARGET for r in checked)}/{len(checked)} checked "
+                 f"figures within +-{TARGET:.0%} {'ok' if ok else 'MISSED'}")
     return "\n".join(lines), ok
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwadvisor.errors import UserError
+from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.models import (
     Device,
     Estimate,
@@ -21,6 +21,7 @@ from hwadvisor.models import (
     Plan,
     Recommendation,
     Report,
+    TrialResult,
     Workload,
 )
 from hwadvisor.models.recommend import Goal
@@ -60,6 +61,9 @@ def split_into_nodes(request: WorkloadRequest, device: Device) -> tuple[Workload
 
     A DGX H100 has 8 GPUs: --gpus 32 plans 4 nodes of 8 (network between them), and says so.
     """
+    from hwadvisor.workload import limits
+
+    limits.check("--gpus", request.gpus)  # before the split: the user's number, the user's name
     per_node = device.gpus_per_node
     gpus = request.gpus
     if gpus is None or request.nodes is not None or request.gpus_per_node is not None \
@@ -85,15 +89,21 @@ def planned_host(report: Report, request: WorkloadRequest) -> tuple[Report, str 
         f"host memory {request.host_memory_gb:g} GB (--host-memory-gb)")
 
 
-def probe_report(measure: bool = False, progress: Progress | None = None) -> Report:
-    """Probe this machine; with measure, also run the bandwidth and matmul trials on it."""
+def probe_report(measure: bool = False, progress: Progress | None = None,
+                 gpus: list[int] | None = None) -> Report:
+    """Probe this machine, only the GPUs `gpus` names when given (probe -i).
+
+    With measure, also run the bandwidth and matmul trials on each of them torch can see.
+    """
     from hwadvisor.probe import collect
+    from hwadvisor.probe.select import select_devices, visibility_note
 
-    report = collect()
+    report = select_devices(collect(), gpus)
+    note = visibility_note(report)
+    if note:
+        report.notes.append(note)
     if measure:  # the validator's trials; torch is imported only on this path
-        from hwadvisor.validator.runner import measure_devices
-
-        report = measure_devices(report, progress=progress)
+        report = _measure(report, progress)
         for trial in report.trials:
             if trial.status != "ok":
                 report.notes.append(f"--measure: trial {trial.id} {trial.status}: {trial.reason}")
@@ -150,6 +160,67 @@ def _estimator(calibration: Calibration | None) -> Estimator:
     return run
 
 
+def _measure(report: Report, progress: Progress | None) -> Report:
+    """Run the validator's MEASURE_TRIALS on each GPU torch can see (else once, on the CPU).
+
+    GPUs are matched to torch's by PCI bus id or CUDA_VISIBLE_DEVICES (trials.base
+    cuda_ordinal), so each figure lands on the device it was measured on.
+    """
+    from hwadvisor.trials.base import TrialContext, cuda_ordinal
+    from hwadvisor.trials.registry import MEASURE_TRIALS
+    from hwadvisor.validator.runner import busy_note, measured_from, run_trials
+
+    gpus = [d for d in report.devices if d.vendor in ("nvidia", "amd")
+            and cuda_ordinal(d) is not None]
+    targets: list[Device | None] = list(gpus) if gpus else [None]
+    for device in targets:
+        ctx = TrialContext(device=device, budget_s=5.0)
+        results, interrupted = run_trials(MEASURE_TRIALS, ctx, progress)
+        attribute_trials(results, device)
+        report.trials = list(report.trials) + results
+        if device is not None:
+            device.measured = measured_from(results)
+        if interrupted:
+            report.interrupted = True
+            break
+    note = busy_note(report.trials)
+    if note and note not in report.notes:
+        report.notes.append(note)
+    return report
+
+
+def attribute_trials(results: list[TrialResult], device: Device | None) -> None:
+    """Record in each trial's environment which report device (NVML index) it ran on."""
+    from hwadvisor.trials.base import cuda_ordinal
+
+    on_gpu = device is not None and cuda_ordinal(device) is not None
+    for result in results:
+        if result.status in ("ok", "error") and on_gpu and device is not None:
+            result.environment.device_index = device.index
+
+
+def trial_target(report: Report, chosen: bool = False) -> Device | None:
+    """Return the device trials run on: the GPU torch calls cuda:0, else the first listed.
+
+    chosen (validate -i): the first listed GPU torch can see; UserError (exit 3) when torch
+    sees GPUs but none of those, rather than measuring another GPU under their name.
+    """
+    from hwadvisor.trials.base import cuda_available, cuda_ordinal
+
+    gpus = [d for d in report.devices if d.vendor in ("nvidia", "amd")]
+    ordinals = [(cuda_ordinal(d), d) for d in gpus]
+    visible = [(o, d) for o, d in ordinals if o is not None]
+    if visible:
+        return visible[0][1] if chosen else min(visible, key=lambda pair: pair[0])[1]
+    if chosen and gpus and cuda_available():
+        names = ", ".join(str(d.index) for d in gpus)
+        raise UserError(f"--gpu {names}: torch cannot see that GPU (CUDA_VISIBLE_DEVICES / "
+                        "HIP_VISIBLE_DEVICES hide it)",
+                        hint="pick a GPU torch can see, or unset the variable",
+                        code=ExitCode.NO_DEVICE)
+    return report.devices[0] if report.devices else None
+
+
 def estimate_report(request: WorkloadRequest, device_id: str | None,
                     options: ModelOptions, calibration: Path | None = None) -> Report:
     """Resolve the hardware and the workload, run the performance model, return the report.
@@ -189,13 +260,14 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     calibration: a report whose measurements of this device replace the datasheet figures in
     every estimate the rules engine makes.
     """
-    from hwadvisor.probe.target import primary_device, resolve_target
+    from hwadvisor.probe.target import MAX_PLANNED_DEVICES, primary_device, resolve_target
     from hwadvisor.rules.advise import recommend
     from hwadvisor.rules.playbook import GOAL_PHASE
 
     if request.phase is None:
         request = request.with_changes(phase=GOAL_PHASE[goal])
-    target = resolve_target(device_id, request.planned_count())
+    # As estimate does: the report lists one node's devices, however many GPUs the plan has.
+    target = resolve_target(device_id, request.devices_per_node(MAX_PLANNED_DEVICES))
     device = primary_device(target)
     measured, calibration_notes = load_calibration(calibration, device)
     device = calibrated(device, measured)
@@ -300,29 +372,44 @@ def validate_recommendations(report: Report, progress: Progress | None = None,
     """Run each recommendation's trial and the plan's stacked step; set the verdicts."""
     from hwadvisor.validator.runner import validate_report
 
-    return validate_report(report, progress=progress, quick=quick, repredict=repredict, nvls=nvls,
-                           plan_check=plan_check(report))
+    before = len(report.trials)
+    report = validate_report(report, progress=progress, quick=quick, repredict=repredict,
+                             nvls=nvls, plan_check=plan_check(report))
+    attribute_trials(report.trials[before:], report.devices[0] if report.devices else None)
+    return report
 
 
 def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: WorkloadRequest,
-                           progress: Progress | None = None, nvls: bool = False) -> Report:
-    """Probe, build the workload, run the trials; return the validate report (maybe partial)."""
+                           progress: Progress | None = None, nvls: bool = False,
+                           gpus: list[int] | None = None) -> Report:
+    """Probe, build the workload, run the trials; return the validate report (maybe partial).
+
+    The trials run on the first GPU of `gpus` (validate -i) that torch can see, else on the
+    first GPU torch sees (cuda:0); the report lists the probed GPUs (or those of -i).
+    """
     from hwadvisor.probe import collect
+    from hwadvisor.probe.select import select_devices, visibility_note
     from hwadvisor.trials.registry import trial_ids as all_ids
     from hwadvisor.validator.runner import busy_note, context_for, run_trials
 
-    hardware = collect()
-    first = hardware.devices[0] if hardware.devices else None
+    hardware = select_devices(collect(), gpus)
+    target = trial_target(hardware, chosen=bool(gpus))
+    first = target
     workload = build_workload(
         request,
         first.memory_total_bytes if first else hardware.host.memory_total_bytes,
         first.device_class if first else hardware.device_class,
     )
+    notes = list(hardware.notes)
+    note = visibility_note(hardware)
+    if note:
+        notes.append(note)
     report = Report(kind="validate", host=hardware.host, devices=hardware.devices,
-                    device_class=hardware.device_class, notes=list(hardware.notes),
-                    workload=workload)
-    results, interrupted = run_trials(trial_ids or all_ids(),
-                                      context_for(report, quick, nvls=nvls), progress)
+                    device_class=hardware.device_class, notes=notes, workload=workload)
+    ctx = context_for(report, quick, nvls=nvls)
+    ctx.device = target
+    results, interrupted = run_trials(trial_ids or all_ids(), ctx, progress)
+    attribute_trials(results, target)
     report.trials = results
     report.interrupted = interrupted
     busy = busy_note(results)

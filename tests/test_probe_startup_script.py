@@ -57,3 +57,28 @@ def test_bytecompile_leaves_no_package_without_bytecode(
     assert script.bytecompile(names) == []
     assert script.without_bytecode(names) == []
     assert Path(importlib.util.cache_from_source(str(package / "part.py"))).exists()
+
+
+def test_reports_the_ratio_to_the_dependencies(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path) -> None:
+    """The probe's start-up against merely importing its dependencies, with the floors."""
+    script = _load_script()
+    seconds = {"probe": 0.30, "collect_env": 3.0, "deps": 0.15, "deps_basemodel": 0.2,
+               "models_floor": 0.25}
+
+    def fake_time_once(argv: list[str], timeout_s: float) -> float:
+        name = next(n for n, c in script.COMMANDS.items() if c == argv)
+        return seconds[name]
+
+    monkeypatch.setattr(script, "time_once", fake_time_once)
+    out = tmp_path / "r.json"
+    assert script.main(["--runs", "2", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "ratio probe/deps = 2.00 (misses the 1.5x target" in printed
+    assert "models_floor/deps = 1.67" in printed
+    import json
+
+    record = json.loads(out.read_text())
+    assert record["deps_ratio"] == pytest.approx(2.0)
+    assert record["target_deps_ratio"] == 1.5

@@ -1,4 +1,11 @@
-"""The typer app: builds it from hwadvisor.cli.commands and turns errors into exit codes."""
+"""The typer app: builds it from hwadvisor.cli.commands and turns errors into exit codes.
+
+Every way a command can end maps to one code of `hwadvisor.errors.ExitCode`:
+UserError -> its code (2, 3 or 4) with `error:` and `hint:` lines; a usage error -> 2;
+Ctrl-C -> 130 and SIGTERM -> 143 (cli/signals.py); stdout closed early (`| head`) -> 141,
+quietly; any other exception is a bug -> 70 with one line (the traceback with
+HWADVISOR_DEBUG=1).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +18,14 @@ import typer
 from typer.core import TyperGroup
 
 from hwadvisor import __version__
+from hwadvisor.cli import signals
 from hwadvisor.cli.commands import register_all
-from hwadvisor.cli.console import err_console
+from hwadvisor.cli.console import print_error
+from hwadvisor.cli.helpfmt import tidy, use_tidy_classes
 from hwadvisor.errors import EXIT_CODES_HELP, ExitCode, UserError
+
+ISSUES_URL = "https://github.com/hwadvisor/hwadvisor/issues"
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 
 def _usage_hint(exc: Exception) -> str:
@@ -25,8 +37,42 @@ def _usage_hint(exc: Exception) -> str:
     return f"run '{path} --help' for the valid options and values"
 
 
+class _Stopped(Exception):
+    """A signal stopped the command (carried past typer, which would turn it into exit 130)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class _PipeClosed(Exception):
+    """stdout's reader went away (carried past typer, which would turn it into exit 1)."""
+
+
 class HwGroup(TyperGroup):
     """Runs commands in non-standalone mode so every error ends as message + hint + exit code."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """Return the params (help and completion options included), tidied for the help."""
+        return tidy(super().get_params(ctx))
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        """Parse the command line (help is printed here); carry signals and closed pipes on."""
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            raise _Stopped(signals.exit_code(exc)) from None
+        except BrokenPipeError:
+            raise _PipeClosed() from None
+
+    def invoke(self, ctx: Any) -> Any:
+        """Invoke the command; carry signals and a closed pipe past typer's own handling."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise _Stopped(signals.exit_code(exc)) from None
+        except BrokenPipeError:
+            raise _PipeClosed() from None
 
     def main(  # type: ignore[override]
         self,
@@ -36,43 +82,115 @@ class HwGroup(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        """Run the group; turn usage and user errors into clean messages with exit codes."""
+        """Run the group; turn every way it can end into a message and an ExitCode."""
+        restore = signals.install()
+        try:
+            code = self._run(args, prog_name, complete_var, **extra)
+        finally:
+            restore()
+        sys.exit(code)
+
+    def _run(self, args: Sequence[str] | None, prog_name: str | None,
+             complete_var: str | None, **extra: Any) -> int:
+        stdout_before = _stdout_identity()
         try:
             rv = super().main(args=args, prog_name=prog_name or "hwadvisor",
                               complete_var=complete_var, standalone_mode=False, **extra)
+            _flush_stdout()
         except UserError as exc:
             _print_error(exc.message, exc.hint)
-            sys.exit(int(exc.code))
-        except KeyboardInterrupt:
-            err_console.print("interrupted")
-            sys.exit(int(ExitCode.INTERRUPTED))
+            return int(exc.code)
+        except (_Stopped, KeyboardInterrupt) as exc:
+            code = exc.code if isinstance(exc, _Stopped) else signals.exit_code(exc)
+            _say("interrupted" if code == ExitCode.INTERRUPTED else "terminated (SIGTERM)")
+            return code
+        except (_PipeClosed, BrokenPipeError):
+            return _pipe_closed()
+        except SystemExit as exc:  # typer's own exits (completion, --help in some paths)
+            if _stdout_identity() != stdout_before and _stdout_is_devnull():
+                # rich met a closed pipe: it pointed stdout at /dev/null and exits 1
+                return int(ExitCode.BROKEN_PIPE)
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except Exception as exc:
-            # click (or typer's vendored copy) usage errors: duck-typed so either version works.
-            if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
-                if type(exc).__name__ == "Abort":
-                    sys.exit(int(ExitCode.INTERRUPTED))
-                if type(exc).__name__ == "NoArgsIsHelpError":
-                    # A bare command group asks for help: show it, which is not an error.
-                    # typer's rich mode has already printed it and left the message empty.
-                    if exc.format_message().strip():
-                        print(exc.format_message())
-                    sys.exit(0)
-                _print_error(exc.format_message(), _usage_hint(exc))
-                sys.exit(int(exc.exit_code) if exc.exit_code else int(ExitCode.USAGE))
-            if type(exc).__name__ == "Abort":
-                sys.exit(int(ExitCode.INTERRUPTED))
-            raise
-        sys.exit(rv if isinstance(rv, int) else 0)
+            return _click_error(exc)
+        if isinstance(rv, int) and rv == ExitCode.INTERRUPTED and signals.received():
+            return signals.exit_code()
+        return rv if isinstance(rv, int) else 0
+
+
+def _click_error(exc: Exception) -> int:
+    """Click's usage errors (duck-typed: typer vendors click) as exit 2; anything else is a bug."""
+    if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+        if type(exc).__name__ == "Abort":
+            return signals.exit_code()
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            # A bare command group asks for help: show it, which is not an error.
+            # typer's rich mode has already printed it and left the message empty.
+            if exc.format_message().strip():
+                print(exc.format_message())
+            return 0
+        _print_error(exc.format_message(), _usage_hint(exc))
+        return int(exc.exit_code) if exc.exit_code else int(ExitCode.USAGE)
+    if type(exc).__name__ == "Abort":
+        return signals.exit_code()
+    return internal_error(exc)
+
+
+def internal_error(exc: BaseException) -> int:
+    """Report an unexpected exception: one line and a hint, the traceback only when debugging."""
+    if os.environ.get("HWADVISOR_DEBUG"):
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    text = str(exc).strip().splitlines()
+    detail = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    _print_error(f"internal error: {detail}",
+                 f"this is a bug in hwadvisor {__version__}; please report it with the command "
+                 f"line at {ISSUES_URL} (HWADVISOR_DEBUG=1 prints the traceback)")
+    return int(ExitCode.INTERNAL)
+
+
+def _pipe_closed() -> int:
+    """Return 141 after pointing stdout at /dev/null (its reader is gone; exit stays quiet)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real fd (a test runner's stream)
+        pass
+    return int(ExitCode.BROKEN_PIPE)
+
+
+def _stdout_identity() -> tuple[int, int] | None:
+    """(device, inode) of file descriptor 1, or None (no real descriptor: a test runner)."""
+    try:
+        st = os.fstat(1)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _stdout_is_devnull() -> bool:
+    try:
+        return os.path.samestat(os.fstat(1), os.stat(os.devnull))
+    except OSError:
+        return False
+
+
+def _flush_stdout() -> None:
+    """Flush stdout now, so a closed pipe shows up here and not as noise at interpreter exit."""
+    sys.stdout.flush()
+
+
+def _say(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def _print_error(message: str, hint: str | None) -> None:
-    # soft_wrap: an error is one line however long (paths), so logs and scripts can grep it;
-    # escape: a message may hold brackets ("[AMD/ATI]") that rich would read as markup.
-    from rich.markup import escape
-
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    if hint:
-        err_console.print(f"hint: {hint}", highlight=False, markup=False, soft_wrap=True)
+    print_error(message, hint)
 
 
 def _version(value: bool) -> None:
@@ -100,11 +218,13 @@ def build_app(only: str | None = None) -> typer.Typer:
             + EXIT_CODES_HELP
         ),
         no_args_is_help=True,
-        add_completion=False,
+        add_completion=True,
+        context_settings=CONTEXT_SETTINGS,
         pretty_exceptions_enable=bool(os.environ.get("HWADVISOR_DEBUG")),
     )
     new_app.callback()(_root)
     register_all(new_app, only)
+    use_tidy_classes(new_app)
     return new_app
 
 
@@ -121,7 +241,12 @@ def __getattr__(name: str) -> Any:
     return _full_app
 
 
+def load_app() -> typer.Typer:
+    """Build the app for this command line: only the module of the command that was asked for."""
+    first = sys.argv[1] if len(sys.argv) > 1 else None
+    return build_app(first)
+
+
 def main() -> None:
     """Console-script entry point: imports only the module of the command that was asked for."""
-    first = sys.argv[1] if len(sys.argv) > 1 else None
-    build_app(first)()
+    load_app()()

@@ -1,21 +1,23 @@
-"""Where results go: JSON to stdout, atomic files, markdown summaries and the one stderr console.
+"""Where results go: JSON to stdout, report files, markdown summaries and the one stderr console.
 
 Every command that produces a report takes the same output options (JsonOpt, OutputOpt,
-MarkdownOpt below) and finishes the same way::
+MarkdownOpt, MarkdownOverwriteOpt below) and finishes the same way::
 
     def validate(..., as_json: JsonOpt = False, output: OutputOpt = None,
-                 markdown: MarkdownOpt = None, fail_on: FailOnOpt = None,
-                 min_bw: MinBandwidthFractionOpt = None) -> None:
+                 markdown: MarkdownOpt = None, overwrite: MarkdownOverwriteOpt = False,
+                 fail_on: FailOnOpt = None, min_bw: MinBandwidthFractionOpt = None) -> None:
         report = ...                                   # the run; raise UserError on failure
-        print_notes(report.notes, "note: ")
+        print_notes(report.notes)                      # "note: ..." lines on stderr
         report.gates_tripped = apply_gates(report, fail_on, min_bw)
-        publish(report, render, as_json, output, markdown)  # files only after a successful run
+        publish(report, render, as_json, output, markdown, overwrite)  # files after a good run
         exit_for_gates(report)                          # exit 1 when a gate tripped
+
+Files go through hwadvisor.report.io's one write path (atomic for regular files, direct for
+devices and fifos) with SIGINT/SIGTERM held back until the write is done (cli/signals.py).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -24,28 +26,51 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from hwadvisor.cli import signals
 from hwadvisor.errors import ExitCode
 from hwadvisor.models import Report
-from hwadvisor.report.io import check_target, report_json, write_report, write_text_atomic
+from hwadvisor.report.io import append_text, check_target, report_json, write_report, write_text
+from hwadvisor.report.text import one_line
+
+NOTE_PREFIX = "note: "
+OUTPUT_PANEL = "Output"
 
 # The output options of every command that produces a report. They live here, not in
 # cli/options.py, so that `probe` (whose start-up is a target) imports no workload code.
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.",
+                                       rich_help_panel=OUTPUT_PANEL)]
 OutputOpt = Annotated[
     Optional[Path],  # noqa: UP007, UP045
     typer.Option(
         "--output", "-o",
-        help="Write the JSON report to this file (atomically; no file when the run fails).",
-        dir_okay=False,
+        help="Write the JSON report to this file (atomically; no file when the run fails; "
+        "a device or fifo such as /dev/stdout is written directly).",
+        dir_okay=False, show_default=False, rich_help_panel=OUTPUT_PANEL,
     ),
 ]
 MarkdownOpt = Annotated[
     Optional[Path],  # noqa: UP007, UP045
     typer.Option(
         "--markdown",
-        help="Write a markdown summary here, e.g. \"$GITHUB_STEP_SUMMARY\" in GitHub Actions.",
-        dir_okay=False,
+        help="Append a markdown summary to this file (created if missing), e.g. "
+        "\"$GITHUB_STEP_SUMMARY\" in GitHub Actions, whose other steps' text stays.",
+        dir_okay=False, show_default=False, rich_help_panel=OUTPUT_PANEL,
     ),
+]
+# -i/--gpu of probe and validate (here for the same reason: probe's start-up).
+GpuOpt = Annotated[
+    Optional[str],  # noqa: UP007, UP045
+    typer.Option(
+        "--gpu", "-i",
+        help="Only these GPUs: an index or a comma list (-i 0,2), numbered as nvidia-smi "
+        "does (NVML, PCI order; not CUDA_VISIBLE_DEVICES' renumbering).",
+        show_default=False,
+    ),
+]
+MarkdownOverwriteOpt = Annotated[
+    bool,
+    typer.Option("--markdown-overwrite", help="Replace the --markdown file instead of "
+                 "appending to it.", rich_help_panel=OUTPUT_PANEL),
 ]
 
 
@@ -72,9 +97,10 @@ console: Any = _LazyConsole(stderr=False)
 err_console: Any = _LazyConsole(stderr=True)
 
 def emit_report(
-    report: Report, as_json: bool, output: Path | None, markdown: Path | None = None
+    report: Report, as_json: bool, output: Path | None, markdown: Path | None = None,
+    markdown_overwrite: bool = False,
 ) -> None:
-    """Write the report to --output and the summary to --markdown (atomically); JSON on --json.
+    """Write the report to --output and the summary to --markdown; JSON on --json.
 
     Call it only after the run succeeded: a failed run must leave no file behind.
     """
@@ -85,16 +111,28 @@ def emit_report(
     if markdown is not None:
         from hwadvisor.report.markdown import render_markdown
 
-        text = render_markdown(report)
-        if _is_append_target(markdown):
-            _append(markdown, text)
-        else:
-            write_text_atomic(markdown, text)
+        write_markdown(markdown, render_markdown(report), markdown_overwrite)
     if output is not None:
-        write_report(output, report)
+        with signals.deferred():
+            write_report(output, report)
     if as_json:
         sys.stdout.write(report_json(report))
         sys.stdout.flush()
+
+
+def write_markdown(path: Path, text: str, overwrite: bool = False) -> None:
+    """Append text to the --markdown file (GitHub's step-summary convention), or replace it."""
+    with signals.deferred():
+        if overwrite:
+            write_text(path, text)
+        else:
+            append_text(path, text)
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write a command's --output file (not a report: compare's comparison) by the same rules."""
+    with signals.deferred():
+        write_text(path, text)
 
 
 def publish(
@@ -103,50 +141,92 @@ def publish(
     as_json: bool,
     output: Path | None,
     markdown: Path | None = None,
+    markdown_overwrite: bool = False,
 ) -> None:
     """Write the report (emit_report), then, unless --json, render it for people on stdout."""
-    emit_report(report, as_json, output, markdown)
+    emit_report(report, as_json, output, markdown, markdown_overwrite)
     if not as_json:
         render(report)
 
 
-def _is_append_target(path: Path) -> bool:
-    """Tell whether path is GitHub's step-summary file, which is appended to, not replaced."""
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    return summary is not None and summary != "" and (
-        Path(summary).resolve() == Path(path).resolve()
-    )
+def esc(value: object) -> str:
+    """Return data as rich markup that prints as is: '[/]' and '[wip]' are escaped, not markup.
 
+    Every piece of data that reaches rich (a model path, a GPU name, a report's text) goes
+    through this; only the renderers' own styling is markup.
+    """
+    from rich.markup import escape
 
-def _append(path: Path, text: str) -> None:
-    # GitHub collects $GITHUB_STEP_SUMMARY after the step; earlier writers' text must stay.
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(text)
+    return escape(str(value))
 
 
 def exit_for_gates(report: Report) -> None:
     """Print each tripped gate on stderr and exit 1 (ExitCode.GATE_TRIPPED); return when none."""
     if not report.gates_tripped:
         return
-    for line in report.gates_tripped:
-        from rich.markup import escape
+    from rich.markup import escape
 
-        err_console.print(f"[bold red]gate tripped:[/] {escape(line)}", highlight=False)
+    for line in report.gates_tripped:
+        err_console.print(f"[bold red]gate tripped:[/] {escape(one_line(line, 2000))}",
+                          highlight=False, soft_wrap=True)
     raise typer.Exit(int(ExitCode.GATE_TRIPPED))
 
 
 def note(message: str) -> None:
-    """Print a one-line note for people on stderr (never mixed into JSON on stdout).
+    """Print a one-line note for people on stderr ("note: ..."; never mixed into JSON on stdout).
 
     Plain print, not rich: a note is one unstyled line, and rich would cost the probe start-up.
+    A note may quote a file (a model path, a GPU name): control characters are escaped.
     """
-    print(message, file=sys.stderr, flush=True)
+    text = one_line(message, 4000)
+    if not text.startswith(NOTE_PREFIX):
+        text = NOTE_PREFIX + text
+    say(text)
 
 
-def print_notes(lines: Iterable[str], prefix: str = "") -> None:
-    """Print each of a report's notes as a note on stderr, after prefix (e.g. "note: ")."""
+def say(message: str) -> None:
+    """Print one plain line on stderr (an interruption, a trial's error); no prefix added."""
+    print(one_line(message, 4000), file=sys.stderr, flush=True)
+
+
+def print_error(message: str, hint: str | None = None) -> None:
+    """Print `error: message` and `hint: hint` on stderr, each one line (data escaped)."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(one_line(message, 2000))}", highlight=False,
+                      soft_wrap=True)
+    if hint:
+        err_console.print(f"hint: {one_line(hint, 2000)}", highlight=False, markup=False,
+                          soft_wrap=True)
+
+
+def exit_if_interrupted(report: Report) -> None:
+    """Exit 130 (Ctrl-C) or 143 (SIGTERM) after a partial report was written; else return."""
+    if not report.interrupted:
+        return
+    code = signals.exit_code()
+    how = "SIGTERM" if code == ExitCode.TERMINATED else "Ctrl-C"
+    note(f"interrupted by {how}: the report holds the trials that finished")
+    raise typer.Exit(code)
+
+
+def mark_interruption(report: Report) -> None:
+    """Name the signal that cut the trials short (the validator writes Ctrl-C for both)."""
+    if report.interrupted and signals.exit_code() == ExitCode.TERMINATED:
+        for trial in report.trials:
+            if trial.status == "interrupted":
+                trial.reason = "interrupted by SIGTERM"
+
+
+def print_notes(lines: Iterable[str]) -> None:
+    """Print each line as a "note: " line on stderr."""
     for line in lines:
-        note(f"{prefix}{line}")
+        note(line)
+
+
+def print_report_notes(report: Report) -> None:
+    """Print a report's notes, host readings that failed first, as "note: " lines."""
+    print_notes([*report.host.notes, *report.notes])
 
 
 @contextmanager
@@ -165,11 +245,13 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | No
                    console=err_console.real(), transient=True)
     task: list[Any] = []
 
+    from rich.markup import escape
+
     def update(trial_id: str, done: int, total: int) -> None:
         if not task:
             task.append(bar.add_task("trials", total=total))
         bar.update(task[0], completed=done, total=total,
-                   description=f"trial {trial_id}" if trial_id else "trials")
+                   description=f"trial {escape(one_line(trial_id))}" if trial_id else "trials")
 
     with bar:
         yield update

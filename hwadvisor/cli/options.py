@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,9 +35,11 @@ from hwadvisor.workload import (
     OPTIMIZERS,
     PHASES,
     WorkloadRequest,
+    limits,
     list_presets,
     parse_choice,
 )
+from hwadvisor.workload.limits import LIMITS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,10 +58,37 @@ class Param:
     default: Any = None
 
 
-def _opt(flag: str, help_text: str, kind: Any, panel: str) -> Any:
+def limit_callback(option: str, value: float | int | None) -> float | int | None:
+    """Check an option against workload/limits.py as a typer callback: a usage error (exit 2).
+
+    typer's own min=/max= let NaN through (every comparison with NaN is false).
+    """
+    try:
+        return limits.check(option, value)
+    except UserError as exc:
+        # click names the option itself: "Invalid value for '--x': must be ..."
+        raise typer.BadParameter(exc.message.removeprefix(f"{option} ")) from None
+
+
+def _help(text: str, default: str | None = None, option: str | None = None) -> str:
+    """Help text with the option's range (workload/limits.py) and its default.
+
+    The brackets are escaped: typer renders help as rich markup, which took '[default: 1]'
+    for a style tag and dropped it.
+    """
+    parts = [text]
+    if option is not None and option in LIMITS:
+        parts.append(f"({LIMITS[option].text()})")
+    if default is not None:
+        parts.append(f"\\[default: {default}]")
+    return " ".join(parts)
+
+
+def _opt(flag: str, help_text: str, kind: Any, panel: str, default: str | None = None) -> Any:
     # Optional[...] rather than "X | None": typer resolves these at runtime on Python 3.10 too.
     return Annotated[Optional[kind],  # noqa: UP007, UP045
-                     typer.Option(flag, help=help_text, rich_help_panel=panel, show_default=False)]
+                     typer.Option(flag, help=_help(help_text, default, flag), rich_help_panel=panel,
+                                  show_default=False)]
 
 
 def _flag(flag: str, help_text: str, panel: str) -> Any:
@@ -70,57 +98,54 @@ def _flag(flag: str, help_text: str, panel: str) -> Any:
 WORKLOAD_PARAMS: tuple[Param, ...] = (
     Param("model", _opt(
         "--model", "Preset id or path to a Hugging Face config.json (or its folder). Presets: "
-        + ", ".join(list_presets())
-        + ". Default: chosen for the device (llama-3-8b on a 24 GB+ GPU, else llama-3.2-1b).",
-        str, _WORKLOAD_PANEL)),
-    Param("phase", _opt("--phase", f"{' or '.join(PHASES)} [default: inference]", str,
-                        _WORKLOAD_PANEL)),
-    Param("batch", _opt("--batch", "Sequences per step (per GPU) [default: 1]", int,
-                        _WORKLOAD_PANEL)),
-    Param("prompt_len", _opt("--prompt-len", "Prompt tokens; the sequence length in training "
-                             "[default: 2048]", int, _WORKLOAD_PANEL)),
-    Param("gen_len", _opt("--gen-len", "Generated tokens (inference) [default: 256; 0 in "
-                          "training]", int, _WORKLOAD_PANEL)),
-    Param("weights_dtype", _opt("--weights-dtype", f"Weights dtype: {_DTYPE_LIST} "
-                                "[default: bf16]", str, _WORKLOAD_PANEL)),
-    Param("kv_dtype", _opt("--kv-dtype", f"KV-cache dtype: {_DTYPE_LIST} [default: bf16]", str,
-                           _WORKLOAD_PANEL)),
-    Param("activation_dtype", _opt("--activation-dtype", f"Activation dtype: {_DTYPE_LIST} "
-                                   "[default: bf16]", str, _WORKLOAD_PANEL)),
-    Param("optimizer", _opt("--optimizer", f"Training optimizer: {', '.join(OPTIMIZERS)} "
-                            "[default: adamw]", str, _WORKLOAD_PANEL)),
-    Param("grad_accum", _opt("--grad-accum", "Gradient accumulation steps [default: 1]", int,
-                             _WORKLOAD_PANEL)),
-    Param("gpus", _opt("--gpus", "GPUs in all [default: 1, or nodes x gpus-per-node]", int,
-                       _WORKLOAD_PANEL)),
-    Param("nodes", _opt("--nodes", "Nodes, for multi-node planning [default: 1]", int,
-                        _WORKLOAD_PANEL)),
+        + ", ".join(list_presets()) + ".", str, _WORKLOAD_PANEL,
+        "chosen for the device: llama-3-8b on a 24 GB+ GPU, else llama-3.2-1b")),
+    Param("phase", _opt("--phase", " or ".join(PHASES), str, _WORKLOAD_PANEL, "inference")),
+    Param("batch", _opt("--batch", "Sequences per step (per GPU)", int, _WORKLOAD_PANEL, "1")),
+    Param("prompt_len", _opt("--prompt-len", "Prompt tokens; the sequence length in training",
+                             int, _WORKLOAD_PANEL, "2048")),
+    Param("gen_len", _opt("--gen-len", "Generated tokens (inference)", int, _WORKLOAD_PANEL,
+                          "256; 0 in training")),
+    Param("weights_dtype", _opt("--weights-dtype", f"Weights dtype: {_DTYPE_LIST}", str,
+                                _WORKLOAD_PANEL, "bf16")),
+    Param("kv_dtype", _opt("--kv-dtype", f"KV-cache dtype: {_DTYPE_LIST}", str,
+                           _WORKLOAD_PANEL, "bf16; fp16/fp32 with such weights")),
+    Param("activation_dtype", _opt("--activation-dtype", f"Activation dtype: {_DTYPE_LIST}",
+                                   str, _WORKLOAD_PANEL, "bf16; fp16/fp32 with such weights")),
+    Param("optimizer", _opt("--optimizer", f"Training optimizer: {', '.join(OPTIMIZERS)}", str,
+                            _WORKLOAD_PANEL, "adamw")),
+    Param("grad_accum", _opt("--grad-accum", "Gradient accumulation steps", int,
+                             _WORKLOAD_PANEL, "1")),
+    Param("gpus", _opt("--gpus", "GPUs in all", int, _WORKLOAD_PANEL,
+                       "1, or nodes x gpus-per-node")),
+    Param("nodes", _opt("--nodes", "Nodes, for multi-node planning", int, _WORKLOAD_PANEL, "1")),
     Param("gpus_per_node", _opt("--gpus-per-node", "GPUs per node (sets --gpus = nodes x "
                                 "this)", int, _WORKLOAD_PANEL)),
     Param("inter_node_gbps", _opt("--inter-node-gbps", "Network bandwidth between nodes, GB/s "
                                   "per GPU, one direction (400 Gb/s InfiniBand NDR = 50)", float,
-                                  _WORKLOAD_PANEL)),
-    Param("engine", _opt("--engine", "Engine that runs the model: " + ", ".join(ENGINES)
-                         + " [default: by device and phase, e.g. vllm on datacenter GPUs, "
+                                  _WORKLOAD_PANEL, "the profile's reference system, else 50")),
+    Param("engine", _opt("--engine", "Engine that runs the model: " + ", ".join(ENGINES), str,
+                         _WORKLOAD_PANEL, "by device and phase, e.g. vllm on datacenter GPUs, "
                          "llamacpp on consumer GPUs, mlx on Apple, torchtitan for datacenter "
-                         "training]", str, _WORKLOAD_PANEL)),
+                         "training")),
     Param("attention_kernel", _opt("--attention-kernel", "math or flash: the attention you run "
                                    "when it is not the engine's fused default (math = eager "
-                                   "attention) [default: the engine's]", str, _WORKLOAD_PANEL)),
+                                   "attention)", str, _WORKLOAD_PANEL, "the engine's")),
     Param("host_memory_gb", _opt("--host-memory-gb", "RAM of the planned host, GB, for offload "
-                                 "checks [default: this machine's, or the reference system's "
-                                 "with --device]", float, _WORKLOAD_PANEL)),
+                                 "checks", float, _WORKLOAD_PANEL, "this machine's, or the "
+                                 "reference system's with --device")),
     Param("activation_checkpointing", _flag(
         "--activation-checkpointing/--no-activation-checkpointing",
-        "Recompute activations in the backward pass (training)", _WORKLOAD_PANEL), False),
+        _help("Recompute activations in the backward pass (training)", "off"), _WORKLOAD_PANEL),
+          False),
 )
 
 SHARDINGS: tuple[str, ...] = get_args(ModelOptions.model_fields["sharding"].annotation)
 
 MODEL_PARAMS: tuple[Param, ...] = (
-    Param("sharding", _opt("--sharding", f"Multi-GPU strategy: {', '.join(SHARDINGS)} "
-                           "[default: none = ddp for training, tp for inference when --gpus > 1]",
-                           str, _MODEL_PANEL)),
+    Param("sharding", _opt("--sharding", f"Multi-GPU strategy: {', '.join(SHARDINGS)}", str,
+                           _MODEL_PANEL, "none = ddp for training, tp for inference when "
+                           "--gpus > 1")),
     Param("cuda_graphs", _flag("--cuda-graphs", "Assume CUDA graph replay", _MODEL_PANEL), False),
     Param("compiled", _flag("--compiled", "Assume torch.compile", _MODEL_PANEL), False),
     Param("fused_optimizer", _flag("--fused-optimizer", "Assume a fused optimizer kernel",
@@ -129,13 +154,13 @@ MODEL_PARAMS: tuple[Param, ...] = (
                                 _MODEL_PANEL), False),
     Param("fp32_training", _flag("--fp32-training", "Training without mixed precision (fp32)",
                                  _MODEL_PANEL), False),
-    Param("offload_fraction", _opt("--offload-fraction", "Share of weights kept in host RAM, "
-                                   "0-1 [default: 0]", float, _MODEL_PANEL)),
+    Param("offload_fraction", _opt("--offload-fraction", "Share of weights kept in host RAM",
+                                   float, _MODEL_PANEL, "0")),
     Param("prefix_cache_hit", _opt("--prefix-cache-hit", "Share of the prompt served from a "
-                                   "prefix cache, 0-1 [default: 0]", float, _MODEL_PANEL)),
+                                   "prefix cache", float, _MODEL_PANEL, "0")),
     Param("speculative_tokens", _opt("--speculative-tokens", "Accepted tokens per target "
-                                     "forward with speculative decoding, >= 1 [default: 1]",
-                                     float, _MODEL_PANEL)),
+                                     "forward with speculative decoding", float, _MODEL_PANEL,
+                                     "1")),
 )
 
 
@@ -168,13 +193,6 @@ def _inject(params: tuple[Param, ...], target: str,
 workload_options = _inject(WORKLOAD_PARAMS, "request", lambda values: WorkloadRequest(**values))
 
 
-def _fraction(option: str, value: float | None) -> float | None:
-    if value is not None and not (math.isfinite(value) and 0.0 <= value <= 1.0):
-        raise UserError(f"{option} must be between 0 and 1, got {value}",
-                        hint=f"e.g. {option} 0.5")
-    return value
-
-
 def build_model_options(values: dict[str, Any]) -> ModelOptions:
     """Validate the what-if options and build ModelOptions (UserError, exit 2, on bad values)."""
     built: dict[str, object] = {
@@ -186,17 +204,14 @@ def build_model_options(values: dict[str, Any]) -> ModelOptions:
     }
     if (s := parse_choice("--sharding", values.get("sharding"), None, SHARDINGS)) is not None:
         built["sharding"] = s
-    if (o := _fraction("--offload-fraction", values.get("offload_fraction"))) is not None:
-        built["offload_fraction"] = o
-    if (p := _fraction("--prefix-cache-hit", values.get("prefix_cache_hit"))) is not None:
-        built["prefix_cache_hit"] = p
-    speculative = values.get("speculative_tokens")
-    if speculative is not None:
-        if not math.isfinite(speculative) or not 1.0 <= speculative <= 64.0:
-            raise UserError("--speculative-tokens must be a number from 1 to 64, "
-                            f"got {speculative}",
-                            hint="e.g. --speculative-tokens 2.5 (accepted tokens per forward)")
-        built["speculative_tokens_per_step"] = speculative
+    # The ranges are workload/limits.py's, the same on every command.
+    for option, key, field in (("--offload-fraction", "offload_fraction", "offload_fraction"),
+                               ("--prefix-cache-hit", "prefix_cache_hit", "prefix_cache_hit"),
+                               ("--speculative-tokens", "speculative_tokens",
+                                "speculative_tokens_per_step")):
+        value = limits.check(option, values.get(key))
+        if value is not None:
+            built[field] = float(value)
     try:
         return ModelOptions.model_validate(built)
     except ValidationError as exc:
@@ -246,9 +261,9 @@ MinBandwidthFractionOpt = Annotated[
     Optional[float],  # noqa: UP007, UP045
     typer.Option(
         "--min-bandwidth-fraction",
-        min=0.0,
-        max=1.0,
+        callback=lambda value: limit_callback("--min-bandwidth-fraction", value),
+        show_default=False,
         help="Exit 1 when measured memory bandwidth is below this fraction of the theoretical "
-        "(datasheet) bandwidth, e.g. 0.85.",
+        "(datasheet) bandwidth, e.g. 0.85 (0-1).",
     ),
 ]

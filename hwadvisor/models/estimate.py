@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from hwadvisor.models.hardware import Strict
+from hwadvisor.models.hardware import Finite, Strict
 
 Bottleneck = Literal[
     "compute", "memory-bandwidth", "memory-capacity", "launch-overhead", "communication"
@@ -36,31 +36,31 @@ class Times(Strict):
     step takes beyond the groups' rooflines (kernel floors, host launches, engine host work).
     """
 
-    prefill_s: float | None = None
-    decode_step_s: float | None = None
-    train_step_s: float | None = None
-    prefill_compute_s: float | None = None
-    prefill_memory_s: float | None = None
-    decode_compute_s: float | None = None
-    decode_memory_s: float | None = None
-    train_compute_s: float | None = None
-    train_memory_s: float | None = None
-    launch_overhead_s: float | None = Field(
+    prefill_s: Finite | None = None
+    decode_step_s: Finite | None = None
+    train_step_s: Finite | None = None
+    prefill_compute_s: Finite | None = None
+    prefill_memory_s: Finite | None = None
+    decode_compute_s: Finite | None = None
+    decode_memory_s: Finite | None = None
+    train_compute_s: Finite | None = None
+    train_memory_s: Finite | None = None
+    launch_overhead_s: Finite | None = Field(
         None, description="Beyond the op groups' rooflines: kernel floors, host launches the GPU "
         "waits for and the engine's host work, of one forward (inference: the deciding phase) "
         "or one training step")
-    communication_s: float | None = Field(None, description="Communication of the deciding phase")
-    communication_exposed_s: float | None = Field(
+    communication_s: Finite | None = Field(None, description="Communication of the deciding phase")
+    communication_exposed_s: Finite | None = Field(
         None, description="The part of communication_s compute does not hide")
-    optimizer_s: float | None = Field(None, description="Optimizer step (memory-bound), training")
-    decode_tokens_per_forward: float | None = Field(
+    optimizer_s: Finite | None = Field(None, description="Optimizer step (memory-bound), training")
+    decode_tokens_per_forward: Finite | None = Field(
         None, description="Tokens per sequence one decode forward yields; decode_step_s is per "
         "token, the decode_*_s roofline terms are per forward")
-    ttft_s: float | None = Field(
+    ttft_s: Finite | None = Field(
         None, description="Time to first token: the batch's prefill (in chunks where the engine "
         "chunks it); the first token comes from the prefill's last logits")
-    tpot_s: float | None = Field(None, description="Time per output token after the first")
-    request_latency_s: float | None = Field(
+    tpot_s: Finite | None = Field(None, description="Time per output token after the first")
+    request_latency_s: Finite | None = Field(
         None, description="One request end to end: ttft_s + (gen_len - 1) x tpot_s")
 
 
@@ -73,23 +73,23 @@ class Estimate(Strict):
     bottleneck_why: str = Field(description="The numbers that decided the bottleneck")
     deciding_phase: Literal["prefill", "decode", "train"] | None = Field(
         None, description="The phase whose time decided the bottleneck")
-    params_total: float | None = None
-    params_active: float | None = Field(None, description="Parameters one token touches (MoE)")
-    flops_per_token: float = Field(description="Forward FLOPs per token, whole model")
-    flops_per_step: float | None = Field(
+    params_total: Finite | None = None
+    params_active: Finite | None = Field(None, description="Parameters one token touches (MoE)")
+    flops_per_token: Finite = Field(description="Forward FLOPs per token, whole model")
+    flops_per_step: Finite | None = Field(
         None, description="FLOPs per GPU of the deciding phase (training step, decode forward "
         "or prefill)")
-    bytes_per_decode_step: float | None = Field(
+    bytes_per_decode_step: Finite | None = Field(
         None, description="Bytes one decode forward reads per GPU (weights + KV + ...)")
-    arithmetic_intensity: float | None = Field(None, description="FLOP per byte of the phase")
-    ridge_point: float | None = Field(None, description="Device FLOP per byte at the ridge")
-    peak_tflops_used: float | None = None
-    bandwidth_gbps_used: float | None = None
+    arithmetic_intensity: Finite | None = Field(None, description="FLOP per byte of the phase")
+    ridge_point: Finite | None = Field(None, description="Device FLOP per byte at the ridge")
+    peak_tflops_used: Finite | None = None
+    bandwidth_gbps_used: Finite | None = None
     times: Times
-    tokens_per_s: float | None = Field(
+    tokens_per_s: Finite | None = Field(
         None, description="Inference: generated tokens/s over all replicas (prompt tokens/s when "
         "gen_len = 0); training: tokens/s over all GPUs")
-    communication: dict[str, float] = Field(
+    communication: dict[str, Finite] = Field(
         default_factory=dict, description="Per-strategy volumes (bytes per GPU) and times (s), "
         "and the bus bandwidth used (GB/s); empty on one GPU")
     calibration: dict[str, str] = Field(
@@ -129,12 +129,13 @@ class ModelOptions(Strict):
     context_parallel: int = Field(1, ge=1, description="GPUs one sequence is split over")
     expert_parallel: bool = Field(False, description="MoE experts spread over the GPUs (EP)")
     comm_overlap: bool = Field(False, description="Communication overlapped behind compute")
-    offload_fraction: float = Field(0.0, ge=0.0, le=1.0, description="Weights kept in host RAM")
-    prefix_cache_hit: float = Field(
+    offload_fraction: Finite = Field(0.0, ge=0.0, le=1.0, description="Weights kept in host RAM")
+    prefix_cache_hit: Finite = Field(
         0.0, ge=0.0, le=1.0, description="Prompt share served from cache"
     )
-    speculative_tokens_per_step: float = Field(
-        1.0, ge=1.0, description="Accepted tokens per target forward (speculative decoding)"
+    speculative_tokens_per_step: Finite = Field(
+        1.0, ge=1.0, le=64.0,
+        description="Accepted tokens per target forward (speculative decoding)"
     )
     mixed_precision: bool = Field(True, description="bf16 compute with fp32 master weights")
     prefill_chunk_tokens: int | None = Field(

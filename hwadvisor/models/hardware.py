@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+# A physical figure (GB/s, TFLOP/s, W, s, bytes): a finite number, never NaN or infinity
+# (JSON has neither; pydantic would otherwise read them from Python and write them as null).
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+# ... that also cannot be negative: a rate, a power, a duration.
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class DeviceClass(str, Enum):
@@ -38,6 +44,10 @@ class HostInfo(Strict):
     mobile_app_memory_limit_bytes: int | None = Field(
         None, description="Per-app memory limit the mobile OS class implies (phones only)"
     )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="Why a host reading is null (an unreadable /proc/meminfo, say)",
+    )
 
 
 class PcieLink(Strict):
@@ -57,7 +67,7 @@ class NvLinkInfo(Strict):
         None,
         description="NVLink generation (4 on H100/H200), not NVML's NVML_NVLINK_VERSION_* code",
     )
-    bandwidth_gbps: float | None = Field(
+    bandwidth_gbps: NonNegative | None = Field(
         None,
         description="Aggregate over active links, ONE direction, GB/s: links x per-link datasheet "
         "rate of the generation (18 x 25 = 450 on H100/H200; bidirectional is twice this)",
@@ -84,7 +94,7 @@ class Interconnect(Strict):
     peers: list[PeerLink] = Field(default_factory=list)
     numa_node: int | None = None
     cpu_affinity: str | None = None
-    network_gbps: float | None = Field(
+    network_gbps: NonNegative | None = Field(
         None, description="Scale-out network per GPU, one direction, GB/s, in the vendor's "
         "reference system (from the profile: DGX H200 has one 400 Gb/s NIC per GPU = 50)"
     )
@@ -119,8 +129,8 @@ class NvidiaDetails(Strict):
     sm_clock_max_mhz: int | None = None
     sm_clock_current_mhz: int | None = None
     memory_clock_current_mhz: int | None = None
-    power_limit_w: float | None = None
-    power_draw_w: float | None = None
+    power_limit_w: NonNegative | None = None
+    power_draw_w: NonNegative | None = None
     temperature_c: int | None = None
     driver_version: str | None = None
     cuda_driver_version: str | None = None
@@ -150,10 +160,10 @@ class NpuInfo(Strict):
 class Measured(Strict):
     """Figures measured on this device by the validator's trials (probe --measure)."""
 
-    memory_bandwidth_gbps: float | None = None
-    matmul_tflops: dict[str, float] = Field(
+    memory_bandwidth_gbps: NonNegative | None = None
+    matmul_tflops: dict[str, NonNegative] = Field(
         default_factory=dict, description="Burst: one product per timing, as triton's do_bench")
-    matmul_sustained_tflops: dict[str, float] = Field(
+    matmul_sustained_tflops: dict[str, NonNegative] = Field(
         default_factory=dict,
         description="Sustained: a back-to-back stream long enough to reach the power limit")
     trial_ids: list[str] = Field(default_factory=list)
@@ -169,7 +179,8 @@ class Device(Strict):
     memory_total_bytes: int | None = None
     memory_type: str | None = None
     unified_memory: bool = Field(False, description="Memory shared with the CPU (Apple, phones)")
-    memory_bandwidth_gbps: float | None = Field(None, description="Theoretical bandwidth, GB/s")
+    memory_bandwidth_gbps: NonNegative | None = Field(
+        None, description="Theoretical bandwidth, GB/s")
     memory_bandwidth_source: Literal["probe", "datasheet", "derived"] | None = Field(
         None, description="derived: computed from datasheet facts; see the profile notes"
     )
@@ -182,13 +193,13 @@ class Device(Strict):
     formats: list[str] = Field(
         default_factory=list, description="Low-precision formats run natively"
     )
-    peak_tflops: dict[str, float] = Field(
+    peak_tflops: dict[str, NonNegative] = Field(
         default_factory=dict, description="Dense datasheet peaks by format (from the profile)"
     )
     peak_tflops_source: Literal["datasheet", "derived"] | None = Field(
         None, description="derived: computed, not a vendor figure; see the profile notes"
     )
-    power_w: float | None = None
+    power_w: NonNegative | None = None
     source: Literal["probe", "profile"]
     profile_id: str | None = None
     interconnect: Interconnect | None = None

@@ -48,7 +48,8 @@ class Report(Strict):
     recommendations: list[Recommendation] = Field(default_factory=list)
     rejected: list[Rejected] = Field(default_factory=list)
     trials: list[TrialResult] = Field(default_factory=list)
-    interrupted: bool = Field(False, description="True when Ctrl-C cut the run short")
+    interrupted: bool = Field(
+        False, description="True when Ctrl-C or SIGTERM cut the run short (a partial report)")
     gates_tripped: list[str] = Field(
         default_factory=list,
         description="CI gates (--fail-on, --min-bandwidth-fraction) this report tripped, in words",

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, computed_field, model_validator
 
-from hwadvisor.models.hardware import Strict
+from hwadvisor.models.hardware import Finite, NonNegative, Strict
 
 TrialStatus = Literal["ok", "unsupported", "error", "interrupted"]
 Better = Literal["higher", "lower"]
@@ -23,8 +23,10 @@ class Measurement(Strict):
 
     label: str
     unit: str = "s"
-    samples: list[float] = Field(default_factory=list)
-    value: float | None = Field(None, description="A derived figure: GB/s, TFLOP/s, bytes ...")
+    samples: list[NonNegative] = Field(
+        default_factory=list, description="Raw readings (seconds, or bytes), finite and >= 0")
+    value: NonNegative | None = Field(
+        None, description="A derived figure: GB/s, TFLOP/s, bytes ...")
     value_unit: str | None = None
     error: float | None = Field(None, description="Relative error against the reference")
     params: dict[str, float | int | str] = Field(default_factory=dict)
@@ -98,7 +100,7 @@ class Effect(Strict):
     """One measured effect of a trial: a named value with its unit and which way is better."""
 
     name: str
-    value: float
+    value: Finite
     unit: str | None = Field(None, description="x, GB/s, TFLOP/s, s, ms, bytes, ratio ...")
     better: Better | None = Field(None, description="Which way is an improvement, if any")
     ci: list[float] | None = Field(
@@ -131,6 +133,9 @@ class TrialEnvironment(Strict):
     """Where a trial ran."""
 
     device: str | None = None
+    device_index: int | None = Field(
+        None, description="devices[].index (NVML's order, as nvidia-smi numbers them) of the "
+        "GPU the trial ran on; null on the CPU or when it could not be told")
     torch_version: str | None = None
     sm_clock_mhz: int | None = Field(None, description="SM clock right after the trial")
     memory_clock_mhz: int | None = None
@@ -162,7 +167,7 @@ class TrialResult(Strict):
         "'torch _weight_int4pack_mm', 'torch._scaled_mm' ...")
     max_error: float | None = None
     environment: TrialEnvironment = Field(default_factory=TrialEnvironment)
-    wall_s: float | None = None
+    wall_s: NonNegative | None = None
     busy_gpu: bool = Field(False, description="Other processes used the GPU during the trial")
 
     @model_validator(mode="before")

@@ -115,7 +115,8 @@ class Workload(Strict):
     nodes: int = Field(1, gt=0)
     gpus_per_node: int | None = Field(None, gt=0)
     inter_node_bandwidth_gbps: float | None = Field(
-        None, gt=0, description="Network between nodes, GB/s per GPU, one direction "
+        None, gt=0, allow_inf_nan=False,
+        description="Network between nodes, GB/s per GPU, one direction "
         "(400 Gb/s InfiniBand NDR per GPU = 50)"
     )
     activation_checkpointing: bool = False

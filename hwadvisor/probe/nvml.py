@@ -11,6 +11,8 @@ The shape follows nvitop's `nvmlQuery` (https://github.com/XuehaiPan/nvitop).
 from __future__ import annotations
 
 import ctypes
+import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +43,11 @@ GPU_LOST_ERRORS: dict[int, str] = {
     ERROR_RESET_REQUIRED: "GPU requires a reset",
     ERROR_UNKNOWN: "NVML returned an unknown error",
 }
+
+# nvmlInit that never returns (a wedged driver, a GPU stuck in reset) must not hang every
+# command: start-up gets this long, then the probe carries on without NVML, with a note.
+INIT_TIMEOUT_S = 10.0
+INIT_TIMEOUT_ENV = "HWADVISOR_NVML_TIMEOUT_S"
 
 # Clock types (nvml.h nvmlClockType_t).
 CLOCK_SM = 1
@@ -82,9 +89,11 @@ class Nvml:
     """A lazily started NVML session over an injectable backend (pynvml or a fake)."""
 
     def __init__(self, backend: Any | None = None,
-                 loader: Callable[[], Any] | None = None) -> None:
+                 loader: Callable[[], Any] | None = None,
+                 init_timeout_s: float | None = None) -> None:
         self._backend: Any = backend
         self._loader = loader or _import_pynvml
+        self._init_timeout_s = init_timeout_s
         self._started = False
         self._reason: str | None = None
         self._handles: dict[int, Any] = {}
@@ -104,12 +113,38 @@ class Nvml:
                 self._reason = ("the nvidia-ml-py package (module pynvml) is not installed; "
                                 "pip install nvidia-ml-py")
                 return False
-        try:
-            self._backend.nvmlInit()
-        except Exception as exc:  # any failure to start means "no NVML here"
-            self._reason = self._library_reason(exc)
-            return False
-        return True
+        self._reason = self._init_within_deadline()
+        return self._reason is None
+
+    def _init_within_deadline(self) -> str | None:
+        """Run nvmlInit in a thread with a deadline; return why NVML is unusable, or None.
+
+        A thread that is still in nvmlInit at the deadline is left behind (a daemon: it
+        cannot be killed, and it does not keep the process alive); NVML is then never used.
+        """
+        timeout = self._init_timeout_s if self._init_timeout_s is not None else init_timeout()
+        outcome: list[BaseException | None] = []
+
+        def init() -> None:
+            try:
+                self._backend.nvmlInit()
+                outcome.append(None)
+            except BaseException as exc:  # noqa: BLE001 - reported to the caller below
+                outcome.append(exc)
+
+        worker = threading.Thread(target=init, name="hwadvisor-nvml-init", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if not outcome:
+            self._backend = None  # never call into a library stuck in its start-up
+            return (f"NVML did not start within {timeout:g} s (a hung driver or GPU?); "
+                    f"carrying on without it (set {INIT_TIMEOUT_ENV} to wait longer)")
+        error = outcome[0]
+        if error is None:
+            return None
+        if not isinstance(error, Exception):  # KeyboardInterrupt and the like: not ours
+            raise error
+        return self._library_reason(error)  # any failure to start means "no NVML here"
 
     @property
     def backend(self) -> Any:
@@ -330,6 +365,16 @@ def process_name(pid: int) -> str | None:
         return psutil.Process(pid).name() or None
     except (psutil.Error, OSError, ValueError):
         return None
+
+
+def init_timeout() -> float:
+    """Seconds nvmlInit may take: $HWADVISOR_NVML_TIMEOUT_S when a positive number, else 10."""
+    text = os.environ.get(INIT_TIMEOUT_ENV, "")
+    try:
+        value = float(text)
+    except ValueError:
+        return INIT_TIMEOUT_S
+    return value if 0 < value < 86400 else INIT_TIMEOUT_S
 
 
 def c_uint(value: int) -> Any:

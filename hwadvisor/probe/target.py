@@ -27,7 +27,7 @@ def resolve_target(device_id: str | None, count: int = 1) -> Report:
     if not 1 <= count <= MAX_PLANNED_DEVICES:
         raise UserError(
             f"device count must be between 1 and {MAX_PLANNED_DEVICES}, got {count}",
-            hint="pass the number of devices to plan for, e.g. --device-count 8",
+            hint="pass the GPUs to plan for, e.g. --gpus 8, or --nodes 2 --gpus-per-node 8",
         )
     from hwadvisor import profiles
     from hwadvisor.probe.host import probe_host

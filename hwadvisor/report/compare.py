@@ -1,16 +1,27 @@
-"""Compare two reports: measured figures (with a regression threshold) and verdicts.
+"""Compare two reports: measured figures (with a regression threshold and noise) and verdicts.
 
 Which way is better follows the unit: GB/s, TFLOP/s, tokens/s and speedups are better higher;
 seconds are better lower. A figure whose direction cannot be told is shown but never gates.
+
+A figure regresses only when it got worse by more than the threshold (--max-regression) *and*
+by more than the noise of the two runs: each run's relative spread (interquartile range over
+median of the raw samples the figure comes from) added. Two runs of the same code on a busy
+CPU differ by several percent; a change inside that spread is not evidence of a regression.
+A figure's spread: a measurement's median and derived value use that measurement's samples;
+an effect equal to a measurement's value uses that one; any other effect (a speedup, a ratio
+of two timings) adds the two largest spreads of its trial's measurements, as relative errors
+of a ratio add; device.measured figures use the trial effect they were copied from.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from hwadvisor.models import Report, TrialResult
+from hwadvisor.models import Measurement, Report, TrialResult
 
 Better = Literal["higher", "lower"]
 
@@ -47,6 +58,9 @@ class FigureDelta(BaseModel):
     current: float
     change_pct: float | None = Field(None, description="(current - baseline) / baseline x 100")
     worse_pct: float | None = Field(None, description="How much worse, in % (negative = better)")
+    noise_pct: float = Field(
+        0.0, description="The two runs' relative spreads added, in %: a change within it is "
+        "noise, not a regression")
     noisy: bool = False
     regressed: bool = False
 
@@ -84,7 +98,8 @@ class Comparison(BaseModel):
         """Each regression in words; empty means the comparison passed."""
         out = [
             f"{f.key}: {f.baseline:.4g} → {f.current:.4g} {f.unit or ''} "
-            f"({f.worse_pct:.1f}% worse, limit {self.max_regression_pct:g}%)".replace("  ", " ")
+            f"({f.worse_pct:.1f}% worse, limit {self.max_regression_pct:g}%, noise "
+            f"±{f.noise_pct:.1f}%)".replace("  ", " ")
             for f in self.figures if f.regressed and f.worse_pct is not None
         ]
         out += [f"recommendation {v.id}: {v.baseline} → {v.current}"
@@ -92,29 +107,64 @@ class Comparison(BaseModel):
         return out
 
 
-Figure = tuple[float, str | None, Better | None, bool]  # value, unit, better, noisy
+@dataclass(frozen=True)
+class Figure:
+    """One measured figure of a report: value, unit, direction and relative noise."""
+
+    value: float
+    unit: str | None
+    better: Better | None
+    noisy: bool = False
+    spread: float = 0.0  # relative: interquartile range / median of the samples behind it
+
+
+def _relative_spread(m: Measurement) -> float:
+    med, spread = m.median, m.spread
+    if not med or spread is None or not math.isfinite(med) or not math.isfinite(spread):
+        return 0.0
+    return abs(spread / med)
+
+
+def _effect_spread(trial: TrialResult, value: float) -> float:
+    """Relative noise of an effect: its measurement's, or a ratio's (two largest added)."""
+    for m in trial.measurements:
+        if m.value is not None and m.value == value:
+            return _relative_spread(m)
+    spreads = sorted((_relative_spread(m) for m in trial.measurements), reverse=True)
+    return sum(spreads[:2])
 
 
 def _trial_figures(trial: TrialResult) -> dict[str, Figure]:
     figures: dict[str, Figure] = {}
     base = f"trials.{trial.id}"
     for effect in trial.effects:
-        figures[f"{base}.effect.{effect.name}"] = (effect.value, effect.unit, effect.better, False)
+        figures[f"{base}.effect.{effect.name}"] = Figure(
+            effect.value, effect.unit, effect.better, spread=_effect_spread(trial, effect.value))
     seen: dict[str, int] = {}
+    effect_values = trial.effect.values()
     for m in trial.measurements:
         label = m.label
         seen[label] = seen.get(label, 0) + 1
         if seen[label] > 1:
             label = f"{label}#{seen[label]}"
+        spread = _relative_spread(m)
         if m.median is not None:
-            figures[f"{base}.{label}.median"] = (
-                m.median, m.unit, better_direction(m.unit, m.label), m.noisy)
+            figures[f"{base}.{label}.median"] = Figure(
+                m.median, m.unit, better_direction(m.unit, m.label), m.noisy, spread)
         # A derived value the trial also reports as an effect (matmul's bf16_tflops) is shown
         # once, as the effect.
-        if m.value is not None and m.value not in trial.effect.values():
-            figures[f"{base}.{label}.value"] = (
-                m.value, m.value_unit, better_direction(m.value_unit, m.label), m.noisy)
+        if m.value is not None and m.value not in effect_values:
+            figures[f"{base}.{label}.value"] = Figure(
+                m.value, m.value_unit, better_direction(m.value_unit, m.label), m.noisy, spread)
     return figures
+
+
+def _copied_spread(report: Report, value: float) -> float:
+    """Noise of a device.measured figure: that of the trial effect it was copied from."""
+    for trial in report.trials:
+        if trial.status == "ok" and value in trial.effect.values():
+            return _effect_spread(trial, value)
+    return 0.0
 
 
 def measured_figures(report: Report) -> dict[str, Figure]:
@@ -124,33 +174,42 @@ def measured_figures(report: Report) -> dict[str, Figure]:
         if d.measured is None:
             continue
         base = f"devices[{d.index}].measured"
-        if d.measured.memory_bandwidth_gbps is not None:
-            figures[f"{base}.memory_bandwidth_gbps"] = (
-                d.measured.memory_bandwidth_gbps, "GB/s", "higher", False)
+        bandwidth = d.measured.memory_bandwidth_gbps
+        if bandwidth is not None:
+            figures[f"{base}.memory_bandwidth_gbps"] = Figure(
+                bandwidth, "GB/s", "higher", spread=_copied_spread(report, bandwidth))
         for fmt, value in d.measured.matmul_tflops.items():
-            figures[f"{base}.matmul_tflops.{fmt}"] = (value, "TFLOP/s", "higher", False)
+            figures[f"{base}.matmul_tflops.{fmt}"] = Figure(
+                value, "TFLOP/s", "higher", spread=_copied_spread(report, value))
     for trial in report.trials:
         if trial.status == "ok":
             figures.update(_trial_figures(trial))
     return figures
 
 
+def _finite(*values: float | None) -> bool:
+    return all(v is not None and math.isfinite(v) for v in values)
+
+
 def _delta(key: str, base: Figure, cur: Figure, max_regression_pct: float) -> FigureDelta:
-    b_value, unit, better, b_noisy = base
-    c_value, c_unit, c_better, c_noisy = cur
-    unit = unit or c_unit
-    better = better or c_better
-    delta = FigureDelta(key=key, unit=unit, better=better, baseline=b_value, current=c_value,
-                        noisy=b_noisy or c_noisy)
-    if b_value == 0:
-        return delta  # no relative change from zero; shown, never gates
-    delta.change_pct = (c_value - b_value) / abs(b_value) * 100.0
+    unit = base.unit or cur.unit
+    better = base.better or cur.better
+    delta = FigureDelta(key=key, unit=unit, better=better, baseline=base.value,
+                        current=cur.value, noisy=base.noisy or cur.noisy)
+    if base.value == 0 or not _finite(base.value, cur.value):
+        return delta  # no relative change from zero (or from a non-number); shown, never gates
+    change = (cur.value - base.value) / abs(base.value) * 100.0
+    noise = (base.spread + cur.spread) * 100.0
+    if not _finite(change, noise):
+        return delta
+    delta.change_pct = change
+    delta.noise_pct = noise
     if better == "higher":
-        delta.worse_pct = -delta.change_pct
+        delta.worse_pct = -change
     elif better == "lower":
-        delta.worse_pct = delta.change_pct
+        delta.worse_pct = change
     if delta.worse_pct is not None:
-        delta.regressed = delta.worse_pct > max_regression_pct
+        delta.regressed = delta.worse_pct > max(max_regression_pct, noise)
     return delta
 
 
@@ -182,7 +241,10 @@ def _device_notes(baseline: Report, current: Report) -> list[str]:
 def compare_reports(
     baseline: Report, current: Report, max_regression_pct: float = 5.0
 ) -> Comparison:
-    """Compare current with baseline; a figure worse by over max_regression_pct regresses."""
+    """Compare current with baseline; a figure worse by over max_regression_pct regresses.
+
+    ... and by more than the two runs' noise (see the module docstring).
+    """
     base_figs = measured_figures(baseline)
     cur_figs = measured_figures(current)
     figures = [

@@ -10,6 +10,7 @@ derived, not input: they are always dropped before validation and recomputed fro
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from pathlib import Path
@@ -19,18 +20,42 @@ from pydantic import BaseModel
 
 from hwadvisor.errors import UserError
 from hwadvisor.models import SCHEMA_VERSION, Report
+from hwadvisor.report.text import one_line
+
+# ASCII digits only: str.isdigit() also accepts '²' and other digits int() refuses.
+_VERSION = re.compile(r"(\d{1,9})\.(\d{1,9})", re.ASCII)
 
 
 def parse_version(version: object) -> tuple[int, int] | None:
     """Split 'MAJOR.MINOR' into two ints; None when it is not of that form."""
-    parts = str(version).strip().split(".")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+    if not isinstance(version, (str, int, float)) or isinstance(version, bool):
         return None
-    return int(parts[0]), int(parts[1])
+    match = _VERSION.fullmatch(str(version).strip())
+    if match is None:
+        return None
+    return int(match.group(1)), int(match.group(2))
+
+
+_RESOLVED: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id(annotation), what) -> (it, answer)
+
+
+def _cached(annotation: Any, what: str, compute: Any) -> Any:
+    """Memoise an answer about an annotation (they live as long as their model classes)."""
+    key = (id(annotation), what)
+    hit = _RESOLVED.get(key)
+    if hit is not None and hit[0] is annotation:
+        return hit[1]
+    answer = compute()
+    _RESOLVED[key] = (annotation, answer)
+    return answer
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
     """Return the one pydantic model an annotation refers to (through Optional/Union), if any."""
+    return _cached(annotation, "model", lambda: _find_model(annotation))  # type: ignore[no-any-return]
+
+
+def _find_model(annotation: Any) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     origin = typing.get_origin(annotation)
@@ -49,6 +74,11 @@ def _legacy_inputs(model: type[BaseModel]) -> frozenset[str]:
 
 def _item_annotation(annotation: Any, container: type) -> Any:
     """Return the element annotation of list[X] / dict[str, X] (through Optional), if any."""
+    return _cached(annotation, container.__name__,
+                   lambda: _find_item(annotation, container))
+
+
+def _find_item(annotation: Any, container: type) -> Any:
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(annotation):
@@ -62,33 +92,43 @@ def _item_annotation(annotation: Any, container: type) -> Any:
     return None
 
 
+def _where(path: str, key: object) -> str:
+    """Where a key sits, for notes: 'devices[0].name', cut at 80 characters (a hostile file)."""
+    if len(path) >= 80:
+        return path
+    where = f"{path}.{key}" if path else str(key)
+    return where if len(where) <= 80 else where[:77] + "..."
+
+
 def _clean(value: Any, annotation: Any, drop_unknown: bool, path: str, dropped: list[str]) -> Any:
     """Walk value along annotation: drop computed fields and (when asked) unknown keys."""
+    if not isinstance(value, (dict, list)):
+        return value  # a leaf: nothing to drop below it
     model = _model_in(annotation)
     if model is not None and isinstance(value, dict):
         out: dict[str, Any] = {}
+        computed, legacy = model.model_computed_fields, _legacy_inputs(model)
         for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            if key in model.model_computed_fields and key not in _legacy_inputs(model):
+            if key in computed and key not in legacy:
                 continue  # derived on load; never input
             field = model.model_fields.get(key)
             if field is None:
                 if drop_unknown:
-                    dropped.append(where)
+                    dropped.append(_where(path, key))
                     continue
                 out[key] = item  # left for validation to refuse with its own message
                 continue
-            out[key] = _clean(item, field.annotation, drop_unknown, where, dropped)
+            out[key] = _clean(item, field.annotation, drop_unknown, _where(path, key), dropped)
         return out
     if isinstance(value, list):
         inner = _item_annotation(annotation, list)
         if inner is not None:
-            return [_clean(v, inner, drop_unknown, f"{path}[{i}]", dropped)
-                    for i, v in enumerate(value)]
+            return [_clean(v, inner, drop_unknown, path if len(path) >= 80 else f"{path}[{i}]",
+                           dropped) for i, v in enumerate(value)]
     if isinstance(value, dict):
         inner = _item_annotation(annotation, dict)
         if inner is not None:
-            return {k: _clean(v, inner, drop_unknown, f"{path}.{k}", dropped)
+            return {k: _clean(v, inner, drop_unknown, _where(path, k), dropped)
                     for k, v in value.items()}
     return value
 
@@ -98,8 +138,8 @@ def upgrade_with_notes(data: dict[str, Any], path: Path) -> tuple[dict[str, Any]
 
     Raises a UserError for another major version or an unreadable schema_version.
     """
-    theirs_text = str(data.get("schema_version"))
-    theirs = parse_version(theirs_text)
+    theirs_text = one_line(data.get("schema_version"), 40)
+    theirs = parse_version(data.get("schema_version"))
     ours = parse_version(SCHEMA_VERSION)
     assert ours is not None, "SCHEMA_VERSION must be MAJOR.MINOR"
     if theirs is None:
@@ -116,6 +156,10 @@ def upgrade_with_notes(data: dict[str, Any], path: Path) -> tuple[dict[str, Any]
                   f"that writes {theirs[0]}.x (docs/schema-versioning.md)"),
         )
     newer_minor = theirs[1] > ours[1]
+    if not newer_minor:
+        # Nothing to drop: the computed fields (median, spread, noisy; effect) are dropped by
+        # their models' own before-validators, which every read goes through anyway.
+        return data, []
     dropped: list[str] = []
     cleaned = _clean(data, Report, newer_minor, "", dropped)
     notes: list[str] = []

@@ -23,9 +23,19 @@ def _unit_is(unit: str | None, units: set[str]) -> bool:
 
 
 def trial_device(report: Report, trial: TrialResult) -> Device | None:
-    """Find the device a trial ran on: by name from its environment, else the first device."""
+    """Find the device a trial ran on: by its recorded index, by name, else the first device.
+
+    Reports of schema 1.2 record the index (environment.device_index, NVML's numbering);
+    older ones only the name, which cannot tell two GPUs of one model apart.
+    """
     if not report.devices:
         return None
+    index = trial.environment.device_index
+    if index is not None:
+        for device in report.devices:
+            if device.index == index:
+                return device
+        return None  # it ran on a GPU this report does not list: attribute it to none
     where = (trial.environment.device or "").lower()
     for device in report.devices:
         if where and device.name.lower() in where:

@@ -6,6 +6,8 @@ hwadvisor never pays for it. The data gathering (`roofline_data`) is separate an
 
 from __future__ import annotations
 
+import io
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,11 @@ from hwadvisor.report.figures import (
 # (torch._scaled_mm) read e4m3 operands and write bf16.
 MATMUL_IN_BYTES = {"fp8": 1, "int8": 1, "bf16": 2, "fp16": 2, "tf32": 4, "fp32": 4, "fp64": 8}
 MATMUL_OUT_BYTES = {"fp8": 2, "int8": 4, "bf16": 2, "fp16": 2, "tf32": 4, "fp32": 4, "fp64": 8}
+
+# Figures a log-log roofline can place: a rate (GB/s, TFLOP/s) or an intensity (FLOP/byte)
+# outside this range is no reading of a real device (1 kB/s .. 1e9 GB/s) and would push the
+# axes to limits matplotlib refuses; such a value is skipped with a note, never drawn.
+PLOTTABLE = (1e-6, 1e9)
 
 PHASES = (  # (label, total time, compute term, memory term) fields of Times
     ("prefill", "prefill_s", "prefill_compute_s", "prefill_memory_s"),
@@ -53,6 +60,37 @@ class RooflineData:
     phases: list[Point] = field(default_factory=list)
     trials: list[Point] = field(default_factory=list)
     title: str = ""
+    skipped: list[str] = field(default_factory=list)  # figures left out, in words
+
+
+def plottable(value: object) -> bool:
+    """Tell whether value is a finite, positive number inside PLOTTABLE (not NaN, inf, <= 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        number = float(value)
+    except OverflowError:
+        return False
+    return math.isfinite(number) and PLOTTABLE[0] <= number <= PLOTTABLE[1]
+
+
+def _keep(value: float | None, what: str, skipped: list[str]) -> float | None:
+    """Return value when it can be plotted; else None, and say so in skipped (None is silent)."""
+    if value is None:
+        return None
+    if plottable(value):
+        return float(value)
+    skipped.append(f"{what} = {value!r} (not a positive finite figure)")
+    return None
+
+
+def _keep_all(values: dict[str, float], what: str, skipped: list[str]) -> dict[str, float]:
+    kept = {}
+    for name, value in values.items():
+        number = _keep(value, f"{what} {name}", skipped)
+        if number is not None:
+            kept[name] = number
+    return kept
 
 
 def phase_points(estimate: Estimate) -> list[Point]:
@@ -64,8 +102,16 @@ def phase_points(estimate: Estimate) -> list[Point]:
     that derates the peak would put the points at its own derated FLOPs; that is the point:
     they show where the model places the phase, next to the measured ceilings.
     """
+    return _phase_points(estimate, [])
+
+
+def _positive(*values: float | None) -> bool:
+    return all(v is not None and math.isfinite(v) and v > 0 for v in values)
+
+
+def _phase_points(estimate: Estimate, skipped: list[str]) -> list[Point]:
     peak, bw = estimate.peak_tflops_used, estimate.bandwidth_gbps_used
-    if not peak or not bw:
+    if not peak or not bw or not _positive(peak, bw):
         return []
     times = estimate.times
     points = []
@@ -73,30 +119,41 @@ def phase_points(estimate: Estimate) -> list[Point]:
         total, compute, memory = (getattr(times, f) for f in (total_f, compute_f, memory_f))
         if not total or not compute or not memory:
             continue
-        if total_f == "decode_step_s" and times.decode_tokens_per_forward:
+        per_forward = times.decode_tokens_per_forward
+        if total_f == "decode_step_s" and per_forward:
             # decode_step_s is per token; the roofline terms are per forward (k tokens).
-            total *= times.decode_tokens_per_forward
+            total *= per_forward
+        if not _positive(total, compute, memory):
+            skipped.append(f"workload phase {label} (a time that is not a positive number)")
+            continue
         flops = compute * peak * 1e12
         nbytes = memory * bw * 1e9
-        points.append(Point(label, flops / nbytes, flops / total / 1e12))
+        point = Point(label, flops / nbytes, flops / total / 1e12)
+        if plottable(point.intensity) and plottable(point.tflops):
+            points.append(point)
+        else:
+            skipped.append(f"workload phase {label} (outside the plottable range)")
     return points
 
 
 def _matmul_intensity(fmt: str, params: dict[str, float | int | str]) -> float | None:
     try:
         m, n, k = (float(params[key]) for key in ("m", "n", "k"))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
     b_in, b_out = MATMUL_IN_BYTES.get(fmt), MATMUL_OUT_BYTES.get(fmt)
-    if b_in is None or b_out is None:
+    if b_in is None or b_out is None or not _positive(m, n, k):
         return None
-    return 2 * m * n * k / (b_in * (m * k + k * n) + b_out * m * n)
+    intensity = 2 * m * n * k / (b_in * (m * k + k * n) + b_out * m * n)
+    return intensity if plottable(intensity) else None
 
 
-def trial_points(report: Report, device: Device) -> list[Point]:
+def trial_points(report: Report, device: Device,
+                 skipped: list[str] | None = None) -> list[Point]:
     """Matmul-trial measurements as points (intensity from their m, n, k and format)."""
     from hwadvisor.report.figures import trial_device
 
+    skipped = [] if skipped is None else skipped
     points = []
     for trial in report.trials:
         if trial.status != "ok" or trial.id not in MATMUL_PEAK_TRIALS:
@@ -108,9 +165,10 @@ def trial_points(report: Report, device: Device) -> list[Point]:
             if m.value is None or (m.value_unit or "").lower() not in {"tflop/s", "tflops"}:
                 continue
             fmt = str(m.params.get("dtype") or m.params.get("format") or m.label)
+            value = _keep(m.value, f"trial {trial.id} {fmt}", skipped)
             intensity = _matmul_intensity(fmt, m.params)
-            if intensity:
-                points.append(Point(f"{trial.id} {fmt}", intensity, m.value))
+            if intensity and value is not None:
+                points.append(Point(f"{trial.id} {fmt}", intensity, value))
     return points
 
 
@@ -124,7 +182,7 @@ def _pick_device(report: Report, index: int | None) -> Device:
         if device.index == index:
             return device
     valid = ", ".join(str(d.index) for d in report.devices)
-    raise UserError(f"the report has no device {index}", hint=f"pass --device {valid}")
+    raise UserError(f"the report has no device {index}", hint=f"pass --device-index {valid}")
 
 
 def _bandwidth_kind(data: RooflineData, kind: str) -> str:
@@ -138,24 +196,30 @@ def roofline_data(report: Report, device_index: int | None = None) -> RooflineDa
     """Gather the ceilings and points to draw; UserError when there is no roofline to draw."""
     device = _pick_device(report, device_index)
     measured_bw = measured_bandwidth_gbps(report, device)
+    skipped: list[str] = []
     data = RooflineData(
         device=device.name,
-        datasheet_bandwidth_gbps=device.memory_bandwidth_gbps,
+        datasheet_bandwidth_gbps=_keep(device.memory_bandwidth_gbps, "datasheet bandwidth",
+                                       skipped),
         bandwidth_source=device.memory_bandwidth_source or "datasheet",
-        measured_bandwidth_gbps=measured_bw[0] if measured_bw else None,
-        datasheet_tflops=dict(device.peak_tflops),
-        measured_tflops=measured_matmul_tflops(report, device),
-        trials=trial_points(report, device),
+        measured_bandwidth_gbps=_keep(measured_bw[0] if measured_bw else None,
+                                      "measured bandwidth", skipped),
+        datasheet_tflops=_keep_all(device.peak_tflops, "datasheet TFLOP/s", skipped),
+        measured_tflops=_keep_all(measured_matmul_tflops(report, device), "measured TFLOP/s",
+                                  skipped),
+        trials=trial_points(report, device, skipped),
+        skipped=skipped,
     )
     if report.estimate is not None:
-        data.phases = phase_points(report.estimate)
+        data.phases = _phase_points(report.estimate, skipped)
     has_bw = data.datasheet_bandwidth_gbps or data.measured_bandwidth_gbps
     has_peak = data.datasheet_tflops or data.measured_tflops
     if not has_bw or not has_peak:
         missing = "memory bandwidth" if not has_bw else "peak TFLOP/s"
+        unusable = f" ({len(skipped)} unusable figure(s) skipped: {skipped[0]})" if skipped else ""
         raise UserError(
             f"device {device.index} ({device.name}) has no {missing}, datasheet or measured: "
-            "no roofline to draw",
+            f"no roofline to draw{unusable}",
             hint="use a report of a device with a datasheet profile, or run `hwadvisor validate` "
             "with the matmul-peak and memory-bandwidth trials",
         )
@@ -174,7 +238,10 @@ def _merge_equal(peaks: dict[str, float]) -> list[tuple[str, float]]:
 
 def plot_roofline(report: Report, path: Path, device_index: int | None = None) -> RooflineData:
     """Draw the roofline of the report's device to path (PNG, or what the suffix says)."""
+    from hwadvisor.report.io import check_target, write_bytes
+
     data = roofline_data(report, device_index)
+    check_target(path)  # before drawing: a bad -o costs no rendering
     try:
         import matplotlib
     except ImportError:
@@ -185,50 +252,28 @@ def plot_roofline(report: Report, path: Path, device_index: int | None = None) -
 
     fig, ax = plt.subplots(figsize=(10, 6.5), dpi=120)
     try:
-        _check_format(fig, Path(path))
+        fmt = _check_format(fig, Path(path))
         _draw(ax, data)
         fig.tight_layout()
-        folder = Path(path).parent
-        if str(folder) and not folder.is_dir():
-            raise UserError(f"cannot write {path}: folder {folder} does not exist",
-                            hint="create the folder first, or pass another -o path")
-        _save_atomic(fig, Path(path))
+        image = io.BytesIO()
+        fig.savefig(image, format=fmt)
     finally:
         plt.close(fig)
+    write_bytes(path, image.getvalue())  # the one write path: atomic, devices and links handled
     return data
 
 
-def _check_format(fig: Any, path: Path) -> None:
-    """Refuse a suffix matplotlib cannot write (savefig would raise ValueError after drawing)."""
+def _check_format(fig: Any, path: Path) -> str:
+    """Return the image format of path's suffix; refuse one matplotlib cannot write.
+
+    A suffix-less path (/dev/stdout, a fifo) is PNG.
+    """
     fmt = path.suffix.lstrip(".").lower() or "png"
     supported = sorted(fig.canvas.get_supported_filetypes())
     if fmt not in supported:
         raise UserError(f"cannot write {path}: matplotlib has no '{fmt}' image format",
                         hint="end -o with .png, .svg or .pdf (also: " + ", ".join(supported) + ")")
-
-
-def _save_atomic(fig: Any, path: Path) -> None:
-    import os
-    import tempfile
-
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".png",
-                                   dir=path.parent if str(path.parent) else ".")
-    except OSError as exc:  # a read-only folder, no permission
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}",
-                        hint="check the folder's permissions, or pass another -o path") from None
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format=(path.suffix.lstrip(".").lower() or "png"))
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}",
-                        hint="check the path and free disk space, or pass another -o path"
-                        ) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return fmt
 
 
 def _x_range(data: RooflineData) -> tuple[float, float]:

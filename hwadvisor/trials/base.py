@@ -78,16 +78,73 @@ def torch_device(ctx: TrialContext, mps: bool = False) -> str:
 
     CUDA and ROCm GPUs are "cuda:N" (a ROCm build answers to torch.cuda). With mps=True, a
     trial that supports Apple's Metal GPU gets "mps" when there is no CUDA/ROCm GPU; the
-    others stay on the CPU there.
+    others stay on the CPU there. A probed GPU torch cannot see (hidden by
+    CUDA_VISIBLE_DEVICES) is an error, not another GPU: its figures would be attributed to the
+    wrong device.
     """
     if not cuda_available():
         return "mps" if mps and mps_available() else "cpu"
+    ordinal = cuda_ordinal(ctx.device)
+    if ordinal is None:
+        assert ctx.device is not None  # cuda_ordinal(None) is 0 while torch sees a GPU
+        raise RuntimeError(
+            f"GPU {ctx.device.index} ({ctx.device.name}) is not visible to torch "
+            "(CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES); pick a visible one with -i")
+    return f"cuda:{ordinal}"
+
+
+def _nvml_bus(device: Device) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of NVML's pci_bus_id '00000000:18:00.0'; None when unknown."""
+    text = device.nvidia.pci_bus_id if device.nvidia is not None else None
+    if not text:
+        return None
+    try:
+        head, slot = text.strip().rsplit(":", 1)
+        domain, _, bus = head.rpartition(":")
+        return int(domain or "0", 16), int(bus, 16), int(slot.split(".")[0], 16)
+    except ValueError:
+        return None
+
+
+def _torch_bus(ordinal: int) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of torch's GPU `ordinal`, when this torch build reports it."""
     import torch
 
-    index = 0
-    if ctx.device is not None and ctx.device.vendor in ("nvidia", "amd"):
-        index = ctx.device.index if ctx.device.index < torch.cuda.device_count() else 0
-    return f"cuda:{index}"
+    props = torch.cuda.get_device_properties(ordinal)
+    parts = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id",
+                                                      "pci_device_id")]
+    if not all(isinstance(p, int) for p in parts):
+        return None
+    return parts[0], parts[1], parts[2]  # type: ignore[return-value]
+
+
+def cuda_ordinal(device: Device | None) -> int | None:
+    """Return the torch ordinal (cuda:N) of a probed GPU; None when torch cannot see it.
+
+    Matched by PCI bus id (NVML's against torch's) where both are known; else by
+    CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES (hwadvisor.probe.select explains the rules).
+    A device that is not a probed GPU (none, the CPU, a datasheet profile) is cuda:0.
+    """
+    if not cuda_available():
+        return None
+    import torch
+
+    count = int(torch.cuda.device_count())
+    if count == 0:
+        return None
+    if device is None or device.vendor not in ("nvidia", "amd") or device.source != "probe":
+        return 0
+    bus = _nvml_bus(device)
+    if bus is not None:
+        buses = [_torch_bus(i) for i in range(count)]
+        if bus in buses:
+            return buses.index(bus)
+        if all(b is not None for b in buses):
+            return None  # torch told every GPU's bus and this one is not among them
+    from hwadvisor.probe.select import visible_ordinal
+
+    ordinal = visible_ordinal(device)
+    return ordinal if ordinal is not None and ordinal < count else None
 
 
 def compute_capability(device: str) -> tuple[int, int] | None:

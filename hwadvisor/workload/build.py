@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import os
 from functools import lru_cache
 from importlib import resources
@@ -20,6 +19,7 @@ from pydantic import ValidationError
 
 from hwadvisor.errors import UserError
 from hwadvisor.models.workload import Dtype, EngineId, ModelSpec, Optimizer, Phase, Workload
+from hwadvisor.workload import limits
 from hwadvisor.workload.configparse import parse_config, read_config_file, supported_model_types
 from hwadvisor.workload.params import count_params, moe_layer_count, param_breakdown
 
@@ -72,18 +72,6 @@ _OPTIMIZER_ALIASES = {
     "adam8bit": "adamw-8bit",
     "paged_adamw_8bit": "adamw-8bit",
 }
-
-# Upper bounds for the numeric options: beyond them a number is a typo, not a workload.
-_MAX = {
-    "--batch": 1 << 20,
-    "--prompt-len": 1 << 24,
-    "--gen-len": 1 << 24,
-    "--grad-accum": 1 << 16,
-    "--gpus": 1 << 20,
-    "--nodes": 1 << 16,
-    "--gpus-per-node": 1 << 10,
-}
-_MAX_INTER_NODE_GBPS = 1e5  # 100 TB/s per GPU: far beyond any network
 
 # The default model when none is given, as data: (device classes, phase, minimum device
 # memory, preset). First match wins. An 8B model in bf16 takes 16 GB for weights, so it
@@ -292,22 +280,12 @@ def _req_choice(option: str, value: str | None, default: str, choices: tuple[str
 
 
 def _int_opt(option: str, value: int | None, default: int | None, minimum: int = 1) -> int | None:
+    """Check an integer option against its range (workload/limits.py); None: the default."""
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UserError(f"{option} must be an integer, got {value!r}", hint=f"e.g. {option} 4")
-    if value < minimum:
-        word = "positive" if minimum >= 1 else "non-negative"
-        raise UserError(
-            f"{option} must be a {word} integer, got {value}",
-            hint=f"pass {option} {max(minimum, 1)} or more",
-        )
-    if value > _MAX[option]:
-        raise UserError(
-            f"{option} {value} is larger than {_MAX[option]}",
-            hint=f"pass a realistic {option} (at most {_MAX[option]})",
-        )
-    return value
+    checked = limits.check(option, value)
+    assert isinstance(checked, int)
+    return checked
 
 
 def _int_or(option: str, value: int | None, default: int, minimum: int = 1) -> int:
@@ -321,6 +299,11 @@ def _gpu_layout(gpus: int | None, nodes: int | None,
     nodes_n = nodes if nodes is not None else 1
     if gpus_per_node is not None:
         total = nodes_n * gpus_per_node
+        if total > limits.LIMITS["--gpus"].high:
+            raise UserError(
+                f"--nodes {nodes_n} x --gpus-per-node {gpus_per_node} = {total} GPUs: more than "
+                f"the {limits.LIMITS['--gpus'].text()} --gpus allows",
+                hint="plan fewer nodes or GPUs per node")
         if gpus is not None and gpus != total:
             raise UserError(
                 f"--gpus {gpus} does not match --nodes {nodes_n} x --gpus-per-node "
@@ -341,9 +324,6 @@ def _gpu_layout(gpus: int | None, nodes: int | None,
             hint="pass --gpus-per-node instead, or a --gpus that is a multiple of --nodes",
         )
     per_node = gpus // nodes_n if nodes is not None else None
-    if gpus > _MAX["--gpus"]:
-        raise UserError(f"--gpus {gpus} is larger than {_MAX['--gpus']}",
-                        hint="pass a realistic --gpus")
     return gpus, nodes_n, per_node
 
 
@@ -386,15 +366,7 @@ def build_workload(
     nodes_in = _int_opt("--nodes", nodes, None)
     per_node_in = _int_opt("--gpus-per-node", gpus_per_node, None)
     gpus_v, nodes_v, per_node_v = _gpu_layout(gpus_in, nodes_in, per_node_in)
-    if inter_node_gbps is not None:
-        if isinstance(inter_node_gbps, bool) or not isinstance(inter_node_gbps, (int, float)):
-            raise UserError(f"--inter-node-gbps must be a number, got {inter_node_gbps!r}",
-                            hint="e.g. --inter-node-gbps 50 (400 Gb/s InfiniBand per GPU)")
-        if not math.isfinite(inter_node_gbps) or not 0 < inter_node_gbps <= _MAX_INTER_NODE_GBPS:
-            raise UserError(
-                f"--inter-node-gbps must be a positive number of GB/s, got {inter_node_gbps}",
-                hint="e.g. --inter-node-gbps 50 (400 Gb/s InfiniBand per GPU)",
-            )
+    limits.check("--inter-node-gbps", inter_node_gbps)
     # An empty --model (an unset "$MODEL" in CI, say) is refused by load_spec, not
     # silently replaced by the default model.
     is_default = model is None

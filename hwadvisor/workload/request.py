@@ -40,6 +40,25 @@ class WorkloadRequest:
         """Tell whether the user said how many GPUs or nodes to plan."""
         return any(v is not None for v in (self.gpus, self.nodes, self.gpus_per_node))
 
+    def devices_per_node(self, most: int) -> int:
+        """How many devices of one node to list (at most `most`): the per-node share of the GPUs.
+
+        --gpus-per-node, else --gpus over --nodes, else --gpus, else one. The counts are checked
+        against workload/limits.py first, so every command refuses the same values the same way.
+        """
+        from hwadvisor.workload import limits
+
+        for option, value in (("--gpus", self.gpus), ("--nodes", self.nodes),
+                              ("--gpus-per-node", self.gpus_per_node)):
+            limits.check(option, value)
+        if self.gpus_per_node is not None:
+            per_node = self.gpus_per_node
+        elif self.gpus is not None:
+            per_node = max(self.gpus // (self.nodes or 1), 1)
+        else:
+            per_node = 1
+        return min(per_node, most)
+
     def planned_count(self) -> int:
         """How many devices to plan: --gpus, else nodes x gpus-per-node, else one."""
         if self.gpus is not None:

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from hwadvisor import units
-from hwadvisor.cli.console import JsonOpt, OutputOpt, console, print_notes, publish
+from hwadvisor.cli.console import JsonOpt, OutputOpt, console, esc, print_report_notes, publish
 from hwadvisor.cli.options import (
     DeviceOpt,
     calibration_options,
@@ -71,7 +71,7 @@ def times_table(est: Estimate, workload: Workload) -> Table:
         table.add_row("communication (exposed)",
                       f"{_s(t.communication_s)} ({_s(t.communication_exposed_s)})", "", "")
     if est.tokens_per_s is not None:
-        table.add_row("throughput", f"{est.tokens_per_s:,.0f} tok/s", "", "")
+        table.add_row("throughput", units.rate(est.tokens_per_s, "tok/s", DASH), "", "")
     return table
 
 
@@ -84,14 +84,14 @@ def render(report: Report) -> None:
     if est.params_active and est.params_total and est.params_active < est.params_total:
         params += f" ({est.params_active / 1e9:.2f}B active)"
     device = report.devices[0].name if report.devices else "cpu"
-    console.print(f"[bold]{workload.model}[/] · {workload.phase} · {params} · "
-                  f"{workload.gpus} x {device}")
+    console.print(f"[bold]{esc(workload.model)}[/] · {esc(workload.phase)} · {params} · "
+                  f"{workload.gpus} x {esc(device)}")
     console.print(memory_table(est))
     console.print(times_table(est, workload))
-    console.print(f"[bold]bottleneck: {est.bottleneck}[/] — {est.bottleneck_why}",
+    console.print(f"[bold]bottleneck: {esc(est.bottleneck)}[/] — {esc(est.bottleneck_why)}",
                   highlight=False)
     for line in est.assumptions:
-        console.print(f"  [dim]· {line}[/]", highlight=False)
+        console.print(f"  [dim]· {esc(line)}[/]", highlight=False)
 
 
 @workload_options
@@ -109,7 +109,7 @@ def estimate_command(
     from hwadvisor import pipeline
 
     report = pipeline.estimate_report(request, device, options, calibration=calibration)
-    print_notes(report.notes)
+    print_report_notes(report)
     publish(report, render, as_json, output)
 
 

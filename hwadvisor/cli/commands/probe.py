@@ -8,11 +8,16 @@ import typer
 
 from hwadvisor import units
 from hwadvisor.cli.console import (
+    GpuOpt,
     JsonOpt,
     MarkdownOpt,
+    MarkdownOverwriteOpt,
     OutputOpt,
     console,
-    print_notes,
+    esc,
+    exit_if_interrupted,
+    mark_interruption,
+    print_report_notes,
     progress_bar,
     publish,
 )
@@ -39,12 +44,13 @@ def device_table(report: Report) -> Table:
     table.add_column("what")
     table.add_column("value")
     host = report.host
-    table.add_row("host", f"{_fmt(host.cpu_model)} · {_fmt(host.cpu_cores)} cores / "
-                          f"{_fmt(host.cpu_threads)} threads · RAM {_gb(host.memory_total_bytes)} "
-                          f"({_gb(host.memory_available_bytes)} free) · {_fmt(host.os)}")
-    table.add_row("device class", str(report.device_class))
+    table.add_row("host", esc(f"{_fmt(host.cpu_model)} · {_fmt(host.cpu_cores)} cores / "
+                              f"{_fmt(host.cpu_threads)} threads · RAM "
+                              f"{_gb(host.memory_total_bytes)} "
+                              f"({_gb(host.memory_available_bytes)} free) · {_fmt(host.os)}"))
+    table.add_row("device class", esc(report.device_class))
     for device in report.devices:
-        table.add_row(f"device {device.index}", _device_line(device))
+        table.add_row(f"device {device.index}", esc(_device_line(device)))
     return table
 
 
@@ -130,9 +136,11 @@ def render(report: Report) -> None:
 
 
 def probe(
+    gpu: GpuOpt = None,
     as_json: JsonOpt = False,
     output: OutputOpt = None,
     markdown: MarkdownOpt = None,
+    markdown_overwrite: MarkdownOverwriteOpt = False,
     measure: bool = typer.Option(
         False, "--measure", help="Also measure memory bandwidth and matmul TFLOP/s here (needs "
         "torch; a few seconds per GPU); figures go to each device's 'measured'."),
@@ -146,14 +154,17 @@ def probe(
     import sys
 
     from hwadvisor import pipeline
+    from hwadvisor.probe.select import parse_gpu_option
 
+    gpus = parse_gpu_option(gpu) if gpu is not None else None
     with progress_bar(measure and not as_json and sys.stderr.isatty()) as progress:
-        report = pipeline.probe_report(measure, progress)
-    print_notes(report.notes)
-    publish(report, render, as_json, output, markdown)
-    if measure and any(t.status in ("error", "interrupted") for t in report.trials):
-        code = ExitCode.INTERRUPTED if report.interrupted else ExitCode.TRIALS_FAILED
-        raise typer.Exit(int(code))
+        report = pipeline.probe_report(measure, progress, gpus=gpus)
+    mark_interruption(report)
+    print_report_notes(report)
+    publish(report, render, as_json, output, markdown, markdown_overwrite)
+    exit_if_interrupted(report)
+    if measure and any(t.status == "error" for t in report.trials):
+        raise typer.Exit(int(ExitCode.TRIALS_FAILED))
 
 
 def register(app: typer.Typer) -> None:

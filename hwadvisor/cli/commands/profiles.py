@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from hwadvisor.cli.console import console
+from hwadvisor.cli.console import console, esc
 from hwadvisor.errors import UserError
 from hwadvisor.models import DeviceClass
 
@@ -66,10 +66,10 @@ def profiles_table(rows: list[Any]) -> Table:
     for p in rows:
         derived = "*" if any(f.startswith("peak_tflops.") for f in p.derived_figures) else ""
         table.add_row(
-            p.id,
-            p.name,
-            p.device_class.value,
-            f"{p.memory_gib:g} {p.memory_type}" + (" unified" if p.unified_memory else ""),
+            esc(p.id),
+            esc(p.name),
+            esc(p.device_class.value),
+            esc(f"{p.memory_gib:g} {p.memory_type}" + (" unified" if p.unified_memory else "")),
             _num(p.memory_bandwidth_gbps),
             _num(p.peak_tflops.get("bf16")) + (derived if "bf16" in p.peak_tflops else ""),
             _num(p.peak_tflops.get("fp8")),
@@ -95,19 +95,20 @@ def list_profiles(
 
 
 def _detail_table(p: Any) -> Table:
-    table = Table(title=f"{p.name} ({p.id})", show_header=False)
+    table = Table(title=esc(f"{p.name} ({p.id})"), show_header=False)
     table.add_column("what")
     table.add_column("value")
-    table.add_row("class / vendor", f"{p.device_class.value} / {p.vendor}")
-    table.add_row("architecture", f"{p.architecture or '—'} · {p.compute_capability or '—'}")
-    table.add_row("memory", f"{p.memory_gib:g} GB {p.memory_type}"
+    rows: list[tuple[str, str]] = []
+    rows.append(("class / vendor", f"{p.device_class.value} / {p.vendor}"))
+    rows.append(("architecture", f"{p.architecture or '—'} · {p.compute_capability or '—'}"))
+    rows.append(("memory", f"{p.memory_gib:g} GB {p.memory_type}"
                   + (f" (options {', '.join(f'{m:g}' for m in p.memory_options_gib)})"
                      if p.memory_options_gib else "")
-                  + (" unified" if p.unified_memory else ""))
-    table.add_row("bandwidth", _num(p.memory_bandwidth_gbps, " GB/s"))
+                  + (" unified" if p.unified_memory else "")))
+    rows.append(("bandwidth", _num(p.memory_bandwidth_gbps, " GB/s")))
     peaks = ", ".join(f"{k} {v:g}" for k, v in p.peak_tflops.items()) or "—"
-    table.add_row("dense peaks (TFLOP/s; int8 TOPS)", peaks)
-    table.add_row("power", _num(p.power_w, " W"))
+    rows.append(("dense peaks (TFLOP/s; int8 TOPS)", peaks))
+    rows.append(("power", _num(p.power_w, " W")))
     if p.interconnect is not None:
         link = p.interconnect
         parts = [f"PCIe Gen{link.pcie_generation}" if link.pcie_generation else "PCIe —"]
@@ -115,15 +116,17 @@ def _detail_table(p: Any) -> Table:
             parts.append(f"NVLink {link.nvlink_gbps_bidirectional:g} GB/s both directions")
         if link.fabric:
             parts.append(f"{link.fabric} {_num(link.fabric_gbps_bidirectional, ' GB/s')}")
-        table.add_row("interconnect", " · ".join(parts))
+        rows.append(("interconnect", " · ".join(parts)))
     if p.mobile is not None:
-        table.add_row("per-app memory (estimate)",
-                      f"{p.mobile.app_memory_limit_fraction:.0%} of RAM — {p.mobile.basis}")
+        rows.append(("per-app memory (estimate)",
+                      f"{p.mobile.app_memory_limit_fraction:.0%} of RAM — {p.mobile.basis}"))
     if p.derived_figures:
-        table.add_row("derived figures", ", ".join(p.derived_figures))
-    table.add_row("notes", "\n".join(p.notes) or "—")
-    table.add_row("sources", "\n".join(f"{group}: {url}" for group, urls in p.sources.items()
-                                       for url in urls))
+        rows.append(("derived figures", ", ".join(p.derived_figures)))
+    rows.append(("notes", "\n".join(p.notes) or "—"))
+    rows.append(("sources", "\n".join(f"{group}: {url}" for group, urls in p.sources.items()
+                                       for url in urls)))
+    for what, value in rows:
+        table.add_row(esc(what), esc(value))
     return table
 
 

@@ -13,10 +13,13 @@ from rich.table import Table
 from hwadvisor.cli.console import (
     JsonOpt,
     MarkdownOpt,
+    MarkdownOverwriteOpt,
     OutputOpt,
     console,
     exit_for_gates,
-    print_notes,
+    exit_if_interrupted,
+    mark_interruption,
+    print_report_notes,
     progress_bar,
     publish,
 )
@@ -38,7 +41,7 @@ GoalOpt = Annotated[
     typer.Option(
         "--goal", "-g",
         help="training-throughput (a), inference-latency (b) or memory-footprint (c) "
-        f"[default: {DEFAULT_GOAL}]",
+        f"\\[default: {DEFAULT_GOAL}]",
         show_default=False,
     ),
 ]
@@ -63,7 +66,7 @@ def recommend_table(report: Report) -> Table:
         title += f" · {wl.model} {wl.phase} batch {wl.batch}"
     if report.devices:
         title += f" · {len(report.devices)} x {report.devices[0].name}"
-    table = Table(title=title, show_lines=True)
+    table = Table(title=escape(title), show_lines=True)
     table.add_column("#", justify="right", max_width=10)
     table.add_column("advice", ratio=3)
     table.add_column("predicted", ratio=3)
@@ -108,7 +111,7 @@ def rejected_table(report: Report) -> Table:
     table.add_column("why not")
     for rej in report.rejected:
         reason = rej.why_not.split(": ", 1)[1] if rej.why_not.startswith(rej.id) else rej.why_not
-        table.add_row(rej.id, escape(reason))
+        table.add_row(escape(rej.id), escape(reason))
     return table
 
 
@@ -139,8 +142,9 @@ def render(report: Report) -> None:
             for line in config[1:]:
                 console.print("  " + line, highlight=False, markup=False, soft_wrap=True)
     if report.estimate is not None:
-        console.print(f"bottleneck on the engine's defaults: {report.estimate.bottleneck} — "
-                      f"{escape(report.estimate.bottleneck_why)}", highlight=False)
+        est = report.estimate
+        console.print(f"bottleneck on the engine's defaults: {escape(est.bottleneck)} — "
+                      f"{escape(est.bottleneck_why)}", highlight=False)
     if report.recommendations:
         console.print(recommend_table(report))
         for line in why_lines(report):
@@ -165,6 +169,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
         output: OutputOpt = None,
         markdown: MarkdownOpt = None,
+        markdown_overwrite: MarkdownOverwriteOpt = False,
         fail_on: FailOnOpt = None,
         min_bw_fraction: MinBandwidthFractionOpt = None,
     ) -> None:
@@ -176,7 +181,7 @@ def register(app: typer.Typer) -> None:
 
         report = pipeline.recommend_report(parse_goal(goal), device, request,
                                            calibration=calibration)
-        print_notes(report.notes, "note: ")
+        print_report_notes(report)
         if validate:
             from hwadvisor.trials.base import TORCH_MISSING, torch_missing
 
@@ -185,8 +190,10 @@ def register(app: typer.Typer) -> None:
                                 hint=TORCH_MISSING.split(": ", 1)[1])
             with progress_bar(not as_json and sys.stderr.isatty()) as progress:
                 report = pipeline.validate_recommendations(report, progress=progress)
+            mark_interruption(report)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
         if emit is not None:
             _emit(report, emit)
-        publish(report, render, as_json, output, markdown)
+        publish(report, render, as_json, output, markdown, markdown_overwrite)
+        exit_if_interrupted(report)
         exit_for_gates(report)

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from hwadvisor import units
-from hwadvisor.cli.console import MarkdownOpt, console, err_console, note
+from hwadvisor.cli.console import (
+    OUTPUT_PANEL,
+    MarkdownOpt,
+    MarkdownOverwriteOpt,
+    console,
+    err_console,
+    note,
+    write_markdown,
+    write_output,
+)
 from hwadvisor.errors import ExitCode, UserError
-from hwadvisor.report.io import write_text_atomic
+from hwadvisor.report.text import one_line
 
 if TYPE_CHECKING:
     from hwadvisor.report.compare import Comparison
@@ -35,11 +43,12 @@ def _fmt(value: float | None, digits: int = 4) -> str:
 
 
 def _comparison_tables(comparison: Comparison) -> list[Table]:
-    figures = Table(title=f"measured figures (regression limit {comparison.max_regression_pct:g}%)")
+    figures = Table(title=f"measured figures (regression limit {comparison.max_regression_pct:g}% "
+                    "and beyond the runs' noise)")
     figures.add_column("figure", overflow="fold", ratio=3)
-    for col in ("unit", "better", "baseline", "current", "change", "status"):
-        figures.add_column(col, justify="right" if col in {"baseline", "current", "change"}
-                           else "left", ratio=1)
+    for col in ("unit", "better", "baseline", "current", "change", "noise", "status"):
+        figures.add_column(col, justify="right" if col in {"baseline", "current", "change",
+                                                           "noise"} else "left", ratio=1)
     for f in comparison.figures:
         if f.regressed:
             status = "[bold red]REGRESSED[/]"
@@ -52,8 +61,9 @@ def _comparison_tables(comparison: Comparison) -> list[Table]:
         if f.noisy:
             status += " [yellow](noisy)[/]"
         change = "—" if f.change_pct is None else f"{f.change_pct:+.1f}%"
-        figures.add_row(escape(f.key), f.unit or "—", f.better or "—", _fmt(f.baseline),
-                        _fmt(f.current), change, status)
+        noise = "—" if not f.noise_pct else f"±{f.noise_pct:.1f}%"
+        figures.add_row(escape(f.key), escape(f.unit or "—"), escape(f.better or "—"),
+                        _fmt(f.baseline), _fmt(f.current), change, noise, status)
     tables = [figures]
     if comparison.verdicts:
         verdicts = Table(title="recommendation verdicts")
@@ -62,31 +72,51 @@ def _comparison_tables(comparison: Comparison) -> list[Table]:
         for v in comparison.verdicts:
             status = "[bold red]REGRESSED[/]" if v.regressed else (
                 "ok" if v.baseline == v.current else "changed")
-            verdicts.add_row(escape(v.id), v.baseline or "—", v.current or "—", status)
+            verdicts.add_row(escape(v.id), escape(v.baseline or "—"), escape(v.current or "—"),
+                             status)
         tables.append(verdicts)
     return tables
+
+
+def _limit(option: str) -> Any:
+    """Return workload/limits.py's range check as a typer callback (imported when it runs)."""
+
+    def checked(value: float | None) -> float | None:
+        from hwadvisor.workload import limits
+
+        try:
+            limits.check(option, value)
+        except UserError as exc:  # a usage error, as click's own range checks give
+            raise typer.BadParameter(exc.message.removeprefix(f"{option} ")) from None
+        return value
+
+    return checked
 
 
 def compare(
     baseline: ReportArg,
     current: ReportArg,
     max_regression: Annotated[float, typer.Option(
-        "--max-regression", min=0.0,
-        help="Percent a measured figure may get worse before exit 1.")] = 5.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+        "--max-regression", callback=_limit("--max-regression"),
+        help="Percent a measured figure may get worse before exit 1 (0-10,000); it must also "
+        "get worse by more than the runs' own noise.")] = 5.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.",
+                                          rich_help_panel=OUTPUT_PANEL)] = False,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", dir_okay=False, show_default=False, rich_help_panel=OUTPUT_PANEL,
+        help="Write the comparison as JSON to this file (atomically).")] = None,
     markdown: MarkdownOpt = None,
+    markdown_overwrite: MarkdownOverwriteOpt = False,
 ) -> None:
     """Compare CURRENT against BASELINE: measured figures and verdicts.
 
-    Exit 1 when a measured figure got worse by more than --max-regression percent or a
+    Exit 1 when a measured figure got worse by more than --max-regression percent and by more
+    than the two runs' own noise (the interquartile ranges of their samples, added), or a
     confirmed recommendation is now refuted; 2 for unreadable or incompatible reports.
     """
     from hwadvisor.report.compare import compare_reports
     from hwadvisor.report.io import load_report
 
-    if not math.isfinite(max_regression):  # inf would disable the gate and print null in JSON
-        raise UserError(f"--max-regression must be a finite percent, got {max_regression}",
-                        hint="e.g. --max-regression 5")
     base = load_report(baseline)
     cur = load_report(current)
     comparison = compare_reports(base, cur, max_regression)
@@ -94,13 +124,16 @@ def compare(
     loader_notes = [n for n in base.notes + cur.notes if "does not know" in n]
     comparison.notes = loader_notes + comparison.notes
     for line in comparison.notes:
-        note(f"note: {line}")
+        note(line)
+    comparison_json = comparison.model_dump_json(indent=2) + "\n"
     if markdown is not None:
         from hwadvisor.report.markdown import render_comparison_markdown
 
-        write_text_atomic(markdown, render_comparison_markdown(comparison))
+        write_markdown(markdown, render_comparison_markdown(comparison), markdown_overwrite)
+    if output is not None:
+        write_output(output, comparison_json)
     if as_json:
-        sys.stdout.write(comparison.model_dump_json(indent=2) + "\n")
+        sys.stdout.write(comparison_json)
     else:
         for table in _comparison_tables(comparison):
             console.print(table)
@@ -108,7 +141,8 @@ def compare(
             note("no measured figure is in both reports (run validate or probe --measure)")
     if comparison.regressions:
         for line in comparison.regressions:
-            err_console.print(f"[bold red]regression:[/] {escape(line)}", highlight=False)
+            err_console.print(f"[bold red]regression:[/] {escape(one_line(line, 2000))}",
+                              highlight=False, soft_wrap=True)
         raise typer.Exit(int(ExitCode.GATE_TRIPPED))
 
 
@@ -117,16 +151,41 @@ def plot(
     output: Annotated[Path, typer.Option(
         "--output", "-o", dir_okay=False, help="Image to write (PNG; .svg and .pdf work too).")
     ] = Path("roofline.png"),
-    device: Annotated[int | None, typer.Option(
-        "--device", help="Device index to plot (default: the first).")] = None,
+    device_index: Annotated[int | None, typer.Option(
+        "--device-index", min=0, show_default=False,
+        help="Index of the report's device to plot (devices[].index) \\[default: the first].")
+    ] = None,
+    old_device: Annotated[str | None, typer.Option(
+        "--device", hidden=True, show_default=False,
+        help="Deprecated spelling of --device-index.")] = None,
 ) -> None:
     """Draw the roofline: datasheet and measured ceilings, workload phases and trial points."""
     from hwadvisor.report.io import load_report
     from hwadvisor.report.plot import plot_roofline
 
+    index = _device_index(device_index, old_device)
     loaded = load_report(report)
-    data = plot_roofline(loaded, output, device)
+    data = plot_roofline(loaded, output, index)
+    for line in data.skipped:
+        note(f"left out of the plot: {line}")
     note(f"wrote {output}: {len(data.phases)} workload phase(s), {len(data.trials)} trial point(s)")
+
+
+def _device_index(device_index: int | None, old_device: str | None) -> int | None:
+    """Read --device-index, or the deprecated `plot --device N` (with a note)."""
+    if old_device is None:
+        return device_index
+    if device_index is not None:
+        raise UserError("pass --device-index alone (--device is its old spelling)",
+                        hint="e.g. hwadvisor plot report.json --device-index 1")
+    text = old_device.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 9:
+        raise UserError(f"plot --device takes a device index, got {one_line(old_device, 40)!r}; "
+                        "in plot it is now --device-index (elsewhere --device is a profile id)",
+                        hint="pass --device-index N, the index of a device in the report")
+    note("plot --device is deprecated: it is --device-index now (--device is a profile id in "
+         "estimate and recommend)")
+    return int(text)
 
 
 def register(app: typer.Typer) -> None:

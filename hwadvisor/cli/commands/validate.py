@@ -11,13 +11,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from hwadvisor.cli.console import (
+    GpuOpt,
     JsonOpt,
     MarkdownOpt,
+    MarkdownOverwriteOpt,
     OutputOpt,
     console,
     exit_for_gates,
-    note,
-    print_notes,
+    exit_if_interrupted,
+    mark_interruption,
+    print_error,
+    print_report_notes,
     progress_bar,
     publish,
 )
@@ -46,6 +50,9 @@ FromReportOpt = Annotated[
                  "workload sizes the trials; the workload options are then ignored).",
                  dir_okay=False, show_default=False),
 ]
+AllowUnsupportedOpt = Annotated[bool, typer.Option(
+    "--allow-unsupported", help="Exit 0 even when no trial could run here (all unsupported: "
+    "no torch, no GPU); without it that is exit 4, so a CI job missing the extra fails.")]
 NvlsOpt = Annotated[bool, typer.Option(
     "--nvls/--no-nvls", help="Let NCCL use NVLink SHARP (multicast) in the collectives trial. "
     "Off by default: on some shared hosts multicast can take GPUs out of service; on an "
@@ -66,7 +73,7 @@ def trial_table(report: Report) -> Table:
             text = f"{text}\n{result.reason}" if text else result.reason
         if result.busy_gpu:
             text += "\n(other processes on the GPU)"
-        table.add_row(result.id, result.status, escape(effect), escape(text))
+        table.add_row(escape(result.id), escape(result.status), escape(effect), escape(text))
     return table
 
 
@@ -87,7 +94,7 @@ def verdict_table(report: Report) -> Table:
         detail = v.detail or ""
         if v.holds_where:
             detail += f"\nholds where: {v.holds_where}"
-        table.add_row(rec.id, v.status, figures, escape(detail))
+        table.add_row(escape(rec.id), escape(v.status), figures, escape(detail))
     return table
 
 
@@ -115,6 +122,25 @@ def _failed(trials: list[TrialResult]) -> list[TrialResult]:
     return [t for t in trials if t.status == "error"]
 
 
+def _none_ran(report: Report) -> str | None:
+    """Say why no trial ran (all unsupported, or none to run); None when one did."""
+    if any(t.status == "ok" for t in report.trials):
+        return None
+    unsupported = [t for t in report.trials if t.status == "unsupported"]
+    if not unsupported:
+        return "no trial ran: there was none to run"
+    reasons = sorted({t.reason or "unsupported" for t in unsupported})
+    return (f"no trial could run here: all {len(unsupported)} unsupported ("
+            + "; ".join(reasons[:2]) + (" ..." if len(reasons) > 2 else "") + ")")
+
+
+def _none_ran_hint(report: Report) -> str:
+    if any("torch is not installed" in (t.reason or "") for t in report.trials):
+        return ("pip install 'hwadvisor[validate]' (torch), or pass --allow-unsupported to "
+                "accept a run without trials")
+    return "run on a machine the trials support, or pass --allow-unsupported"
+
+
 def register(app: typer.Typer) -> None:
     """Register `validate`."""
 
@@ -123,23 +149,28 @@ def register(app: typer.Typer) -> None:
     def validate_cmd(
         request: WorkloadRequest,
         trial: TrialOpt = None,
+        gpu: GpuOpt = None,
         quick: QuickOpt = False,
         require_gpu: RequireGpuOpt = False,
         list_trials: ListOpt = False,
         from_report: FromReportOpt = None,
         nvls: NvlsOpt = False,
+        allow_unsupported: AllowUnsupportedOpt = False,
         as_json: JsonOpt = False,
         output: OutputOpt = None,
         markdown: MarkdownOpt = None,
+        markdown_overwrite: MarkdownOverwriteOpt = False,
         fail_on: FailOnOpt = None,
         min_bw_fraction: MinBandwidthFractionOpt = None,
     ) -> None:
         """Run short real kernel trials here (bandwidth, matmul, FP8, INT4 ...), workload-sized.
 
-        Exit 4 when a trial could not run (error); unsupported trials are reported, not failed.
-        Ctrl-C stops the run and still writes the partial report (exit 130).
+        Exit 4 when a trial could not run (error), or when no trial ran at all (every one
+        unsupported: no torch, no GPU) unless --allow-unsupported.
+        Ctrl-C or SIGTERM stops the run and still writes the partial report (exit 130 / 143).
         """
         from hwadvisor import pipeline
+        from hwadvisor.probe.select import parse_gpu_option
         from hwadvisor.trials.registry import TRIALS, check_ids
 
         if list_trials:
@@ -148,6 +179,10 @@ def register(app: typer.Typer) -> None:
             return
         if trial:
             check_ids(trial)
+        gpus = parse_gpu_option(gpu) if gpu is not None else None
+        if gpus and from_report is not None:
+            raise UserError("--gpu picks GPUs of this machine; --report validates a saved "
+                            "report on its first device", hint="pass one of them")
         if require_gpu:
             _require_gpu()
         with progress_bar(not as_json and sys.stderr.isatty()) as progress:
@@ -155,16 +190,19 @@ def register(app: typer.Typer) -> None:
                 report = pipeline.validate_saved_report(from_report, quick, progress, nvls=nvls)
             else:
                 report = pipeline.validate_trials_report(trial, quick, request, progress,
-                                                         nvls=nvls)
-        print_notes(report.notes, "note: ")
+                                                         nvls=nvls, gpus=gpus)
+        mark_interruption(report)
+        print_report_notes(report)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
-        publish(report, render, as_json, output, markdown)
-        if report.interrupted:
-            note("interrupted: the report holds the trials that finished")
-            raise typer.Exit(int(ExitCode.INTERRUPTED))
+        publish(report, render, as_json, output, markdown, markdown_overwrite)
+        exit_if_interrupted(report)
         failed = _failed(report.trials)
         if failed:
             for result in failed:
-                note(f"error: trial {result.id} could not run: {result.reason}")
+                print_error(f"trial {result.id} could not run: {result.reason}")
+            raise typer.Exit(int(ExitCode.TRIALS_FAILED))
+        none_ran = _none_ran(report)
+        if none_ran and not allow_unsupported:
+            print_error(none_ran, _none_ran_hint(report))
             raise typer.Exit(int(ExitCode.TRIALS_FAILED))
         exit_for_gates(report)
