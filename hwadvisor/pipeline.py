@@ -26,6 +26,8 @@ from hwadvisor.models import (
 from hwadvisor.models.recommend import Goal
 
 if TYPE_CHECKING:  # the probe path must not import the workload package
+    from hwadvisor.cluster.job import JobResult, LocalRun, Place
+    from hwadvisor.cluster.launcher import Launch
     from hwadvisor.validator.plan import PlanCheck
     from hwadvisor.workload import WorkloadRequest
 
@@ -278,3 +280,83 @@ def validate_saved_report(path: Path, quick: bool, progress: Progress | None = N
     report = validate_recommendations(report, progress=progress, quick=quick, nvls=nvls)
     report.kind = "validate"
     return report
+
+
+# ---------------------------------------------------------------------------------------
+# runs under torchrun or srun: every rank does its own part, rank 0 gathers (hwadvisor.cluster)
+
+
+def cluster_probe_report(launch: Launch, measure: bool, timeout_s: float,
+                         progress: Progress | None = None) -> JobResult:
+    """Probe this rank's host and GPU (with measure: its trials, then the job's collectives)."""
+    from hwadvisor.cluster import job
+
+    def work(place: Place) -> LocalRun:
+        from hwadvisor.probe import collect
+
+        report = collect()
+        device = job.pick_device(report.devices, place)
+        if not measure:
+            return job.LocalRun(report=report, device=device)
+        from hwadvisor.trials.registry import MEASURE_TRIALS
+
+        run = _rank_trials(report, device, place, list(MEASURE_TRIALS), False, False, progress)
+        report.notes += [f"--measure: trial {t.id} {t.status}: {t.reason}"
+                         for t in report.trials if t.status != "ok"]
+        return run
+
+    return job.run(launch, work, timeout_s=timeout_s, measure_collectives=measure)
+
+
+def cluster_validate_report(launch: Launch, trial_ids: list[str] | None, quick: bool,
+                            request: WorkloadRequest, timeout_s: float,
+                            progress: Progress | None = None, nvls: bool = False) -> JobResult:
+    """Run the trials on this rank's GPU; the collectives trial runs across the whole job."""
+    from hwadvisor.cluster import job
+    from hwadvisor.trials.registry import trial_ids as all_ids
+
+    wanted = list(trial_ids or all_ids())
+    on_rank = [t for t in wanted if t != "collectives"]  # the job measures it, all ranks at once
+
+    def work(place: Place) -> LocalRun:
+        from hwadvisor.probe import collect
+
+        hardware = collect()
+        device = job.pick_device(hardware.devices, place)
+        workload = build_workload(
+            request,
+            device.memory_total_bytes if device else hardware.host.memory_total_bytes,
+            device.device_class if device else hardware.device_class,
+        )
+        report = Report(kind="validate", host=hardware.host, devices=hardware.devices,
+                        device_class=hardware.device_class, notes=list(hardware.notes),
+                        workload=workload)
+        return _rank_trials(report, device, place, on_rank, quick, nvls, progress)
+
+    result = job.run(launch, work, timeout_s=timeout_s, quick=quick, nvls=nvls,
+                     measure_collectives="collectives" in wanted)
+    if result.report is not None:  # the job's collectives came last; put them in asked order
+        result.report.trials.sort(key=lambda t: wanted.index(t.id) if t.id in wanted
+                                  else len(wanted))
+    return result
+
+
+def _rank_trials(report: Report, device: Device | None, place: Place, ids: list[str],
+                 quick: bool, nvls: bool, progress: Progress | None) -> LocalRun:
+    """Run trials on this rank's GPU (the CPU without one); its figures go to device.measured."""
+    from hwadvisor.cluster import job
+    from hwadvisor.trials.base import TrialContext
+    from hwadvisor.validator.runner import busy_note, measured_from, run_trials
+
+    ctx = TrialContext(device=device, workload=report.workload, budget_s=3.0 if quick else 5.0,
+                       quick=quick, nvls=nvls, cuda_index=place.cuda_index)
+    results, interrupted = run_trials(ids, ctx, progress)
+    report.trials = results
+    report.interrupted = interrupted
+    measured = measured_from(results)
+    if device is not None:
+        device.measured = measured
+    busy = busy_note(results)
+    if busy:
+        report.notes.append(busy)
+    return job.LocalRun(report=report, device=device, measured=measured)

@@ -21,6 +21,9 @@ class TrialContext:
     budget_s: float = 5.0
     quick: bool = False  # smaller shapes and fewer repeats (tests on 2-core CI machines)
     nvls: bool = False  # let NCCL use NVLink SHARP / multicast (validate --nvls); off by default
+    # torch's index of the device when it is not device.index (NVML's numbering): a rank
+    # under a launcher whose CUDA_VISIBLE_DEVICES hides or reorders GPUs
+    cuda_index: int | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -84,6 +87,8 @@ def torch_device(ctx: TrialContext, mps: bool = False) -> str:
         return "mps" if mps and mps_available() else "cpu"
     import torch
 
+    if ctx.cuda_index is not None and ctx.cuda_index < torch.cuda.device_count():
+        return f"cuda:{ctx.cuda_index}"
     index = 0
     if ctx.device is not None and ctx.device.vendor in ("nvidia", "amd"):
         index = ctx.device.index if ctx.device.index < torch.cuda.device_count() else 0

@@ -105,7 +105,7 @@ class CollectivesTrial:
         backend = str(ctx.extra.get("backend", "nccl"))
         try:
             world = _world_size(ctx, backend)
-            config = _config(ctx, backend, world)
+            config = run_config(ctx, backend, world)
             timeout = float(ctx.extra.get("timeout_s", DEFAULT_TIMEOUT_S))  # type: ignore[arg-type]
             data = launch(world, config, timeout_s=timeout)
         except Exception as exc:  # the runner records the failure; the next trial still runs
@@ -144,7 +144,8 @@ def sizes_for(workload: Workload | None) -> list[tuple[str, int]]:
     return [(label, n) for label, n in sizes if n <= 4 * GIB]  # huge MoE layers: skip
 
 
-def _config(ctx: TrialContext, backend: str, world: int) -> dict[str, Any]:
+def run_config(ctx: TrialContext, backend: str, world: int) -> dict[str, Any]:
+    """Return the ranks' config: ops, sizes (the workload's, or small ones for gloo), repeats."""
     sizes = ctx.extra.get("sizes")
     if sizes is None:
         sizes = [("4kib", 4096), ("256kib", 256 * 1024)] if backend == "gloo" or ctx.quick \

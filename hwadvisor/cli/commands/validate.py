@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from hwadvisor.cli import cluster
 from hwadvisor.cli.console import (
     JsonOpt,
     MarkdownOpt,
@@ -133,11 +134,17 @@ def register(app: typer.Typer) -> None:
         markdown: MarkdownOpt = None,
         fail_on: FailOnOpt = None,
         min_bw_fraction: MinBandwidthFractionOpt = None,
+        no_cluster: cluster.NoClusterOpt = False,
+        cluster_timeout: cluster.ClusterTimeoutOpt = cluster.DEFAULT_TIMEOUT_S,
+        all_ranks: cluster.AllRanksOpt = False,
     ) -> None:
         """Run short real kernel trials here (bandwidth, matmul, FP8, INT4 ...), workload-sized.
 
         Exit 4 when a trial could not run (error); unsupported trials are reported, not failed.
         Ctrl-C stops the run and still writes the partial report (exit 130).
+
+        Under torchrun or srun every rank runs the trials on its own GPU, the collectives trial
+        runs across the whole job, and rank 0 writes one report (see docs/cluster.md).
         """
         from hwadvisor import pipeline
         from hwadvisor.trials.registry import TRIALS, check_ids
@@ -150,15 +157,28 @@ def register(app: typer.Typer) -> None:
             check_ids(trial)
         if require_gpu:
             _require_gpu()
-        with progress_bar(not as_json and sys.stderr.isatty()) as progress:
-            if from_report is not None:
+        launch = cluster.launch_for(no_cluster, output, all_ranks)
+        if launch is not None and from_report is not None:
+            raise UserError("--report does not run under torchrun or srun: it validates one "
+                            "saved recommend report on one machine",
+                            hint="run it without the launcher, or pass --no-cluster")
+        bar = not as_json and sys.stderr.isatty() and (launch is None or launch.rank == 0)
+        with progress_bar(bar) as progress:
+            if launch is not None:
+                job = pipeline.cluster_validate_report(launch, trial, quick, request,
+                                                       cluster_timeout, progress, nvls=nvls)
+                gathered = cluster.gathered(job, output, all_ranks)
+                if gathered is None:
+                    return  # not rank 0: rank 0 writes the report
+                report = gathered
+            elif from_report is not None:
                 report = pipeline.validate_saved_report(from_report, quick, progress, nvls=nvls)
             else:
                 report = pipeline.validate_trials_report(trial, quick, request, progress,
                                                          nvls=nvls)
         print_notes(report.notes, "note: ")
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
-        publish(report, render, as_json, output, markdown)
+        publish(report, cluster.with_cluster(render), as_json, output, markdown)
         if report.interrupted:
             note("interrupted: the report holds the trials that finished")
             raise typer.Exit(int(ExitCode.INTERRUPTED))
@@ -166,5 +186,7 @@ def register(app: typer.Typer) -> None:
         if failed:
             for result in failed:
                 note(f"error: trial {result.id} could not run: {result.reason}")
+            raise typer.Exit(int(ExitCode.TRIALS_FAILED))
+        if cluster.failed(report):
             raise typer.Exit(int(ExitCode.TRIALS_FAILED))
         exit_for_gates(report)
