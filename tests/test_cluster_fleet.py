@@ -224,3 +224,64 @@ def test_missing_ranks_from_gloo_messages():
         == [1, 3]
     assert missing_ranks("[Rank 0]: Rank 2 failed to pass monitoredBarrier in 30 ms") == [2]
     assert missing_ranks("Connection closed by peer") == []
+
+
+# --- recommend --calibration with a cluster report -------------------------------------------
+
+
+def _cluster_report(tmp_path, busbw=12.5):
+    payloads = [_payload(r, r // 8) for r in range(16)]
+    gib = SIZES[1][1]
+    cluster = _build(payloads, {"inter-node": [_result("all_reduce", "1gib", gib, busbw)]})
+    report = Report(kind="validate", host={"os": "Linux"}, cluster=cluster,
+                    notes=["crafted test fixture: every figure is illustrative"])
+    path = tmp_path / "cluster.json"
+    path.write_text(report.model_dump_json())
+    return path
+
+
+def _recommend(args):
+    from typer.testing import CliRunner
+
+    from hwadvisor.cli.app import app
+
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        runner = CliRunner()
+    return runner.invoke(app, ["recommend", "--goal", "a", "--model", "llama-3-8b", "--phase",
+                               "training", "--device", "h200-sxm", "--json", *args])
+
+
+def test_calibration_plans_with_the_measured_inter_node_bandwidth(tmp_path):
+    import json
+
+    path = _cluster_report(tmp_path)
+    layout = ["--nodes", "2", "--gpus-per-node", "8"]
+    plain = json.loads(_recommend(layout).stdout)
+    result = _recommend([*layout, "--calibration", str(path)])
+    assert result.exit_code == 0, result.stderr
+    calibrated = json.loads(result.stdout)
+    assert calibrated["workload"]["inter_node_bandwidth_gbps"] == 12.5
+    assert plain["workload"]["inter_node_bandwidth_gbps"] is None
+    assert any("inter-node bandwidth 12.5 GB/s per GPU" in n for n in calibrated["notes"])
+    # A slower network than the DGX H200's 50 GB/s per GPU makes the training step longer.
+    assert calibrated["estimate"]["times"] != plain["estimate"]["times"]
+
+
+def test_calibration_gives_way_to_inter_node_gbps(tmp_path):
+    import json
+
+    result = _recommend(["--nodes", "2", "--gpus-per-node", "8", "--inter-node-gbps", "25",
+                         "--calibration", str(_cluster_report(tmp_path))])
+    report = json.loads(result.stdout)
+    assert report["workload"]["inter_node_bandwidth_gbps"] == 25
+    assert any("--inter-node-gbps 25 given" in n for n in report["notes"])
+
+
+def test_calibration_without_an_inter_node_figure_exits_2(tmp_path):
+    path = tmp_path / "plain.json"
+    path.write_text(Report(host={"os": "Linux"}).model_dump_json())
+    result = _recommend(["--calibration", str(path)])
+    assert result.exit_code == 2
+    assert "holds no inter-node measurement" in result.stderr

@@ -125,7 +125,10 @@ def _run(group: distributed.JobGroup, launch: Launch, work: Work, measure_collec
         payloads, plan, merged, launcher=launch.launcher, job_id=launch.job_id,
         backend=group.backend, nccl_version=info["nccl_version"])
     world = None
-    if "world" in merged:
+    if measure_collectives and launch.world_size < 2:
+        world = TrialResult(id=collectives.TRIAL_ID, status="unsupported",
+                            reason="the job has one rank: collectives need two or more")
+    elif "world" in merged:
         world = collectives.to_result({
             "world_size": launch.world_size, "backend": group.backend,
             "results": merged["world"], "nvls": nvls, **info}, started)

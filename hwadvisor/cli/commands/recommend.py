@@ -24,6 +24,7 @@ from hwadvisor.cli.options import (
     DeviceOpt,
     FailOnOpt,
     MinBandwidthFractionOpt,
+    calibration_options,
     workload_options,
 )
 from hwadvisor.errors import UserError
@@ -153,8 +154,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command("recommend")
     @workload_options
+    @calibration_options
     def recommend_cmd(
         request: WorkloadRequest,
+        calibration: Path | None,
         goal: GoalOpt = None,
         device: DeviceOpt = None,
         validate: ValidateOpt = False,
@@ -171,7 +174,8 @@ def register(app: typer.Typer) -> None:
         """
         from hwadvisor import pipeline
 
-        report = pipeline.recommend_report(parse_goal(goal), device, request)
+        report = pipeline.recommend_report(parse_goal(goal), device, request,
+                                           calibration=calibration)
         print_notes(report.notes, "note: ")
         if validate:
             from hwadvisor.trials.base import TORCH_MISSING, torch_missing
