@@ -287,15 +287,8 @@ def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: Wo
     from hwadvisor.validator.runner import busy_note, context_for, run_trials
 
     hardware = collect()
-    first = hardware.devices[0] if hardware.devices else None
-    workload = build_workload(
-        request,
-        first.memory_total_bytes if first else hardware.host.memory_total_bytes,
-        first.device_class if first else hardware.device_class,
-    )
-    report = Report(kind="validate", host=hardware.host, devices=hardware.devices,
-                    device_class=hardware.device_class, notes=list(hardware.notes),
-                    workload=workload)
+    report = _validate_report_for(hardware, hardware.devices[0] if hardware.devices else None,
+                                  request)
     results, interrupted = run_trials(trial_ids or all_ids(),
                                       context_for(report, quick, nvls=nvls), progress)
     report.trials = results
@@ -304,6 +297,19 @@ def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: Wo
     if busy:
         report.notes.append(busy)
     return report
+
+
+def _validate_report_for(hardware: Report, device: Device | None,
+                         request: WorkloadRequest) -> Report:
+    """Return a validate report of the probed hardware, its workload sized for device."""
+    workload = build_workload(
+        request,
+        device.memory_total_bytes if device else hardware.host.memory_total_bytes,
+        device.device_class if device else hardware.device_class,
+    )
+    return Report(kind="validate", host=hardware.host, devices=hardware.devices,
+                  device_class=hardware.device_class, notes=list(hardware.notes),
+                  workload=workload)
 
 
 def validate_saved_report(path: Path, quick: bool, progress: Progress | None = None,
@@ -361,14 +367,7 @@ def cluster_validate_report(launch: Launch, trial_ids: list[str] | None, quick: 
 
         hardware = collect()
         device = job.pick_device(hardware.devices, place)
-        workload = build_workload(
-            request,
-            device.memory_total_bytes if device else hardware.host.memory_total_bytes,
-            device.device_class if device else hardware.device_class,
-        )
-        report = Report(kind="validate", host=hardware.host, devices=hardware.devices,
-                        device_class=hardware.device_class, notes=list(hardware.notes),
-                        workload=workload)
+        report = _validate_report_for(hardware, device, request)
         return _rank_trials(report, device, place, on_rank, quick, nvls, progress)
 
     result = job.run(launch, work, timeout_s=timeout_s, quick=quick, nvls=nvls,

@@ -285,3 +285,23 @@ def test_calibration_without_an_inter_node_figure_exits_2(tmp_path):
     result = _recommend(["--calibration", str(path)])
     assert result.exit_code == 2
     assert "holds no inter-node measurement" in result.stderr
+
+
+def test_joining_a_job_without_torch_is_a_user_error(monkeypatch):
+    from hwadvisor.cluster.launcher import Launch
+    from hwadvisor.errors import UserError
+
+    monkeypatch.setattr(job, "torch_missing", lambda: "torch is not installed")
+    launch = Launch(launcher="slurm", rank=3, world_size=8, local_rank=3, local_world_size=8,
+                    node_rank=0, master_addr="gpu07", master_port=23456, hostname="gpu07")
+    with pytest.raises(UserError, match="rank 3 of a slurm job: joining it needs torch"):
+        job.run(launch, lambda place: job.LocalRun(report=None))
+
+
+def test_a_wrong_result_from_another_rank_survives_the_json_trip():
+    from hwadvisor.trials import collectives
+
+    data = {"world_size": 2, "backend": "gloo", "nvls": False, "device": "cpu",
+            "results": [{**_result("all_reduce", "1gib", 2**30, 5.0), "error": None}]}
+    result = collectives.to_result(data, 0.0)
+    assert result.status == "error" and "wrong collective results" in (result.reason or "")

@@ -20,7 +20,7 @@ from hwadvisor.cluster.launcher import Launch, nccl_env
 from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.models import Cluster, Device, Measured, Report, TrialResult
 from hwadvisor.trials import collectives, distributed
-from hwadvisor.trials.base import TrialContext
+from hwadvisor.trials.base import TrialContext, torch_missing
 
 DEFAULT_TIMEOUT_S = 600.0
 _TIMEOUT_HINT = ("look at that rank's own output; if its trials need longer, raise "
@@ -69,6 +69,11 @@ def run(launch: Launch, work: Work, *, timeout_s: float = DEFAULT_TIMEOUT_S,
     if not timeout_s > 0:
         raise UserError(f"--cluster-timeout must be a positive number of seconds, got "
                         f"{timeout_s:g}", hint="e.g. --cluster-timeout 900")
+    if torch_missing():
+        raise UserError(f"rank {launch.rank} of a {launch.launcher} job: joining it needs torch "
+                        "(torch.distributed), which is not installed",
+                        hint="pip install 'hwadvisor[validate]' on every node, or pass "
+                        "--no-cluster to run each process on its own")
     _set_multicast(nvls)
     try:
         group = distributed.join(launch.rank, launch.world_size, launch.local_rank, timeout_s,

@@ -35,6 +35,7 @@ Effect keys:
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -274,7 +275,8 @@ def to_result(data: dict[str, Any], started: float) -> TrialResult:
             continue
         if r.get("algbw_gbps") is not None:
             params["algbw_gbps"] = float(r["algbw_gbps"])
-        err = float(r["error"])
+        # JSON from other ranks carries an infinite error (NaN or unwritten output) as null
+        err = float(r["error"]) if r.get("error") is not None else math.inf
         errors.append(err)
         if not err <= TOLERANCE:
             wrong.append(f"{r['op']} {r['label']} (error {err:.2e})")
