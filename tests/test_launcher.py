@@ -24,6 +24,7 @@ SRUN = {
 
 def test_no_launcher_is_a_plain_run():
     assert launcher.detect({"PATH": "/usr/bin", "SLURM_JOB_ID": "5"}) is None
+    assert launcher.detect({"RANK": "0", "WORLD_SIZE": "1"}) is None  # stray shell variables
 
 
 def test_torchrun():

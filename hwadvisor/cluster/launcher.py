@@ -75,6 +75,8 @@ def detect(env: Mapping[str, str] | None = None) -> Launch | None:
     """
     env = os.environ if env is None else env
     if "RANK" in env and "WORLD_SIZE" in env:
+        if env.get("WORLD_SIZE") == "1" and not env.get("MASTER_ADDR"):
+            return None  # a stray RANK=0 WORLD_SIZE=1 in a shell; torchrun sets MASTER_ADDR
         return _from_torch(env)
     if "SLURM_PROCID" in env and "SLURM_STEP_NUM_TASKS" in env:
         return _from_slurm(env)
@@ -135,7 +137,8 @@ def _from_torch(env: Mapping[str, str]) -> Launch:
     addr = env.get("MASTER_ADDR")
     if not addr or not env.get("MASTER_PORT"):
         raise UserError("RANK and WORLD_SIZE are set but MASTER_ADDR or MASTER_PORT is not",
-                        hint="start hwadvisor with torchrun, which sets them, or set both")
+                        hint="start hwadvisor with torchrun, which sets them, set both, or "
+                        "pass --no-cluster to run this process on its own")
     return Launch(
         launcher="torchrun" if "TORCHELASTIC_RUN_ID" in env else "env",
         rank=rank, world_size=world, local_rank=local,

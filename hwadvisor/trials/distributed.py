@@ -137,9 +137,12 @@ class JobGroup:
             device = torch.device("cuda", self.cuda_index)
         dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[str(config.get("dtype", "bf16"))]
         led: dict[str, list[dict[str, Any]]] = {}
+        # new_group waits for every rank of the job: make them all before timing any, or the
+        # groups of one round would wait for each other and run one after another.
+        groups = {run.key: self._group(run.ranks) for runs in rounds for run in runs}
         for runs in rounds:
             for run in runs:
-                group = self._group(run.ranks)
+                group = groups[run.key]
                 if self.rank not in run.ranks:
                     continue
                 cfg = dict(config, ops=list(run.ops), sizes=[list(s) for s in run.sizes])
