@@ -127,25 +127,17 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
     })
 
 
-def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest,
-                     calibration: Path | None = None) -> Report:
-    """Resolve the hardware and workload, run the rules engine, and return the report.
-
-    calibration: a saved cluster report whose measured inter-node bandwidth replaces the
-    model's network figure (calibrate_network).
-    """
+def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest) -> Report:
+    """Resolve the hardware and workload, run the rules engine, and return the report."""
     from hwadvisor.probe.target import primary_device, resolve_target
     from hwadvisor.rules.advise import recommend
     from hwadvisor.rules.playbook import GOAL_PHASE
 
     if request.phase is None:
         request = request.with_changes(phase=GOAL_PHASE[goal])
-    calibration_notes: list[str] = []
-    if calibration is not None:
-        request, calibration_notes = calibrate_network(request, calibration)
     target = resolve_target(device_id, request.planned_count())
     device = primary_device(target)
-    notes = list(target.notes) + calibration_notes
+    notes = list(target.notes)
     request, split = split_into_nodes(request, device)
     target, host_note = planned_host(target, request)
     notes += [n for n in (split, host_note) if n]
@@ -182,29 +174,25 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     )
 
 
-def calibrate_network(request: WorkloadRequest, path: Path) -> tuple[WorkloadRequest, list[str]]:
-    """Plan with the inter-node bus bandwidth a cluster report measured; return the notes.
+def calibrate_network(request: WorkloadRequest, report: Report,
+                      source: str) -> tuple[WorkloadRequest, list[str]]:
+    """Plan with the inter-node bus bandwidth a cluster report measured (--calibration).
 
-    --inter-node-gbps, when given, wins (the user said so); a report with no inter-node
-    measurement is a UserError, since planning on with the model's figure would hide that
-    the calibration did nothing.
+    Returns the request with inter_node_gbps set and a note saying so; unchanged, with no
+    note, when the report has no inter-node figure (a one-host report still calibrates the
+    device). --inter-node-gbps, when given, wins: the user said so.
     """
     from hwadvisor.cluster.calibration import inter_node_figure
-    from hwadvisor.report.io import load_report
 
-    found = inter_node_figure(load_report(path))
+    found = inter_node_figure(report)
     if found is None:
-        raise UserError(f"--calibration {path}: the report holds no inter-node measurement "
-                        "(cluster.collectives with scope inter-node)",
-                        hint="measure one across two or more nodes: torchrun --nnodes 2 ... "
-                        "-m hwadvisor validate --trial collectives --output cluster.json "
-                        "(docs/cluster.md)")
+        return request, []
     if request.inter_node_gbps is not None:
         return request, [f"calibration: --inter-node-gbps {request.inter_node_gbps:g} given, "
-                         f"so the {found.gbps:.1f} GB/s measured in {path} is not used"]
+                         f"so the {found.gbps:.1f} GB/s measured in {source} is not used"]
     notes = [f"calibration: inter-node bandwidth {found.gbps:.1f} GB/s per GPU, measured as "
              f"all-reduce bus bandwidth ({found.size_label}) across {found.nodes} nodes "
-             f"({path})"]
+             f"({source})"]
     if not request.layout_given():
         notes.append(f"calibration: the network matters across nodes; that job had "
                      f"{found.nodes} nodes x {found.ranks_per_node} GPUs (--nodes "

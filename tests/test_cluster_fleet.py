@@ -226,65 +226,57 @@ def test_missing_ranks_from_gloo_messages():
     assert missing_ranks("Connection closed by peer") == []
 
 
-# --- recommend --calibration with a cluster report -------------------------------------------
+# --- planning with a cluster report's inter-node bandwidth (recommend --calibration) -------
 
 
-def _cluster_report(tmp_path, busbw=12.5):
+def _cluster_report(busbw=12.5):
     payloads = [_payload(r, r // 8) for r in range(16)]
     gib = SIZES[1][1]
     cluster = _build(payloads, {"inter-node": [_result("all_reduce", "1gib", gib, busbw)]})
-    report = Report(kind="validate", host={"os": "Linux"}, cluster=cluster,
-                    notes=["crafted test fixture: every figure is illustrative"])
-    path = tmp_path / "cluster.json"
-    path.write_text(report.model_dump_json())
-    return path
+    return Report(kind="validate", host={"os": "Linux"}, cluster=cluster,
+                  notes=["crafted test fixture: every figure is illustrative"])
 
 
-def _recommend(args):
-    from typer.testing import CliRunner
+def _training(**changes):
+    from hwadvisor.workload import WorkloadRequest
 
-    from hwadvisor.cli.app import app
-
-    try:
-        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        runner = CliRunner()
-    return runner.invoke(app, ["recommend", "--goal", "a", "--model", "llama-3-8b", "--phase",
-                               "training", "--device", "h200-sxm", "--json", *args])
+    return WorkloadRequest(model="llama-3-8b", phase="training", **changes)
 
 
-def test_calibration_plans_with_the_measured_inter_node_bandwidth(tmp_path):
-    import json
+def test_the_measured_inter_node_bandwidth_goes_into_the_plan():
+    from hwadvisor import pipeline
 
-    path = _cluster_report(tmp_path)
-    layout = ["--nodes", "2", "--gpus-per-node", "8"]
-    plain = json.loads(_recommend(layout).stdout)
-    result = _recommend([*layout, "--calibration", str(path)])
-    assert result.exit_code == 0, result.stderr
-    calibrated = json.loads(result.stdout)
-    assert calibrated["workload"]["inter_node_bandwidth_gbps"] == 12.5
-    assert plain["workload"]["inter_node_bandwidth_gbps"] is None
-    assert any("inter-node bandwidth 12.5 GB/s per GPU" in n for n in calibrated["notes"])
+    layout = {"nodes": 2, "gpus_per_node": 8}
+    request, notes = pipeline.calibrate_network(_training(**layout), _cluster_report(),
+                                                "cluster.json")
+    assert request.inter_node_gbps == 12.5
+    assert notes == ["calibration: inter-node bandwidth 12.5 GB/s per GPU, measured as "
+                     "all-reduce bus bandwidth (1gib) across 2 nodes (cluster.json)"]
+    plain = pipeline.recommend_report("training-throughput", "h200-sxm", _training(**layout))
+    calibrated = pipeline.recommend_report("training-throughput", "h200-sxm", request)
+    assert calibrated.workload is not None and plain.workload is not None
+    assert calibrated.workload.inter_node_bandwidth_gbps == 12.5
+    assert plain.workload.inter_node_bandwidth_gbps is None
     # A slower network than the DGX H200's 50 GB/s per GPU makes the training step longer.
-    assert calibrated["estimate"]["times"] != plain["estimate"]["times"]
+    assert calibrated.estimate is not None and plain.estimate is not None
+    assert calibrated.estimate.times != plain.estimate.times
 
 
-def test_calibration_gives_way_to_inter_node_gbps(tmp_path):
-    import json
+def test_inter_node_gbps_given_wins_and_a_layout_is_suggested():
+    from hwadvisor import pipeline
 
-    result = _recommend(["--nodes", "2", "--gpus-per-node", "8", "--inter-node-gbps", "25",
-                         "--calibration", str(_cluster_report(tmp_path))])
-    report = json.loads(result.stdout)
-    assert report["workload"]["inter_node_bandwidth_gbps"] == 25
-    assert any("--inter-node-gbps 25 given" in n for n in report["notes"])
+    request, notes = pipeline.calibrate_network(_training(inter_node_gbps=25.0),
+                                                _cluster_report(), "c.json")
+    assert request.inter_node_gbps == 25.0 and "--inter-node-gbps 25 given" in notes[0]
+    _, notes = pipeline.calibrate_network(_training(), _cluster_report(), "c.json")
+    assert "--nodes 2 --gpus-per-node 8 plans it" in notes[-1]
 
 
-def test_calibration_without_an_inter_node_figure_exits_2(tmp_path):
-    path = tmp_path / "plain.json"
-    path.write_text(Report(host={"os": "Linux"}).model_dump_json())
-    result = _recommend(["--calibration", str(path)])
-    assert result.exit_code == 2
-    assert "holds no inter-node measurement" in result.stderr
+def test_a_report_without_an_inter_node_figure_changes_nothing():
+    from hwadvisor import pipeline
+
+    request = _training()
+    assert pipeline.calibrate_network(request, Report(host={}), "one-host.json") == (request, [])
 
 
 def test_joining_a_job_without_torch_is_a_user_error(monkeypatch):

@@ -21,7 +21,6 @@ import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar, get_args
 
 import typer
@@ -205,18 +204,6 @@ def build_model_options(values: dict[str, Any]) -> ModelOptions:
 
 
 model_options = _inject(MODEL_PARAMS, "options", build_model_options)
-
-# Measured figures from an earlier report replace the model's (recommend).
-CALIBRATION_PARAMS: tuple[Param, ...] = (
-    Param("calibration", _opt(
-        "--calibration", "A cluster report written under torchrun or srun (validate --trial "
-        "collectives, or probe --measure, with --output FILE): its measured inter-node bus "
-        "bandwidth replaces the model's network figure (see docs/cluster.md).", Path,
-        _WORKLOAD_PANEL)),
-)
-
-calibration_options = _inject(CALIBRATION_PARAMS, "calibration",
-                              lambda values: values.get("calibration"))
 
 
 # --- options of single meaning, shared by name ------------------------------------------------

@@ -24,7 +24,6 @@ from hwadvisor.cli.options import (
     DeviceOpt,
     FailOnOpt,
     MinBandwidthFractionOpt,
-    calibration_options,
     workload_options,
 )
 from hwadvisor.errors import UserError
@@ -154,10 +153,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("recommend")
     @workload_options
-    @calibration_options
     def recommend_cmd(
         request: WorkloadRequest,
-        calibration: Path | None,
         goal: GoalOpt = None,
         device: DeviceOpt = None,
         validate: ValidateOpt = False,
@@ -174,8 +171,7 @@ def register(app: typer.Typer) -> None:
         """
         from hwadvisor import pipeline
 
-        report = pipeline.recommend_report(parse_goal(goal), device, request,
-                                           calibration=calibration)
+        report = pipeline.recommend_report(parse_goal(goal), device, request)
         print_notes(report.notes, "note: ")
         if validate:
             from hwadvisor.trials.base import TORCH_MISSING, torch_missing
