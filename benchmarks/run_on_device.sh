@@ -2,7 +2,7 @@
 # One batched run on a GPU host without network access (see docs/benchmarks.md): installs hwadvisor without
 # network (wheels carried in .whl/), runs the GPU tests, the probe, the trials and the
 # benchmarks, and leaves everything under $OUT/res packed as $OUT/results.tgz.
-# Usage: bash benchmarks/run_on_device.sh [tests|startup|bench|multi|e2e|plan|stability|final]
+# Usage: bash benchmarks/run_on_device.sh [tests|startup|bench|multi|e2e|plan|stability|final|cluster]
 set -u
 mode=${1:-tests}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -76,6 +76,17 @@ plan)
 stability)
     # Verdicts three times at batch 1, 4 and 16, and the validate suite from a fresh process.
     timeout 420 python3 benchmarks/validate_stability.py --out "$res/stability" 2>&1 | tee "$res/stability.txt" | tail -60
+    ;;
+cluster)
+    # Job-wide runs under torchrun on this host's GPUs (docs/cluster.md), against the
+    # collectives trial's own launcher: the same bus bandwidth within ±5% is the target.
+    n=$(nvidia-smi -L | grep -c '^GPU')
+    job="python3 -m torch.distributed.run --standalone --nproc-per-node $n -m hwadvisor"
+    timeout 300 python3 -m pytest -q -p no:cacheprovider -m "gpu or multigpu" -rs tests/test_cluster.py 2>&1 | tee "$res/pytest_cluster.log" | tail -8
+    timeout 150 python3 -m hwadvisor validate --trial collectives --json --output "$res/collectives_own.json" >/dev/null 2>"$res/collectives_own.err"
+    timeout 200 $job validate --trial collectives --json --output "$res/collectives_torchrun.json" >/dev/null 2>"$res/collectives_torchrun.err"
+    timeout 200 $job probe --measure --json --output "$res/probe_measure_torchrun.json" >/dev/null 2>"$res/probe_measure_torchrun.err"
+    python3 benchmarks/cluster_compare.py "$res/collectives_own.json" "$res/collectives_torchrun.json" --out "$res/cluster_compare.json" 2>&1 | tee "$res/cluster_compare.txt"
     ;;
 final)
     # Everything once more on a two-GPU machine: GPU 0 serves the single-GPU work.

@@ -56,8 +56,9 @@ HERE = Path(__file__).resolve().parent
 VALIDATE = HERE / "data" / "h200_validate_2026-12-01_graphs.json"
 # Figures set by how fast this host's CPU launches eager kernels, listed but not checked: the
 # 4-layer eager decode step measured 2.37 and 1.95 ms on two H200 hosts and 4.31-4.61 ms on a
-# third the same day (docs/benchmarks.md), while the graphed step stayed at 0.93-1.01 ms. The model charges
-# one per-kernel host cost; --calibration with a measured launch latency sets this host's.
+# third the same day (docs/benchmarks.md), while the graphed step stayed at 0.93-1.01 ms. The
+# model charges one per-kernel host cost; --calibration with a measured launch latency sets
+# this host's.
 HOST_DEPENDENT = {("cuda-graphs", "speedup"), ("cuda-graphs", "eager_step_ms")}
 TARGET = 0.25
 

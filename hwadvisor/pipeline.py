@@ -27,6 +27,8 @@ from hwadvisor.models import (
 from hwadvisor.models.recommend import Goal
 
 if TYPE_CHECKING:  # the probe path must not import the workload package
+    from hwadvisor.cluster.job import JobResult, LocalRun, Place
+    from hwadvisor.cluster.launcher import Launch
     from hwadvisor.perfmodel.calibration import Calibration
     from hwadvisor.rules.context import Estimator
     from hwadvisor.validator.plan import PlanCheck
@@ -124,6 +126,8 @@ def load_calibration(path: Path | None, device: Device) -> tuple[Calibration | N
 
     report = load_report(path)
     found = from_report(report, device, source=str(path))
+    if found is None and _has_network(report):
+        return None, []  # a cluster report of the network only: calibrate_network reads it
     if found is None:
         measured = [d.name for d in measured_devices(report)]
         if not measured:
@@ -141,6 +145,22 @@ def load_calibration(path: Path | None, device: Device) -> tuple[Calibration | N
         ("host transfer", found.host_transfer_gbps), ("bus bandwidth", found.busbw_gbps))
         if value]
     return found, [f"calibration: {', '.join(figures)} measured on {found.device} ({path})"]
+
+
+def _has_network(report: Report) -> bool:
+    from hwadvisor.cluster.calibration import inter_node_figure
+
+    return inter_node_figure(report) is not None
+
+
+def network_calibration(request: WorkloadRequest, path: Path | None
+                        ) -> tuple[WorkloadRequest, list[str]]:
+    """--calibration of a cluster report: plan with its measured inter-node bandwidth."""
+    if path is None:
+        return request, []
+    from hwadvisor.report.io import load_report
+
+    return calibrate_network(request, load_report(path), str(path))
 
 
 def calibrated(device: Device, calibration: Calibration | None) -> Device:
@@ -234,6 +254,8 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
     device = primary_device(target)
     measured, calibration_notes = load_calibration(calibration, device)
     device = calibrated(device, measured)
+    request, network_notes = network_calibration(request, calibration)
+    calibration_notes += network_notes
     request, split = split_into_nodes(request, device)
     workload = build_workload(request, device.memory_total_bytes, target.device_class,
                               device.formats)
@@ -271,7 +293,8 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     device = primary_device(target)
     measured, calibration_notes = load_calibration(calibration, device)
     device = calibrated(device, measured)
-    notes = list(target.notes) + calibration_notes
+    request, network_notes = network_calibration(request, calibration)
+    notes = list(target.notes) + calibration_notes + network_notes
     request, split = split_into_nodes(request, device)
     target, host_note = planned_host(target, request)
     notes += [n for n in (split, host_note) if n]
@@ -307,6 +330,32 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
         recommendations=outcome.recommendations,
         rejected=outcome.rejected,
     )
+
+
+def calibrate_network(request: WorkloadRequest, report: Report,
+                      source: str) -> tuple[WorkloadRequest, list[str]]:
+    """Plan with the inter-node bus bandwidth a cluster report measured (--calibration).
+
+    Returns the request with inter_node_gbps set and a note saying so; unchanged, with no
+    note, when the report has no inter-node figure (a one-host report still calibrates the
+    device). --inter-node-gbps, when given, wins: the user said so.
+    """
+    from hwadvisor.cluster.calibration import inter_node_figure
+
+    found = inter_node_figure(report)
+    if found is None:
+        return request, []
+    if request.inter_node_gbps is not None:
+        return request, [f"calibration: --inter-node-gbps {request.inter_node_gbps:g} given, "
+                         f"so the {found.gbps:.1f} GB/s measured in {source} is not used"]
+    notes = [f"calibration: inter-node bandwidth {found.gbps:.1f} GB/s per GPU, measured as "
+             f"all-reduce bus bandwidth ({found.size_label}) across {found.nodes} nodes "
+             f"({source})"]
+    if not request.layout_given():
+        notes.append(f"calibration: the network matters across nodes; that job had "
+                     f"{found.nodes} nodes x {found.ranks_per_node} GPUs (--nodes "
+                     f"{found.nodes} --gpus-per-node {found.ranks_per_node} plans it)")
+    return request.with_changes(inter_node_gbps=round(found.gbps, 3)), notes
 
 
 def repredict(report: Report, rec: Recommendation, busbw_gbps: float) -> float | None:
@@ -394,18 +443,10 @@ def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: Wo
 
     hardware = select_devices(collect(), gpus)
     target = trial_target(hardware, chosen=bool(gpus))
-    first = target
-    workload = build_workload(
-        request,
-        first.memory_total_bytes if first else hardware.host.memory_total_bytes,
-        first.device_class if first else hardware.device_class,
-    )
-    notes = list(hardware.notes)
+    report = _validate_report_for(hardware, target, request)
     note = visibility_note(hardware)
     if note:
-        notes.append(note)
-    report = Report(kind="validate", host=hardware.host, devices=hardware.devices,
-                    device_class=hardware.device_class, notes=notes, workload=workload)
+        report.notes.append(note)
     ctx = context_for(report, quick, nvls=nvls)
     ctx.device = target
     results, interrupted = run_trials(trial_ids or all_ids(), ctx, progress)
@@ -416,6 +457,19 @@ def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: Wo
     if busy:
         report.notes.append(busy)
     return report
+
+
+def _validate_report_for(hardware: Report, device: Device | None,
+                         request: WorkloadRequest) -> Report:
+    """Return a validate report of the probed hardware, its workload sized for device."""
+    workload = build_workload(
+        request,
+        device.memory_total_bytes if device else hardware.host.memory_total_bytes,
+        device.device_class if device else hardware.device_class,
+    )
+    return Report(kind="validate", host=hardware.host, devices=hardware.devices,
+                  device_class=hardware.device_class, notes=list(hardware.notes),
+                  workload=workload)
 
 
 def validate_saved_report(path: Path, quick: bool, progress: Progress | None = None,
@@ -430,3 +484,76 @@ def validate_saved_report(path: Path, quick: bool, progress: Progress | None = N
     report = validate_recommendations(report, progress=progress, quick=quick, nvls=nvls)
     report.kind = "validate"
     return report
+
+
+# ---------------------------------------------------------------------------------------
+# runs under torchrun or srun: every rank does its own part, rank 0 gathers (hwadvisor.cluster)
+
+
+def cluster_probe_report(launch: Launch, measure: bool, timeout_s: float,
+                         progress: Progress | None = None) -> JobResult:
+    """Probe this rank's host and GPU (with measure: its trials, then the job's collectives)."""
+    from hwadvisor.cluster import job
+
+    def work(place: Place) -> LocalRun:
+        from hwadvisor.probe import collect
+
+        report = collect()
+        device = job.pick_device(report.devices, place)
+        if not measure:
+            return job.LocalRun(report=report, device=device)
+        from hwadvisor.trials.registry import MEASURE_TRIALS
+
+        run = _rank_trials(report, device, place, list(MEASURE_TRIALS), False, False, progress)
+        report.notes += [f"--measure: trial {t.id} {t.status}: {t.reason}"
+                         for t in report.trials if t.status != "ok"]
+        return run
+
+    return job.run(launch, work, timeout_s=timeout_s, measure_collectives=measure)
+
+
+def cluster_validate_report(launch: Launch, trial_ids: list[str] | None, quick: bool,
+                            request: WorkloadRequest, timeout_s: float,
+                            progress: Progress | None = None, nvls: bool = False) -> JobResult:
+    """Run the trials on this rank's GPU; the collectives trial runs across the whole job."""
+    from hwadvisor.cluster import job
+    from hwadvisor.trials.registry import trial_ids as all_ids
+
+    wanted = list(trial_ids or all_ids())
+    on_rank = [t for t in wanted if t != "collectives"]  # the job measures it, all ranks at once
+
+    def work(place: Place) -> LocalRun:
+        from hwadvisor.probe import collect
+
+        hardware = collect()
+        device = job.pick_device(hardware.devices, place)
+        report = _validate_report_for(hardware, device, request)
+        return _rank_trials(report, device, place, on_rank, quick, nvls, progress)
+
+    result = job.run(launch, work, timeout_s=timeout_s, quick=quick, nvls=nvls,
+                     measure_collectives="collectives" in wanted)
+    if result.report is not None:  # the job's collectives came last; put them in asked order
+        result.report.trials.sort(key=lambda t: wanted.index(t.id) if t.id in wanted
+                                  else len(wanted))
+    return result
+
+
+def _rank_trials(report: Report, device: Device | None, place: Place, ids: list[str],
+                 quick: bool, nvls: bool, progress: Progress | None) -> LocalRun:
+    """Run trials on this rank's GPU (the CPU without one); its figures go to device.measured."""
+    from hwadvisor.cluster import job
+    from hwadvisor.trials.base import TrialContext
+    from hwadvisor.validator.runner import busy_note, measured_from, run_trials
+
+    ctx = TrialContext(device=device, workload=report.workload, budget_s=3.0 if quick else 5.0,
+                       quick=quick, nvls=nvls, cuda_index=place.cuda_index)
+    results, interrupted = run_trials(ids, ctx, progress)
+    report.trials = results
+    report.interrupted = interrupted
+    measured = measured_from(results)
+    if device is not None:
+        device.measured = measured
+    busy = busy_note(results)
+    if busy:
+        report.notes.append(busy)
+    return job.LocalRun(report=report, device=device, measured=measured)

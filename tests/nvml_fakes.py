@@ -101,6 +101,8 @@ class FakeGpu:
     temperature_c: int | None = None
     mig: tuple[int, int] | None = None
     ecc: tuple[int, int] | None = None
+    ecc_uncorrected_volatile: int | None = None
+    remapped_rows: tuple[int, int, int, int] | None = None  # corrected, uncorrected, pending, fail
     clocks_event_reasons: int | None = None
     processes: list[tuple[int, int | None]] | None = None  # (pid, used bytes)
     process_names: dict[int, str] = field(default_factory=dict)
@@ -261,6 +263,15 @@ class FakeNvml:
     def nvmlDeviceGetEccMode(self, h: FakeHandle) -> list[int]:
         return list(self._value(self._gpu(h, "nvmlDeviceGetEccMode").ecc))
 
+    def nvmlDeviceGetTotalEccErrors(self, h: FakeHandle, error_type: int, counter: int) -> int:
+        gpu = self._gpu(h, "nvmlDeviceGetTotalEccErrors")
+        if (error_type, counter) != (1, 0):  # only uncorrected volatile counts are replayed
+            raise ERROR_CLASSES["NotSupported"]()
+        return self._value(gpu.ecc_uncorrected_volatile)
+
+    def nvmlDeviceGetRemappedRows(self, h: FakeHandle) -> tuple[int, int, int, int]:
+        return self._value(self._gpu(h, "nvmlDeviceGetRemappedRows").remapped_rows)
+
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: FakeHandle) -> int:
         gpu = self._gpu(h, "nvmlDeviceGetCurrentClocksEventReasons")
         return self._value(gpu.clocks_event_reasons)
@@ -392,11 +403,30 @@ def _xml_readings(path: Path) -> dict[str, Any]:
         "ecc": (1 if text("ecc_mode/current_ecc") == "Enabled" else 0,
                 1 if text("ecc_mode/pending_ecc") == "Enabled" else 0),
         "clocks_event_reasons": reasons,
+        "ecc_uncorrected_volatile": _volatile_uncorrected(gpu),
+        "remapped_rows": _remapped_rows(gpu),
         "processes": processes,
         "process_names": names,
         "pci_device_id": int(text("pci/pci_device_id") or "0", 16),
         "bus_id": text("pci/pci_bus_id"),
     }
+
+
+def _volatile_uncorrected(gpu: ET.Element) -> int | None:
+    """Uncorrectable volatile ECC errors as NVML's total counts them (DRAM + SRAM)."""
+    names = ("dram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded")
+    values = [_number(gpu.findtext(f"ecc_errors/volatile/{n}")) for n in names]
+    return None if all(v is None for v in values) else sum(v or 0 for v in values)
+
+
+def _remapped_rows(gpu: ET.Element) -> tuple[int, int, int, int] | None:
+    rows = gpu.find("remapped_rows")
+    if rows is None or _number(rows.findtext("remapped_row_corr")) is None:
+        return None
+    return (_number(rows.findtext("remapped_row_corr")) or 0,
+            _number(rows.findtext("remapped_row_unc")) or 0,
+            int(rows.findtext("remapped_row_pending") == "Yes"),
+            int(rows.findtext("remapped_row_failure") == "Yes"))
 
 
 def _smi_text_blocks(path: Path) -> list[dict[tuple[str, str], str]]:
@@ -454,6 +484,8 @@ def h200_gpu() -> FakeGpu:
         temperature_c=xml["temperature_c"],
         mig=xml["mig"],
         ecc=xml["ecc"],
+        ecc_uncorrected_volatile=xml["ecc_uncorrected_volatile"],
+        remapped_rows=xml["remapped_rows"],
         clocks_event_reasons=xml["clocks_event_reasons"],
         processes=xml["processes"],
         process_names=xml["process_names"],

@@ -17,12 +17,14 @@ PACKAGE = ROOT / "hwadvisor"
 
 # package -> packages (and top modules) it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "probe": ("trials", "cli", "rules", "validator", "report"),
-    "rules": ("trials", "validator", "cli", "report"),
-    "perfmodel": ("rules", "trials", "validator", "cli", "probe"),
-    "trials": ("cli", "rules", "validator", "report"),
-    "workload": ("rules", "trials", "validator", "cli"),
-    "report": ("cli", "rules", "trials", "validator"),
+    "probe": ("trials", "cli", "rules", "validator", "report", "cluster"),
+    "rules": ("trials", "validator", "cli", "report", "cluster"),
+    "perfmodel": ("rules", "trials", "validator", "cli", "probe", "cluster"),
+    "trials": ("cli", "rules", "validator", "report", "cluster"),
+    "workload": ("rules", "trials", "validator", "cli", "cluster"),
+    "report": ("cli", "rules", "trials", "validator", "cluster"),
+    # the job under torchrun or srun: the pipeline hands it each rank's work
+    "cluster": ("cli", "rules", "validator", "report", "workload", "perfmodel"),
 }
 # models is the contract at the ground floor: it may lean on nothing above it. The root
 # package (hwadvisor/__init__.py) holds only the version string the report carries.

@@ -1,5 +1,12 @@
 """pydantic models: the contract between the parts and the JSON users get."""
 
+from hwadvisor.models.cluster import (
+    Cluster,
+    ClusterCollective,
+    ClusterNode,
+    ClusterRank,
+    Outlier,
+)
 from hwadvisor.models.estimate import Bottleneck, Estimate, MemoryEstimate, ModelOptions, Times
 from hwadvisor.models.hardware import (
     Device,
@@ -31,6 +38,10 @@ from hwadvisor.models.workload import ModelSpec, Workload
 __all__ = [
     "SCHEMA_VERSION",
     "Bottleneck",
+    "Cluster",
+    "ClusterCollective",
+    "ClusterNode",
+    "ClusterRank",
     "Device",
     "Effect",
     "EngineConfig",
@@ -47,6 +58,7 @@ __all__ = [
     "ModelSpec",
     "NvLinkInfo",
     "NvidiaDetails",
+    "Outlier",
     "PcieLink",
     "PeerLink",
     "Plan",

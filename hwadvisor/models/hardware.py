@@ -136,6 +136,13 @@ class NvidiaDetails(Strict):
     cuda_driver_version: str | None = None
     mig_mode: bool | None = None
     ecc_enabled: bool | None = None
+    ecc_errors_uncorrected: int | None = Field(
+        None, description="Uncorrectable ECC errors since the driver loaded (NVML's volatile "
+        "count); read when ECC is on")
+    remapped_rows_pending: bool | None = Field(
+        None, description="A memory row remap waits for a GPU reset (A100 and later)")
+    remapped_rows_failed: bool | None = Field(
+        None, description="Row remapping failed: memory errors the GPU cannot map away")
     throttle_reasons: list[str] | None = None
     memory_used_bytes: int | None = None
     processes: list[GpuProcess] | None = None

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from hwadvisor import __version__
+from hwadvisor.models.cluster import Cluster
 from hwadvisor.models.estimate import Estimate
 from hwadvisor.models.hardware import Device, DeviceClass, HostInfo, Strict
 from hwadvisor.models.plan import Plan
@@ -54,3 +55,6 @@ class Report(Strict):
         default_factory=list,
         description="CI gates (--fail-on, --min-bandwidth-fraction) this report tripped, in words",
     )
+    cluster: Cluster | None = Field(
+        None, description="probe and validate under torchrun or srun: every rank's node, "
+        "device and figures, the job-wide collectives and the outliers, gathered on rank 0")

@@ -103,6 +103,10 @@ BRAND_CLASSES: dict[int, DeviceClass] = {
 P2P_CAPS_INDEX_READ = 0
 P2P_STATUS_OK = 0
 AFFINITY_SCOPE_NODE = 0
+# nvmlDeviceGetTotalEccErrors arguments (nvml.h): NVML_MEMORY_ERROR_TYPE_UNCORRECTED and
+# NVML_VOLATILE_ECC (counts since the driver loaded, not over the GPU's life).
+ECC_UNCORRECTED = 1
+ECC_VOLATILE = 0
 
 
 def classify_device(name: str | None, brand: int | None) -> DeviceClass:
@@ -252,6 +256,7 @@ class NvidiaBackend:
             "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit")))
         pci = nvml.query(index, "pci_info", "nvmlDeviceGetPciInfo")
         clocks = nvml.current_clocks(index)
+        ecc = _enabled(nvml.query(index, "ecc_mode", "nvmlDeviceGetEccMode"))
         details = NvidiaDetails(
             architecture=architecture_for(arch_value, cc),
             brand=BRAND_NAMES.get(brand) if brand is not None else None,
@@ -268,13 +273,15 @@ class NvidiaBackend:
             cuda_driver_version=cuda_version_text(
                 nvml.system("cuda_driver_version", "nvmlSystemGetCudaDriverVersion")),
             mig_mode=_enabled(nvml.query(index, "mig_mode", "nvmlDeviceGetMigMode")),
-            ecc_enabled=_enabled(nvml.query(index, "ecc_mode", "nvmlDeviceGetEccMode")),
+            ecc_enabled=ecc,
             throttle_reasons=nvml.throttle_reasons(index),
             memory_used_bytes=int(memory.used) if memory is not None else None,
             processes=nvml.gpu_processes(index),
             pci_device_id=f"0x{int(pci.pciDeviceId):08X}" if pci is not None else None,
             pci_bus_id=_pci_bus_id(pci),
         )
+        if ecc:
+            self._read_memory_health(index, details)
         device = Device(
             index=index,
             vendor="nvidia",
@@ -297,6 +304,21 @@ class NvidiaBackend:
         )
         self._read_affinity(device)
         return device
+
+    def _read_memory_health(self, index: int, details: NvidiaDetails) -> None:
+        """Uncorrectable ECC errors and row-remap state: signs of failing GPU memory.
+
+        Read only with ECC on: without it NVML has no counts, and asking would list them as
+        unsupported on every consumer card.
+        """
+        nvml = self.nvml
+        count = nvml.query(index, "ecc_errors_uncorrected", "nvmlDeviceGetTotalEccErrors",
+                           ECC_UNCORRECTED, ECC_VOLATILE)
+        details.ecc_errors_uncorrected = int(count) if count is not None else None
+        rows = nvml.query(index, "remapped_rows", "nvmlDeviceGetRemappedRows")
+        if isinstance(rows, (list, tuple)) and len(rows) >= 4:
+            details.remapped_rows_pending = bool(rows[2])
+            details.remapped_rows_failed = bool(rows[3])
 
     def _sm_count(self, index: int) -> int | None:
         """SM count from nvmlDeviceGetAttributes when the driver gives it (often MIG-only).

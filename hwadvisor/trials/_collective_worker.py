@@ -6,9 +6,11 @@ GPUs, gloo for the CPU test), checks each collective's values, times it, and ran
 results to OUT as JSON (atomically: a temporary file, then os.replace).
 
 CONFIG is JSON: {"backend", "dtype", "ops", "sizes": [[label, bytes], ...], "warmup", "iters",
-"repeats", "timeout_s"}. Bandwidth follows nccl-tests' convention (doc/PERFORMANCE.md in
-NVIDIA/nccl-tests): algbw = S / t with S the full buffer size in bytes, and
-busbw = algbw x 2(n-1)/n for all-reduce, algbw x (n-1)/n for all-gather and reduce-scatter.
+"repeats", "timeout_s"}. `measure` runs the same checks and timings over any process group; the
+job-wide runs under torchrun or srun (hwadvisor.trials.distributed) call it per sub-group.
+Bandwidth follows nccl-tests' convention (doc/PERFORMANCE.md in NVIDIA/nccl-tests):
+algbw = S / t with S the full buffer size in bytes, and busbw = algbw x 2(n-1)/n for
+all-reduce, algbw x (n-1)/n for all-gather and reduce-scatter.
 """
 
 from __future__ import annotations
@@ -46,10 +48,10 @@ class _Op:
     """Buffers, a fill that gives checkable values, the call, and its check, for one collective."""
 
     def __init__(self, name: str, numel: int, rank: int, world: int, device: Any,
-                 dtype: Any) -> None:
+                 dtype: Any, group: Any = None) -> None:
         import torch
 
-        self.name, self.rank, self.world = name, rank, world
+        self.name, self.rank, self.world, self.group = name, rank, world, group
         chunk = numel // world
         self.chunk = chunk
         if name == "all_reduce":
@@ -79,12 +81,16 @@ class _Op:
         """Run the collective."""
         import torch.distributed as dist
 
+        # torch 2.13 renamed the *_into_tensor / *_tensor forms to *_single (same call); the
+        # old names still work there but warn on every call.
         if self.name == "all_reduce":
-            dist.all_reduce(self.inp)
+            dist.all_reduce(self.inp, group=self.group)
         elif self.name == "all_gather":
-            dist.all_gather_into_tensor(self.out, self.inp)
+            gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+            gather(self.out, self.inp, group=self.group)
         else:
-            dist.reduce_scatter_tensor(self.out, self.inp)
+            scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+            scatter(self.out, self.inp, group=self.group)
 
     def expected(self) -> Any:
         """Return what out must hold, as a tensor shaped like out."""
@@ -132,7 +138,7 @@ def _time(op: _Op, iters: int, repeats: int, warmup: int) -> list[float]:
         op.fill()  # keep sums small: values grow n-fold per all-reduce
         if cuda:
             torch.cuda.synchronize(op.inp.device)
-        dist.barrier()
+        dist.barrier(group=op.group)
         if cuda:
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
@@ -151,12 +157,25 @@ def _time(op: _Op, iters: int, repeats: int, warmup: int) -> list[float]:
     # slowest participant.
     device = op.inp.device
     t = torch.tensor(samples, dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=op.group)
     return [float(x) for x in t.cpu()]
 
 
+def measure(cfg: dict[str, Any], rank: int, world: int, device: Any, dtype: Any,
+            group: Any = None) -> list[dict[str, Any]]:
+    """Check and time each op at each size of cfg over group (None: the default group).
+
+    rank and world are this process's rank in the group and the group's size.
+    """
+    return [
+        _one(name, label, int(nbytes), cfg, rank, world, device, dtype, group)
+        for label, nbytes in cfg["sizes"]
+        for name in cfg["ops"]
+    ]
+
+
 def _one(name: str, label: str, nbytes: int, cfg: dict[str, Any], rank: int, world: int,
-         device: Any, dtype: Any) -> dict[str, Any]:
+         device: Any, dtype: Any, group: Any = None) -> dict[str, Any]:
     import torch
 
     elem = torch.tensor([], dtype=dtype).element_size()
@@ -164,7 +183,7 @@ def _one(name: str, label: str, nbytes: int, cfg: dict[str, Any], rank: int, wor
     size_bytes = numel * elem
     entry: dict[str, Any] = {"op": name, "label": label, "bytes": size_bytes, "status": "ok"}
     try:
-        op = _Op(name, numel, rank, world, device, dtype)
+        op = _Op(name, numel, rank, world, device, dtype, group)
         entry["error"] = op.check()
         samples = _time(op, int(cfg["iters"]), int(cfg["repeats"]), int(cfg["warmup"]))
     except (RuntimeError, NotImplementedError, ValueError) as exc:
@@ -202,11 +221,7 @@ def main(argv: list[str]) -> int:
     dist.init_process_group(backend=backend, rank=rank, world_size=world,
                             timeout=timedelta(seconds=float(cfg.get("timeout_s", 120))))
     try:
-        results = [
-            _one(name, label, int(nbytes), cfg, rank, world, device, dtype)
-            for label, nbytes in cfg["sizes"]
-            for name in cfg["ops"]
-        ]
+        results = measure(cfg, rank, world, device, dtype)
         if rank == 0:
             nccl = None
             if backend == "nccl":

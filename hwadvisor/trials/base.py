@@ -21,6 +21,9 @@ class TrialContext:
     budget_s: float = 5.0
     quick: bool = False  # smaller shapes and fewer repeats (tests on 2-core CI machines)
     nvls: bool = False  # let NCCL use NVLink SHARP / multicast (validate --nvls); off by default
+    # torch's index of the device when it is not device.index (NVML's numbering): a rank
+    # under a launcher whose CUDA_VISIBLE_DEVICES hides or reorders GPUs
+    cuda_index: int | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -84,6 +87,12 @@ def torch_device(ctx: TrialContext, mps: bool = False) -> str:
     """
     if not cuda_available():
         return "mps" if mps and mps_available() else "cpu"
+    if ctx.cuda_index is not None:
+        # A rank of a job (cluster/job.py) was handed its GPU by the launcher's local rank.
+        import torch
+
+        if ctx.cuda_index < torch.cuda.device_count():
+            return f"cuda:{ctx.cuda_index}"
     ordinal = cuda_ordinal(ctx.device)
     if ordinal is None:
         assert ctx.device is not None  # cuda_ordinal(None) is 0 while torch sees a GPU

@@ -35,6 +35,7 @@ Effect keys:
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -105,7 +106,7 @@ class CollectivesTrial:
         backend = str(ctx.extra.get("backend", "nccl"))
         try:
             world = _world_size(ctx, backend)
-            config = _config(ctx, backend, world)
+            config = run_config(ctx, backend, world)
             timeout = float(ctx.extra.get("timeout_s", DEFAULT_TIMEOUT_S))  # type: ignore[arg-type]
             data = launch(world, config, timeout_s=timeout)
         except Exception as exc:  # the runner records the failure; the next trial still runs
@@ -144,7 +145,8 @@ def sizes_for(workload: Workload | None) -> list[tuple[str, int]]:
     return [(label, n) for label, n in sizes if n <= 4 * GIB]  # huge MoE layers: skip
 
 
-def _config(ctx: TrialContext, backend: str, world: int) -> dict[str, Any]:
+def run_config(ctx: TrialContext, backend: str, world: int) -> dict[str, Any]:
+    """Return the ranks' config: ops, sizes (the workload's, or small ones for gloo), repeats."""
     sizes = ctx.extra.get("sizes")
     if sizes is None:
         sizes = [("4kib", 4096), ("256kib", 256 * 1024)] if backend == "gloo" or ctx.quick \
@@ -273,7 +275,8 @@ def to_result(data: dict[str, Any], started: float) -> TrialResult:
             continue
         if r.get("algbw_gbps") is not None:
             params["algbw_gbps"] = float(r["algbw_gbps"])
-        err = float(r["error"])
+        # JSON from other ranks carries an infinite error (NaN or unwritten output) as null
+        err = float(r["error"]) if r.get("error") is not None else math.inf
         errors.append(err)
         if not err <= TOLERANCE:
             wrong.append(f"{r['op']} {r['label']} (error {err:.2e})")

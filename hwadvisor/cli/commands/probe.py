@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from hwadvisor import units
+from hwadvisor.cli import cluster
 from hwadvisor.cli.console import (
     GpuOpt,
     JsonOpt,
@@ -143,13 +144,20 @@ def probe(
     markdown_overwrite: MarkdownOverwriteOpt = False,
     measure: bool = typer.Option(
         False, "--measure", help="Also measure memory bandwidth and matmul TFLOP/s here (needs "
-        "torch; a few seconds per GPU); figures go to each device's 'measured'."),
+        "torch; a few seconds per GPU); figures go to each device's 'measured'. Under "
+        "torchrun or srun each rank measures its own GPU, then the job's collectives."),
+    no_cluster: cluster.NoClusterOpt = False,
+    cluster_timeout: cluster.ClusterTimeoutOpt = cluster.DEFAULT_TIMEOUT_S,
+    all_ranks: cluster.AllRanksOpt = False,
 ) -> None:
     """Detect the host and its accelerators: GPU model, memory, bandwidth, formats, links.
 
     NVIDIA GPUs are read through NVML: driver, clocks, power, PCIe, NVLink and peers.
 
     With no GPU or driver the report lists none and says why on stderr (exit 0).
+
+    Under torchrun or srun every rank probes its own node and GPU and rank 0 writes one
+    report with a 'cluster' section (see docs/cluster.md).
     """
     import sys
 
@@ -157,13 +165,22 @@ def probe(
     from hwadvisor.probe.select import parse_gpu_option
 
     gpus = parse_gpu_option(gpu) if gpu is not None else None
-    with progress_bar(measure and not as_json and sys.stderr.isatty()) as progress:
-        report = pipeline.probe_report(measure, progress, gpus=gpus)
+    launch = cluster.launch_for(no_cluster, output, all_ranks)
+    bar = measure and not as_json and sys.stderr.isatty() and (launch is None or launch.rank == 0)
+    with progress_bar(bar) as progress:
+        if launch is None:
+            report = pipeline.probe_report(measure, progress, gpus=gpus)
+        else:
+            job = pipeline.cluster_probe_report(launch, measure, cluster_timeout, progress)
+            gathered = cluster.gathered(job, output, all_ranks)
+            if gathered is None:
+                return  # not rank 0: rank 0 writes the report
+            report = gathered
     mark_interruption(report)
     print_report_notes(report)
-    publish(report, render, as_json, output, markdown, markdown_overwrite)
+    publish(report, cluster.with_cluster(render), as_json, output, markdown, markdown_overwrite)
     exit_if_interrupted(report)
-    if measure and any(t.status == "error" for t in report.trials):
+    if (measure and any(t.status == "error" for t in report.trials)) or cluster.failed(report):
         raise typer.Exit(int(ExitCode.TRIALS_FAILED))
 
 

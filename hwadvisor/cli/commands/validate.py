@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from hwadvisor.cli import cluster
 from hwadvisor.cli.console import (
     GpuOpt,
     JsonOpt,
@@ -162,12 +163,18 @@ def register(app: typer.Typer) -> None:
         markdown_overwrite: MarkdownOverwriteOpt = False,
         fail_on: FailOnOpt = None,
         min_bw_fraction: MinBandwidthFractionOpt = None,
+        no_cluster: cluster.NoClusterOpt = False,
+        cluster_timeout: cluster.ClusterTimeoutOpt = cluster.DEFAULT_TIMEOUT_S,
+        all_ranks: cluster.AllRanksOpt = False,
     ) -> None:
         """Run short real kernel trials here (bandwidth, matmul, FP8, INT4 ...), workload-sized.
 
         Exit 4 when a trial could not run (error), or when no trial ran at all (every one
         unsupported: no torch, no GPU) unless --allow-unsupported.
         Ctrl-C or SIGTERM stops the run and still writes the partial report (exit 130 / 143).
+
+        Under torchrun or srun every rank runs the trials on its own GPU, the collectives trial
+        runs across the whole job, and rank 0 writes one report (see docs/cluster.md).
         """
         from hwadvisor import pipeline
         from hwadvisor.probe.select import parse_gpu_option
@@ -185,8 +192,21 @@ def register(app: typer.Typer) -> None:
                             "report on its first device", hint="pass one of them")
         if require_gpu:
             _require_gpu()
-        with progress_bar(not as_json and sys.stderr.isatty()) as progress:
-            if from_report is not None:
+        launch = cluster.launch_for(no_cluster, output, all_ranks)
+        if launch is not None and from_report is not None:
+            raise UserError("--report does not run under torchrun or srun: it validates one "
+                            "saved recommend report on one machine",
+                            hint="run it without the launcher, or pass --no-cluster")
+        bar = not as_json and sys.stderr.isatty() and (launch is None or launch.rank == 0)
+        with progress_bar(bar) as progress:
+            if launch is not None:
+                job = pipeline.cluster_validate_report(launch, trial, quick, request,
+                                                       cluster_timeout, progress, nvls=nvls)
+                gathered = cluster.gathered(job, output, all_ranks)
+                if gathered is None:
+                    return  # not rank 0: rank 0 writes the report
+                report = gathered
+            elif from_report is not None:
                 report = pipeline.validate_saved_report(from_report, quick, progress, nvls=nvls)
             else:
                 report = pipeline.validate_trials_report(trial, quick, request, progress,
@@ -194,7 +214,8 @@ def register(app: typer.Typer) -> None:
         mark_interruption(report)
         print_report_notes(report)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
-        publish(report, render, as_json, output, markdown, markdown_overwrite)
+        publish(report, cluster.with_cluster(render), as_json, output, markdown,
+                markdown_overwrite)
         exit_if_interrupted(report)
         failed = _failed(report.trials)
         if failed:
@@ -204,5 +225,7 @@ def register(app: typer.Typer) -> None:
         none_ran = _none_ran(report)
         if none_ran and not allow_unsupported:
             print_error(none_ran, _none_ran_hint(report))
+            raise typer.Exit(int(ExitCode.TRIALS_FAILED))
+        if cluster.failed(report):
             raise typer.Exit(int(ExitCode.TRIALS_FAILED))
         exit_for_gates(report)
