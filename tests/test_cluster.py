@@ -32,7 +32,8 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 def _env(node: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"HWADVISOR_HOSTNAME": node, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    env.update({"HWADVISOR_HOSTNAME": node, "PYTHONPATH": path, "OMP_NUM_THREADS": "1",
                 "CUDA_VISIBLE_DEVICES": ""})  # the CPU test stays on the CPU everywhere
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
@@ -205,7 +206,8 @@ def _hw(args: list[str], torchrun: list[str] | None, timeout: float = 420) -> di
     cmd = [*TORCHRUN, "--standalone", *torchrun, "-m", "hwadvisor"] if torchrun \
         else [sys.executable, "-m", "hwadvisor"]
     done = subprocess.run([*cmd, *args, "--json"], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 

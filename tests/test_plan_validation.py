@@ -274,3 +274,22 @@ def test_fp8_training_is_named_unmeasured_with_the_reason():
     spec, unmeasured = plancheck.trial_spec(report.workload, primary_device(report), report.goal,
                                             report.plan)
     assert "torch.compile fuses its casts" in unmeasured["fp8-training"]
+
+
+def test_predicted_memory_of_the_decode_step_is_weights_and_cache():
+    """On the H200, 4 layers at Llama-3-8B widths, batch 16 x 2304: int4 weights and an FP8
+    cache measured x0.32 of the bf16 step's bytes (docs/benchmarks.md); the model, on the
+    tensors the step holds, says the same."""
+    report = _report("memory-footprint", "h200-sxm", model="llama-3-8b", batch=16)
+    from hwadvisor.probe.target import primary_device
+
+    shape = {"hidden_size": 4096, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128,
+             "intermediate_size": 14336, "layers": 4}
+    base = {"cuda_graphs": True, "weights": "bf16", "kv": "bf16", "attention": "flash",
+            "checkpointing": "none", "fused_optimizer": False, "lora_rank": 0, "batch": 16}
+    applied = {"baseline": base, "plan": {**base, "weights": "int4", "kv": "fp8"},
+               "shape": shape, "baseline_batch": 16, "plan_batch": 16, "context_len": 2304,
+               "device": "cuda:0"}
+    ratio = plancheck.predicted_ratio(report.workload, primary_device(report), "inference",
+                                      "memory", applied)
+    assert ratio is not None and abs(ratio / 0.3226 - 1) < 0.1

@@ -207,6 +207,11 @@ def _side(workload: Workload, spec: Any, knob: dict[str, Any], phase: str, batch
 def _per_token(est: Any, phase: str, tokens: float, metric: str) -> float | None:
     if metric == "memory":
         m = est.memory
+        if phase == "inference":
+            # The stacked step decodes against a filled cache: its tensors are the weights and
+            # the KV cache (a decode step's own activations are a few rows); the model's
+            # activation figure is the prefill's peak, which the step never runs.
+            return float(m.weights_bytes + m.kv_cache_bytes)
         # The allocator's bytes: tensors only, not the CUDA context and slack allowance.
         return float(m.total_bytes - m.runtime_bytes)
     step = est.times.decode_step_s if phase == "inference" else est.times.train_step_s
