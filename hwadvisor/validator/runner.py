@@ -280,30 +280,3 @@ def measured_from(results: list[TrialResult]) -> Measured | None:
             if measured.matmul_tflops:
                 measured.trial_ids.append(result.id)
     return measured if measured.trial_ids else None
-
-
-def measure_devices(report: Report, quick: bool = False,
-                    progress: Progress | None = None) -> Report:
-    """Run the MEASURE_TRIALS on each GPU torch can reach (else the CPU) and record the figures.
-
-    GPU figures go into device.measured beside the datasheet ones; every trial result goes into
-    report.trials. On a host without a usable GPU the figures stay in report.trials only.
-    """
-    from hwadvisor.trials.registry import MEASURE_TRIALS
-
-    reachable = environment.cuda_device_count()
-    gpus = [d for d in report.devices if d.vendor in ("nvidia", "amd") and d.index < reachable]
-    targets: list[Device | None] = list(gpus) if gpus else [None]
-    for device in targets:
-        ctx = TrialContext(device=device, budget_s=3.0 if quick else 5.0, quick=quick)
-        results, interrupted = run_trials(MEASURE_TRIALS, ctx, progress)
-        report.trials = list(report.trials) + results
-        if device is not None:
-            device.measured = measured_from(results)
-        if interrupted:
-            report.interrupted = True
-            break
-    note = busy_note(report.trials)
-    if note and note not in report.notes:
-        report.notes.append(note)
-    return report
