@@ -41,18 +41,12 @@ def seconds(value: float | None, missing: str = UNKNOWN) -> str:
 
 def gbps(value: float | None, missing: str = UNKNOWN) -> str:
     """Bandwidth as '4,150 GB/s' (or '25.6 GB/s' below 100)."""
-    if not _finite(value):
-        return missing
-    assert value is not None
-    return f"{value:,.0f} GB/s" if abs(value) >= 100 else f"{value:.3g} GB/s"
+    return rate(value, "GB/s", missing)
 
 
 def tflops(value: float | None, missing: str = UNKNOWN) -> str:
     """Compute rate as '782 TFLOP/s' (or '4.5 TFLOP/s' below 100)."""
-    if not _finite(value):
-        return missing
-    assert value is not None
-    return f"{value:,.0f} TFLOP/s" if abs(value) >= 100 else f"{value:.3g} TFLOP/s"
+    return rate(value, "TFLOP/s", missing)
 
 
 def rate(value: float | None, unit: str = "tokens/s", missing: str = UNKNOWN) -> str:
