@@ -172,12 +172,9 @@ def calibrated(device: Device, calibration: Calibration | None) -> Device:
 
 def _estimator(calibration: Calibration | None) -> Estimator:
     """estimate() with the calibration's figures (the rules engine calls it per what-if)."""
-    from hwadvisor.perfmodel import estimate
+    from hwadvisor.perfmodel import PerfModel
 
-    def run(workload: Workload, device: Device, options: ModelOptions) -> Estimate:
-        return estimate(workload, device, options, calibration=calibration)
-
-    return run
+    return PerfModel(calibration)
 
 
 def _measure(report: Report, progress: Progress | None) -> Report:

@@ -341,6 +341,31 @@ def _checked_peaks(value: dict[str, float]) -> dict[str, float]:
 # --- loading -------------------------------------------------------------------------------
 
 
+def _profile_file(file_name: str) -> bytes | None:
+    """Read one profile file (package data, else the repo's profiles/); None if absent."""
+    try:
+        entry: Any = resources.files("hwadvisor.profiles_data").joinpath(file_name)
+        if entry.is_file():
+            return bytes(entry.read_bytes())
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
+        pass
+    path = Path(__file__).resolve().parent.parent / "profiles" / file_name
+    return path.read_bytes() if path.is_file() else None
+
+
+@functools.cache
+def _load_one(profile_id: str) -> Profile | None:
+    """Parse the profile in `<id>.toml` alone; None when there is no such file.
+
+    `recommend --device h200-sxm` reads one file, not all of them (load_all, which also checks
+    ids across files, reads the rest when asked).
+    """
+    if not profile_id.replace("-", "").replace("_", "").isalnum():
+        return None  # not a file name: never a path
+    data = _profile_file(f"{profile_id}.toml")
+    return None if data is None else parse_profile(f"{profile_id}.toml", data)
+
+
 def _profile_files() -> list[tuple[str, bytes]]:
     """(file name, bytes) of every profile: package data first, else the repo's profiles/."""
     try:
@@ -408,6 +433,9 @@ def get(profile_id: str) -> Profile:
     variant's figures. An unknown id is a UserError (exit 2) naming close ids.
     """
     wanted = profile_id.strip().lower()
+    found = _load_one(wanted) if load_all.cache_info().currsize == 0 else None
+    if found is not None:
+        return found
     for profile in load_all():
         if profile.id == wanted:
             return profile

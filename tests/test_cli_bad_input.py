@@ -386,18 +386,18 @@ def test_estimate_workload_options_never_crash(options: dict[str, str]) -> None:
 
 # --------------------------------------------------------------------------- stdout and imports
 
-# Runs hwadvisor's CLI in this interpreter, then reports on stderr which heavy modules it loaded.
+# Runs hwadvisor's CLI in this interpreter, then reports on stderr which heavy modules it loaded
+# (from an exit handler: the CLI ends the process itself once it is done, after the handlers).
 _WRAPPER = """
-import runpy, sys
+import atexit, runpy, sys
 sys.argv = ["hwadvisor", *sys.argv[1:]]
-code = 0
-try:
-    runpy.run_module("hwadvisor", run_name="__main__")
-except SystemExit as exc:
-    code = exc.code
-heavy = sorted(m for m in ("torch", "matplotlib") if m in sys.modules)
-sys.stderr.write("\\nHEAVY-MODULES=" + ",".join(heavy) + "\\n")
-sys.exit(code)
+
+def report():
+    heavy = sorted(m for m in ("torch", "matplotlib") if m in sys.modules)
+    sys.stderr.write("\\nHEAVY-MODULES=" + ",".join(heavy) + "\\n")
+
+atexit.register(report)
+runpy.run_module("hwadvisor", run_name="__main__")
 """
 
 JSON_COMMANDS: list[tuple[str, list[str], bool]] = [

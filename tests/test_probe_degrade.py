@@ -89,6 +89,8 @@ def test_probe_with_a_hung_pynvml_finishes() -> None:
     """The real path: pynvml.nvmlInit patched to hang forever, in a fresh process."""
     code = (
         "import sys, time, pynvml\n"
+        "import hwadvisor.probe.nvml as nvml\n"
+        "nvml.driver_absent = lambda: None\n"  # as on a host with a driver: NVML is tried
         "pynvml.nvmlInit = lambda *a, **k: time.sleep(3600)\n"
         "sys.argv = ['hwadvisor', 'probe', '--json']\n"
         "from hwadvisor.__main__ import main\n"

@@ -75,7 +75,8 @@ def test_reports_the_ratio_to_the_dependencies(monkeypatch: pytest.MonkeyPatch,
     out = tmp_path / "r.json"
     assert script.main(["--runs", "2", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "ratio probe/deps = 2.00 (misses the 1.5x target" in printed
+    assert "ratio probe/deps = 2.00, the median of 2 rounds' ratios (misses the 1.5x target" \
+        in printed
     assert "models_floor/deps = 1.67" in printed
     import json
 

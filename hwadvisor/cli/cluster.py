@@ -129,6 +129,8 @@ def cluster_tables(report: Report) -> list[Table]:
 
 def failed(report: Report) -> bool:
     """Tell whether any rank's own work, or a trial on another rank, failed."""
+    if report.cluster is None:
+        return False  # a plain run: the job module (and its trials) need not load
     from hwadvisor.cluster.job import failed as job_failed
 
     return job_failed(report)

@@ -1,4 +1,9 @@
-"""pydantic models: the contract between the parts and the JSON users get."""
+"""pydantic models: the contract between the parts and the JSON users get.
+
+The model modules do not use `from __future__ import annotations`: with it every field's
+annotation is a string pydantic must compile and evaluate when it builds the class, a share of
+each command's start-up. Forward references are quoted where they occur.
+"""
 
 from hwadvisor.models.cluster import (
     Cluster,

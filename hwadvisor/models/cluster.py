@@ -1,7 +1,5 @@
 """The fleet view of a run under torchrun or srun: nodes, job-wide collectives, outliers."""
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import Field

@@ -1,7 +1,5 @@
 """Performance-model output: memory, FLOPs, bytes, roofline times and the bottleneck."""
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import Field

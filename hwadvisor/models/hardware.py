@@ -1,7 +1,5 @@
 """Hardware models: what the probe reads and what profiles supply."""
 
-from __future__ import annotations
-
 from enum import Enum
 from typing import Annotated, Literal
 

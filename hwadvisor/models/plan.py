@@ -1,7 +1,5 @@
 """The plan: the stack of changes that fits and best serves the goal's one metric."""
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import Field

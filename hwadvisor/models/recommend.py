@@ -1,7 +1,5 @@
 """Rules-engine output: recommendations, their predictions and validation verdicts."""
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import Field

@@ -1,7 +1,5 @@
 """The report: the one JSON document every command produces."""
 
-from __future__ import annotations
-
 import datetime as _dt
 from typing import Literal
 

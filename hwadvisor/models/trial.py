@@ -1,7 +1,5 @@
 """Validator models: a trial's raw samples, statistics and verdict."""
 
-from __future__ import annotations
-
 import statistics
 from typing import Any, ClassVar, Literal
 
@@ -111,7 +109,7 @@ class Effect(Strict):
 
     @classmethod
     def named(cls, name: str, value: float, ci: tuple[float, float] | list[float] | None = None,
-              runs: int | None = None) -> Effect:
+              runs: int | None = None) -> "Effect":
         """Build an effect whose unit and direction follow the trials' naming convention."""
         unit, better = effect_meaning(name)
         return cls(name=name, value=float(value), unit=unit, better=better,

@@ -1,7 +1,5 @@
 """Workload models: the model architecture and how it is run."""
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import Field

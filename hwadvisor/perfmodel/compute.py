@@ -116,7 +116,7 @@ def prefill_span(setup: Setup) -> tuple[float, float]:
 # --- ops --------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class Op:
     """One group of kernels: its work, the rates they reach, and how memory and compute mix.
 
@@ -148,7 +148,7 @@ class Op:
             self.time_s = E.combine(memory, compute, self.p)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Totals:
     flops: float = 0.0
     device_bytes: float = 0.0

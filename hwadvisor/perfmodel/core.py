@@ -120,23 +120,57 @@ def estimate(workload: Workload, device: Device, options: ModelOptions | None = 
     bandwidth for communication. calibration (perfmodel/calibration.py) replaces model figures
     with measured ones; Estimate.calibration says which figure came from where.
     """
-    options = options or ModelOptions()
-    if calibration is not None:
-        measured = calibration.measured(device.measured)
-        if measured is not device.measured:
-            device = device.model_copy(update={"measured": measured})
-        if measured_busbw_gbps is None:
-            measured_busbw_gbps = calibration.busbw_gbps
-    spec = _spec(workload)
-    parts = workload_breakdown(workload, spec)
-    setup = Setup(workload=workload, spec=spec, options=options, device=device, parts=parts,
-                  layout=resolve_layout(workload, options),
-                  res=resolve(workload, device, options, calibration))
+    if calibration is not None and measured_busbw_gbps is None:
+        measured_busbw_gbps = calibration.busbw_gbps
+    setup = _setup(workload, device, options, calibration)
     memory = memory_estimate(setup)
     fits = memory.headroom_bytes is None or memory.headroom_bytes >= 0
     if setup.training:
         return _training(setup, memory, fits, measured_busbw_gbps)
     return _inference(setup, memory, fits, measured_busbw_gbps)
+
+
+def estimate_memory(workload: Workload, device: Device, options: ModelOptions | None = None,
+                    *, calibration: Calibration | None = None) -> MemoryEstimate:
+    """Return the memory part of estimate() alone: the same figures, at a fraction of the cost.
+
+    For searches that first ask whether a change fits (most what-ifs near the limit do not).
+    """
+    return memory_estimate(_setup(workload, device, options, calibration))
+
+
+def _setup(workload: Workload, device: Device, options: ModelOptions | None,
+           calibration: Calibration | None) -> Setup:
+    options = options or ModelOptions()
+    if calibration is not None:
+        measured = calibration.measured(device.measured)
+        if measured is not device.measured:
+            device = device.model_copy(update={"measured": measured})
+    spec = _spec(workload)
+    parts = workload_breakdown(workload, spec)
+    return Setup(workload=workload, spec=spec, options=options, device=device, parts=parts,
+                 layout=resolve_layout(workload, options),
+                 res=resolve(workload, device, options, calibration))
+
+
+class PerfModel:
+    """estimate() as the rules engine calls it (one what-if at a time), calibrated or not.
+
+    memory() gives the same memory figures alone: the plan search checks a change's fit with
+    it before paying for the whole estimate.
+    """
+
+    def __init__(self, calibration: Calibration | None = None) -> None:
+        self.calibration = calibration
+
+    def __call__(self, workload: Workload, device: Device, options: ModelOptions) -> Estimate:
+        """Return the whole estimate."""
+        return estimate(workload, device, options, calibration=self.calibration)
+
+    def memory(self, workload: Workload, device: Device, options: ModelOptions
+               ) -> MemoryEstimate:
+        """Return the memory estimate alone."""
+        return estimate_memory(workload, device, options, calibration=self.calibration)
 
 
 def _sources(setup: Setup, busbw: float | None) -> dict[str, str]:

@@ -14,6 +14,7 @@ spreads TP over all GPUs and counts its all-reduces as exposed network traffic.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from hwadvisor.models import ModelOptions, Workload
 
@@ -24,7 +25,9 @@ class Layout:
 
     Degrees multiply to the GPU count: gpus = tp x pp x cp x dp. Under fsdp the weights,
     gradients and optimizer states are sharded over the dp x cp ranks (torchtitan's FSDP mesh);
-    under hsdp only over the ranks inside one node, replicated across nodes.
+    under hsdp only over the ranks inside one node, replicated across nodes. The degrees are
+    computed once (cached): a layout does not change after resolve_layout builds it, and every
+    op of an estimate asks for them.
     """
 
     gpus: int
@@ -38,7 +41,7 @@ class Layout:
     ep: bool = False
     notes: list[str] = field(default_factory=list)
 
-    @property
+    @cached_property
     def tp(self) -> int:
         """Tensor-parallel degree (fsdp/hsdp with a tp_size: 2-D, TP inside FSDP groups)."""
         room = max(1, self.gpus // (self.pp * self.cp))
@@ -52,12 +55,12 @@ class Layout:
             return max(1, min(self.gpus_per_node, room))
         return room
 
-    @property
+    @cached_property
     def dp(self) -> int:
         """Data-parallel degree (model replicas, or TP x PP x CP groups)."""
         return max(1, self.gpus // (self.tp * self.pp * self.cp))
 
-    @property
+    @cached_property
     def shard_degree(self) -> int:
         """Over how many ranks fsdp/hsdp shard the weights, gradients and optimizer states."""
         if self.strategy == "fsdp":
@@ -66,7 +69,7 @@ class Layout:
             return max(1, (self.dp * self.cp) // max(self.nodes, 1))
         return 1
 
-    @property
+    @cached_property
     def weight_shards(self) -> int:
         """Into how many pieces weights, grads and optimizer states are split per GPU."""
         return self.tp * self.pp * self.shard_degree

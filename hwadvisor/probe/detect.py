@@ -72,10 +72,11 @@ def collect(backends: Sequence[Backend] | None = None) -> Report:
     # Made one at a time: once NVIDIA finds a GPU the other backends' modules are never imported.
     found = run_backends(backends if backends is not None else
                          (BACKEND_FACTORIES[name]() for name in DETECTION_ORDER))
-    from hwadvisor.profiles import enrich_devices
+    if found.devices:  # the datasheets are read only when there is a device to match
+        from hwadvisor.profiles import enrich_devices
 
-    devices, hints = enrich_devices(found.devices)
-    found = BackendResult(devices=devices, notes=found.notes + hints)
+        devices, hints = enrich_devices(found.devices)
+        found = BackendResult(devices=devices, notes=found.notes + hints)
     device_class, class_notes = report_class(found.devices)
     host = probe_host()
     if device_class == DeviceClass.MOBILE_SOC:

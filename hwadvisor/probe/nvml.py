@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -79,6 +80,26 @@ def _decode(value: Any) -> Any:
     return value
 
 
+# Where a loaded NVIDIA driver shows on Linux: its procfs folder and control device (also in
+# containers run with the NVIDIA toolkit), and WSL2's GPU device (NVML there comes from
+# /usr/lib/wsl/lib, with no /proc/driver/nvidia).
+DRIVER_PATHS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg")
+
+
+def driver_absent() -> str | None:
+    """Why NVML cannot work here, when that is plain without loading it; None otherwise.
+
+    Importing pynvml and searching for libnvidia-ml costs ~10 ms, a share of the probe's
+    start-up on the many hosts that have no NVIDIA GPU. Only Linux and macOS are judged:
+    elsewhere NVML is tried.
+    """
+    if sys.platform == "darwin":
+        return "macOS has no NVIDIA driver (NVML)"
+    if sys.platform.startswith("linux") and not any(os.path.exists(p) for p in DRIVER_PATHS):
+        return f"no NVIDIA driver loaded (none of {', '.join(DRIVER_PATHS)})"
+    return None
+
+
 def _import_pynvml() -> Any:
     import pynvml  # imported on first use only: keeps `import hwadvisor` light
 
@@ -93,6 +114,8 @@ class Nvml:
                  init_timeout_s: float | None = None) -> None:
         self._backend: Any = backend
         self._loader = loader or _import_pynvml
+        # Only the real library is skipped on a host without a driver; injected ones run.
+        self._driver_check = driver_absent if backend is None and loader is None else None
         self._init_timeout_s = init_timeout_s
         self._started = False
         self._reason: str | None = None
@@ -107,6 +130,10 @@ class Nvml:
             return self._reason is None
         self._started = True
         if self._backend is None:
+            absent = self._driver_check() if self._driver_check is not None else None
+            if absent is not None:
+                self._reason = absent
+                return False
             try:
                 self._backend = self._loader()
             except ImportError:

@@ -87,72 +87,118 @@ def _at_count(ctx: RuleContext, count: int, per_node: int) -> tuple[Workload, Mo
 
 
 def _counts(current: int, per_node: int) -> list[int]:
-    """GPU counts to try, above the current one: doubling inside a node, then whole nodes."""
+    """GPU counts a plan may need, above the current one.
+
+    Doubling inside a node, then any number of whole nodes up to MAX_SEARCH_GPUS.
+    """
     counts = set()
     n = 1
     while n < per_node:
         n *= 2
         counts.add(min(n, per_node))
-    nodes = 2
-    while nodes * per_node <= MAX_SEARCH_GPUS:
-        counts.add(nodes * per_node)
-        nodes *= 2
+    counts.update(range(2 * per_node, MAX_SEARCH_GPUS + 1, per_node))
     return sorted(c for c in counts if c > current)
 
 
-FitAt = Callable[[int], "Estimate | None"]
+Probe = tuple[bool, "Estimate"]
+FitAt = Callable[[int], Probe]
 
 
 def plan_at(goal: Goal, rules: list[Rule], ctx: RuleContext) -> FitAt:
-    """Return count -> the final estimate of the plan searched again at that GPU count.
+    """Return count -> (fits, estimate) of the plan searched again at that GPU count.
 
-    None when it does not fit: a plan for 16 GPUs may shard or split layers as one GPU's could
-    not, so each count gets its own search.
+    The estimate is the plan's when it fits, the deepest memory cut found when not: a plan for
+    16 GPUs may shard or split layers as one GPU's could not, so each count gets its own
+    search (remembered: min_gpus asks for the answer's estimate again).
     """
     per_node = _per_node(ctx.device, ctx.workload)
+    seen: dict[int, Probe] = {}
 
-    def fit_at(count: int) -> Estimate | None:
-        nodes = max(1, math.ceil(count / per_node))
-        per = count if nodes == 1 else per_node
-        workload = ctx.workload.model_copy(update={
-            "gpus": nodes * per, "nodes": nodes, "gpus_per_node": per if nodes > 1 else None})
-        start, options = baseline(workload, ctx.device)
-        result = search(goal, rules, start, ctx.device, ctx.host, options, ctx.estimator,
-                        fit_only=True)
-        return result.final.estimate if result.final.facts["fits"] else None
+    def fit_at(count: int) -> Probe:
+        if count not in seen:
+            nodes = max(1, math.ceil(count / per_node))
+            per = count if nodes == 1 else per_node
+            workload = ctx.workload.model_copy(update={
+                "gpus": nodes * per, "nodes": nodes,
+                "gpus_per_node": per if nodes > 1 else None})
+            start, options = baseline(workload, ctx.device)
+            result = search(goal, rules, start, ctx.device, ctx.host, options, ctx.estimator,
+                            fit_only=True)
+            seen[count] = (bool(result.final.facts["fits"]), result.final.estimate)
+        return seen[count]
 
     return fit_at
 
 
-def min_gpus(ctx: RuleContext, fit_at: FitAt) -> tuple[int, Estimate] | None:
+def min_gpus(ctx: RuleContext, fit_at: FitAt, seed: Estimate | None = None
+             ) -> tuple[int, Estimate] | None:
     """Return the fewest GPUs (whole nodes past one) a plan fits on, with its estimate.
 
     None for devices that do not come in numbers (a phone, a laptop, a CPU host), and when
-    even MAX_SEARCH_GPUS do not hold it.
+    even MAX_SEARCH_GPUS do not hold it. seed: the same search's deepest cut at the current
+    count, when known, to guess the first count from.
     """
     if str(ctx.device.device_class) not in ("datacenter-gpu", "consumer-gpu"):
         return None
-    per_node = _per_node(ctx.device, ctx.workload)
-    previous = ctx.workload.gpus
-    for count in _counts(ctx.workload.gpus, per_node):
-        est = fit_at(count)
-        if est is None:
-            previous = count
-            continue
-        if count <= per_node:
-            return count, est
-        # Doubling overshoots: the fewest whole nodes between the last miss and this hit.
-        low, high = max(previous // per_node, 1) + 1, count // per_node
-        best = (count, est)
-        while low < high:
-            mid = (low + high) // 2
-            found = fit_at(mid * per_node)
-            if found is not None:
-                best, high = (mid * per_node, found), mid
-            else:
-                low = mid + 1
-        return best
-    return None
+    counts = _counts(ctx.workload.gpus, _per_node(ctx.device, ctx.workload))
+    misses = [] if seed is None else [(ctx.workload.gpus, float(seed.memory.total_bytes))]
+    found = _fewest(counts, fit_at, ctx.facts["limit_bytes"], misses)
+    return (counts[found], fit_at(counts[found])[1]) if found is not None else None
+
+
+def _fewest(counts: list[int], fit_at: FitAt, limit: float | None,
+            misses: list[tuple[int, float]]) -> int | None:
+    """Index of the fewest counts that fit (fits taken as monotone in the count).
+
+    Each probe is a whole plan search, so the next count is guessed from the memory the
+    misses (count, bytes per GPU) need; a guess that fits is checked one count below (it is
+    usually right), any other bracket between a miss and a hit is bisected. The answer is the
+    same as probing every count in turn.
+    """
+    miss, hit = -1, len(counts)  # the largest index known to miss, the smallest known to fit
+    probe, guessed = _next_guess(counts, miss, misses, limit) if misses else (
+        0 if counts else None, False)
+    while probe is not None:
+        fits, est = fit_at(counts[probe])
+        if fits:
+            hit = probe
+        else:
+            miss = probe
+            misses.append((counts[probe], float(est.memory.total_bytes)))
+        if hit == miss + 1:
+            break
+        if hit < len(counts):
+            probe = hit - 1 if fits and guessed else (miss + hit) // 2
+            guessed = False
+        else:
+            probe, guessed = _next_guess(counts, miss, misses, limit)
+    return hit if hit < len(counts) else None
+
+
+def _next_guess(counts: list[int], miss: int, misses: list[tuple[int, float]],
+                limit: float | None) -> tuple[int | None, bool]:
+    """Index of the next count to try above a miss, and whether a memory curve chose it.
+
+    The curve: memory ~ a + b / count through the last two misses (one miss: all of it taken
+    as sharded, a = 0), solved for the limit. A curve on which memory does not fall with the
+    count, or that says the last miss should have fit, gives a doubling instead. None when no
+    count is left.
+    """
+    if miss + 1 >= len(counts):
+        return None, False
+    last = misses[-1][0]
+    wanted, guessed = 2.0 * last, False
+    if limit:
+        n1, m1 = misses[-1]
+        a, b = 0.0, m1 * n1
+        if len(misses) > 1:
+            n0, m0 = misses[-2]
+            b = (m0 - m1) / (1 / n0 - 1 / n1)
+            a = m1 - b / n1
+        if b > 0 and limit > a and b / (limit - a) > last:
+            wanted, guessed = b / (limit - a), True
+    return next((i for i in range(miss + 1, len(counts)) if counts[i] >= wanted),
+                len(counts) - 1), guessed
 
 
 def _largest(low: int, high: int, fits: Any) -> int | None:
@@ -171,7 +217,7 @@ def _largest(low: int, high: int, fits: Any) -> int | None:
 def max_batch(ctx: RuleContext) -> int | None:
     """Return the largest batch the final plan fits."""
     def fits(batch: int) -> bool:
-        return _fits(ctx.estimate_with({"batch": batch}, {}), ctx)
+        return ctx.fits_with({"batch": batch}, {})
 
     return _largest(1, MAX_BATCH, fits)
 
@@ -186,7 +232,7 @@ def max_context(ctx: RuleContext) -> int | None:
 
     def fits(total: int) -> bool:
         prompt = max(1, total - gen)
-        return _fits(ctx.estimate_with({"prompt_len": prompt}, {}), ctx)
+        return ctx.fits_with({"prompt_len": prompt}, {})
 
     found = _largest(gen + 1, high, fits)
     if found is not None and limit:
@@ -277,7 +323,9 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
     pool = list(rules.values())
     if ctx.facts["fits"]:
         pool = [r for r in pool if tier(r) == 1]  # the plan fits: more GPUs instead of offload
-    found = min_gpus(ctx, plan_at(goal, pool, result.base))
+    # Not fitting, the plan is the deepest cut this pool finds at the current count.
+    found = min_gpus(ctx, plan_at(goal, pool, result.base),
+                     seed=None if ctx.facts["fits"] else ctx.estimate)
     count = found[0] if found is not None else None
     if found is not None:
         gpus, est = found

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hwadvisor.models import Device, Estimate, HostInfo, ModelOptions, Workload
+from hwadvisor.models import Device, Estimate, HostInfo, MemoryEstimate, ModelOptions, Workload
 
 Estimator = Callable[[Workload, Device, ModelOptions], Estimate]
 
@@ -70,6 +70,30 @@ class RuleContext:
         options = self.options.model_copy(update=option_changes) if option_changes \
             else self.options
         return workload, options
+
+    def memory_with(
+        self, workload_changes: dict[str, Any], option_changes: dict[str, Any],
+    ) -> MemoryEstimate:
+        """Memory of this state with the changes applied: what `fits` needs, cheaply.
+
+        The estimator's memory() when it has one (the performance model does), the whole
+        estimate's memory otherwise; a state already estimated is not computed again.
+        """
+        workload, options = self.what_if(workload_changes, option_changes)
+        found = self._cache.get(self.key_of(workload, options))
+        if found is not None:
+            return found.memory
+        memory = getattr(self.estimator, "memory", None)
+        if memory is None:
+            return self.estimate_with(workload_changes, option_changes).memory
+        return memory(workload, self.device, options)  # type: ignore[no-any-return]
+
+    def fits_with(self, workload_changes: dict[str, Any],
+                  option_changes: dict[str, Any]) -> bool:
+        """Whether this state with the changes fits the memory limit (no limit: it fits)."""
+        limit = self.facts.get("limit_bytes")
+        return limit is None or self.memory_with(workload_changes,
+                                                 option_changes).total_bytes <= limit
 
     def estimate_with(
         self, workload_changes: dict[str, Any], option_changes: dict[str, Any],

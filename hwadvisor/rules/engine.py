@@ -57,10 +57,10 @@ def render(template: str, facts: dict[str, Any], **extra: Any) -> str:
 
 
 def default_estimator() -> Estimator:
-    """Return the performance model's estimate function (imported on first use)."""
-    from hwadvisor.perfmodel import estimate
+    """Return the performance model, as the rules engine calls it (imported on first use)."""
+    from hwadvisor.perfmodel import PerfModel
 
-    return estimate  # type: ignore[no-any-return]
+    return PerfModel()
 
 
 @dataclass
@@ -215,8 +215,13 @@ def _alternatives(rule: Rule, ctx: RuleContext, metric: str) -> Candidate:
                      own_gain=gain(METRICS[metric], before_v, best_value))
 
 
-def judge(rule: Rule, ctx: RuleContext) -> Candidate:
-    """Judge one rule on a state: raise Rejection, or return the candidate with its effect."""
+def judge(rule: Rule, ctx: RuleContext, fit_cut: float | None = None) -> Candidate:
+    """Judge one rule on a state: raise Rejection, or return the candidate with its effect.
+
+    fit_cut: only changes that could serve a fit are wanted (the search for the fewest GPUs):
+    one whose memory neither fits nor falls by this share is rejected from its memory alone,
+    before the whole estimate is paid for. The fit search would not pick it either.
+    """
     facts = ctx.facts
     failed = failed_conditions(rule.when, facts)
     if failed:
@@ -228,6 +233,8 @@ def judge(rule: Rule, ctx: RuleContext) -> Candidate:
     if rule.alternatives:
         return _alternatives(rule, ctx, metric)
     workload_changes, option_changes, spec_changes, notes = _what_if(rule, ctx)
+    if fit_cut is not None and not spec_changes:
+        _helps_fit(ctx, workload_changes, option_changes, fit_cut)
     workload, options = ctx.what_if(workload_changes, option_changes, spec_changes)
     after = ctx.estimate_with(workload_changes, option_changes, spec_changes)
     before_v, after_v = read_metric(ctx.estimate, metric), read_metric(after, metric)
@@ -247,6 +254,16 @@ def judge(rule: Rule, ctx: RuleContext) -> Candidate:
     return Candidate(rule, pred, after, workload, options, changes, notes,
                      fits_after=fits_limit(after, facts),
                      own_gain=gain(METRICS[metric], before_v, after_v))
+
+
+def _helps_fit(ctx: RuleContext, workload_changes: dict[str, Any],
+               option_changes: dict[str, Any], cut: float) -> None:
+    """Raise Rejection when the change neither fits nor cuts memory by `cut`."""
+    after = ctx.memory_with(workload_changes, option_changes).total_bytes
+    limit = ctx.facts["limit_bytes"]
+    if (limit is None or after <= limit) or after < ctx.estimate.memory.total_bytes * (1 - cut):
+        return
+    raise Rejection(f"neither fits nor cuts memory by {cut:.0%}", ["fit"])
 
 
 def sentences(parts: list[str]) -> str:

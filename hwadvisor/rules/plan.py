@@ -125,15 +125,15 @@ def _engine_skips(rules: list[Rule], workload: Workload, device: Device) -> dict
     return out
 
 
-def _judge_all(rules: list[Rule], ctx: RuleContext, skip: set[str]
-               ) -> tuple[list[Candidate], dict[str, Rejected]]:
+def _judge_all(rules: list[Rule], ctx: RuleContext, skip: set[str],
+               fit_cut: float | None = None) -> tuple[list[Candidate], dict[str, Rejected]]:
     candidates: list[Candidate] = []
     rejected: dict[str, Rejected] = {}
     for rule in rules:
         if rule.id in skip:
             continue
         try:
-            candidates.append(judge(rule, ctx))
+            candidates.append(judge(rule, ctx, fit_cut))
         except Rejection as no:
             rejected[rule.id] = Rejected(id=rule.id, why_not=f"{rule.id}: {no.reason}",
                                          conditions_failed=no.conditions)
@@ -198,9 +198,12 @@ class _Searcher:
     """One plan search: the rules, the fixed inputs, and a cache of estimates across states."""
 
     def __init__(self, goal: Goal, rules: list[Rule], device: Device, host: HostInfo | None,
-                 estimator: Estimator, skip: set[str]) -> None:
+                 estimator: Estimator, skip: set[str], fit_only: bool = False) -> None:
         self.goal, self.rules, self.device, self.host = goal, rules, device, host
         self.estimator, self.skip = estimator, skip
+        # Asked only whether some plan fits: changes that cannot serve a fit are dropped from
+        # their memory alone (fit_run would not take them).
+        self.fit_cut = MIN_MEMORY_CUT if fit_only else None
         self.cache: dict[Any, Estimate] = {}
         self.rejected: dict[str, Rejected] = {}
         self._judged: dict[Any, tuple[list[Candidate], dict[str, Rejected]]] = {}
@@ -214,7 +217,7 @@ class _Searcher:
         """Every rule not used yet judged on this state (rejections remembered)."""
         key = (RuleContext.key_of(ctx.workload, ctx.options), frozenset(used))
         if key not in self._judged:  # the fit runs of a level start from the same states
-            self._judged[key] = _judge_all(self.rules, ctx, used | self.skip)
+            self._judged[key] = _judge_all(self.rules, ctx, used | self.skip, self.fit_cut)
         found, rejected = self._judged[key]
         self.rejected.update(rejected)
         return found
@@ -298,6 +301,11 @@ class _Searcher:
             return replayed, ctx
         return steps, before
 
+    def levels(self) -> list[int]:
+        """Tiers to escalate through: a tier no rule has would only repeat the one below."""
+        present = {tier(r) for r in self.rules}
+        return [level for level in (1, 2, 3) if level == 1 or level in present]
+
     def fit(self, start: RuleContext) -> tuple[list[Taken], RuleContext]:
         """Return the fewest changes of the lowest tier that make the workload fit.
 
@@ -306,7 +314,7 @@ class _Searcher:
         fits, the deepest memory cut found.
         """
         best: tuple[list[Taken], RuleContext] | None = None
-        for level in (1, 2, 3):
+        for level in self.levels():
             runs = [self.fit_run(start, level, by_metric) for by_metric in (False, True)]
             fitting = [self.prune(start, steps) for steps, ctx in runs if ctx.facts["fits"]]
             if fitting:
@@ -340,7 +348,7 @@ def search(goal: Goal, rules: list[Rule], workload: Workload, device: Device,
     fit_only stops once the workload fits (min_gpus asks only whether some plan fits).
     """
     already = _engine_skips(rules, workload, device)
-    searcher = _Searcher(goal, rules, device, host, estimator, set(already))
+    searcher = _Searcher(goal, rules, device, host, estimator, set(already), fit_only)
     base = searcher.context(workload, options)
     steps: list[Taken] = []
     ctx = base

@@ -149,7 +149,10 @@ def tp_plan(ctx: RuleContext) -> Plan:
     for size in (2, 4, 8):
         if size > domain or ctx.workload.gpus % size:
             continue
-        est = ctx.estimate_with({}, {"sharding": "fsdp", "tp_size": size, "comm_overlap": True})
+        change = {"sharding": "fsdp", "tp_size": size, "comm_overlap": True}
+        if not ctx.fits_with({}, change):
+            continue  # the memory alone says no: the whole estimate is not needed
+        est = ctx.estimate_with({}, change)
         if est.tokens_per_s and (est.memory.total_bytes <= (ctx.facts["limit_bytes"] or 1e30)):
             if best is None or est.tokens_per_s > best[0]:
                 best = (est.tokens_per_s, size)
@@ -173,9 +176,9 @@ def _link_domain(ctx: RuleContext) -> int:
 def checkpoint_plan(ctx: RuleContext) -> Plan:
     """Pick selective recomputation (attention only, ~5%) when it fits; else full per layer."""
     limit = ctx.facts["limit_bytes"]
-    selective = ctx.estimate_with({"activation_checkpointing": True},
-                                  {"selective_checkpointing": True})
-    if limit is None or selective.memory.total_bytes <= limit:
+    selective = ctx.memory_with({"activation_checkpointing": True},
+                                {"selective_checkpointing": True})
+    if limit is None or selective.total_bytes <= limit:
         return Plan(workload={"activation_checkpointing": True},
                     options={"selective_checkpointing": True},
                     notes=["selective: recompute each layer's attention only (Korthikanti et "
@@ -274,6 +277,8 @@ def replicas_plan(ctx: RuleContext) -> Plan:
             continue
         replicas = gpus // size
         batch = max(1, math.ceil(total / replicas))
+        if not ctx.fits_with({"batch": batch}, {"sharding": "tp", "tp_size": size}):
+            continue
         est = ctx.estimate_with({"batch": batch}, {"sharding": "tp", "tp_size": size})
         latency = est.times.request_latency_s
         if latency is None or est.memory.total_bytes > (ctx.facts["limit_bytes"] or 1e30):
@@ -302,6 +307,8 @@ def pipeline_plan(ctx: RuleContext) -> Plan:
         if stages > ctx.workload.gpus or ctx.workload.gpus % stages:
             continue
         accum = max(ctx.workload.grad_accum, 2 * stages)  # micro-batches to fill the pipe
+        if not ctx.fits_with({"grad_accum": accum}, {"pipeline_stages": stages}):
+            continue
         est = ctx.estimate_with({"grad_accum": accum}, {"pipeline_stages": stages})
         fits = est.memory.total_bytes <= (ctx.facts["limit_bytes"] or 1e30)
         if est.tokens_per_s and fits and (best is None or est.tokens_per_s > best[0]):
@@ -320,8 +327,8 @@ def context_plan(ctx: RuleContext) -> Plan:
     for size in (2, 4, 8):
         if ctx.workload.gpus % size:
             continue
-        est = ctx.estimate_with({}, {"context_parallel": size})
-        if est.memory.total_bytes <= (ctx.facts["limit_bytes"] or 1e30):
+        if ctx.memory_with({}, {"context_parallel": size}).total_bytes <= (
+                ctx.facts["limit_bytes"] or 1e30):
             return Plan(options={"context_parallel": size},
                         notes=[f"each {ctx.workload.prompt_len:,}-token sequence split over "
                                f"{size} GPUs"])

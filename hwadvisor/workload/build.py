@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, cast, get_args
@@ -173,7 +173,10 @@ def _user_path(model: str) -> Path | None:
         return None
 
 
+@cache
 def _load_preset(preset_id: str) -> ModelSpec:
+    # Parsed once per process: the plan search asks for every preset of the family when it
+    # looks for a smaller model. Specs are never changed in place (model_copy makes variants).
     data = _preset_data(preset_id)
     spec = parse_config(data, f"preset {preset_id}")
     source = data.get("_source")
