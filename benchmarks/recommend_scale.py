@@ -3,7 +3,7 @@
 Targets (the plans issue): for the largest preset (a 671B MoE) on 8 GPUs, <= 20 ms per call in
 process and <= 0.5 s wall from the CLI, per goal; every preset x every profile with the default
 goal at <= 25 ms per recommend on average. Prints the figures; exits 1 when over a target.
-Run: python benchmarks/recommend_scale.py [--all-goals]
+Run: python benchmarks/recommend_scale.py [--all-goals] [--no-matrix] [--bytecompile]
 """
 
 from __future__ import annotations
@@ -81,7 +81,22 @@ def main() -> int:
     parser.add_argument("--all-goals", action="store_true",
                         help="run the matrix for all three goals")
     parser.add_argument("--no-matrix", action="store_true", help="skip the preset x profile run")
+    parser.add_argument("--bytecompile", action="store_true",
+                        help="byte-compile the CLI's packages first, as a pip install does")
     args = parser.parse_args()
+    # The CLI figures are a fresh process each: without cached bytecode (an editable install
+    # under PYTHONDONTWRITEBYTECODE) every run compiles hwadvisor from source, which users'
+    # installs do not (probe_startup.py has the same check).
+    from probe_startup import bytecompile, without_bytecode
+
+    if args.bytecompile:
+        failed = bytecompile()
+        print("byte-compiled the CLI's packages" + (f"; failed: {', '.join(failed)}"
+                                                    if failed else ""))
+    missing = without_bytecode()
+    if missing:
+        print(f"note: no cached bytecode for {', '.join(missing)}: the CLI figures include "
+              "compiling them (--bytecompile for an installed package's figures)")
     model = largest_preset()
     # warm-up: imports, profile and preset parsing, rule loading (cached after the first call)
     recommend_report(DEFAULT_GOAL, "h200-sxm", _options(model, 8))

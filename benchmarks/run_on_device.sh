@@ -49,7 +49,9 @@ tests)
     timeout 250 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/test_schema.py -m gpu -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -30
     timeout 30 python3 -m hwadvisor probe --json --output "$res/probe_h200.json" >/dev/null
     timeout 90 python3 -m hwadvisor probe --measure --json --output "$res/probe_measure_h200.json" >/dev/null 2>"$res/probe_measure.err"
+    echo "probe --measure exit $?"
     startup_both
+    (cd /tmp && timeout 150 python3 "$OLDPWD/benchmarks/recommend_scale.py" --no-matrix --bytecompile 2>&1 | tee "$res/recommend_scale.txt" | tail -8)
     ;;
 bench)
     HWADVISOR_SUITE_REPORT="$res/validate_h200.json" timeout 240 python3 benchmarks/validate_h200.py --out "$res/validate_bench.json" 2>&1 | tee "$res/validate_bench.txt" | tail -30
