@@ -8,7 +8,8 @@ import sys
 
 # Young-generation collections every 100,000 allocations instead of 700: loading the models and
 # building their schemas allocates millions of objects and would trigger thousands of
-# collections that find almost nothing (mypy's main does the same, with 200,000).
+# collections that find almost nothing (mypy does the same: gc.set_threshold(200 * 1000, 30,
+# 30) in mypy/build.py).
 GC_THRESHOLD = (100_000, 50, 100)
 
 
@@ -55,7 +56,8 @@ def _exit(code: object) -> None:
     Freeing every module and object one by one takes 40-70 ms on a small host, longer than
     many commands run. With the streams flushed and the exit handlers run there is nothing
     left to do, unless torch is loaded (its teardown releases devices and process groups) or a
-    profiler runs: then the usual exit. mypy exits the same way (os._exit after flushing).
+    profiler runs: then the usual exit. mypy exits the same way (mypy/util.py hard_exit:
+    flush, then os._exit).
     """
     status = code if isinstance(code, int) else (0 if code is None else 1)
     if code is not None and not isinstance(code, int):

@@ -417,7 +417,25 @@ def test_process_wide_helper_is_injectable():
 
 def test_detect_registers_nvidia_first():
     assert DETECTION_ORDER[0] == "nvidia"
-    assert isinstance(BACKEND_FACTORIES["nvidia"](), NvidiaBackend)
+    nvml_mod.set_nvml(Nvml(backend=h200_fake()))
+    try:
+        assert isinstance(BACKEND_FACTORIES["nvidia"](), NvidiaBackend)
+    finally:
+        nvml_mod.set_nvml(None)
+
+
+def test_without_nvml_the_backend_module_is_not_needed():
+    """No NVML: the factory answers with the backend's own note (its module stays unloaded)."""
+    nvml_mod.set_nvml(Nvml(loader=no_module_loader))
+    try:
+        backend = BACKEND_FACTORIES["nvidia"]()
+        assert not isinstance(backend, NvidiaBackend)
+        result = backend.probe()
+        assert result.devices == []
+        assert result.notes == [NvidiaBackend(Nvml(loader=no_module_loader)).probe().notes[0]]
+        assert result.notes[0].startswith("no NVIDIA GPU: the nvidia-ml-py package")
+    finally:
+        nvml_mod.set_nvml(None)
 
 
 # --- topology --------------------------------------------------------------------------------

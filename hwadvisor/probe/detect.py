@@ -10,9 +10,26 @@ from hwadvisor.probe.host import probe_host
 
 
 def _nvidia() -> Backend:
+    from hwadvisor.probe.nvml import get_nvml
+
+    helper = get_nvml()
+    if not helper.available():
+        # The backend's own first answer, without loading its module (most hosts have no GPU).
+        return _Found("nvidia", BackendResult(notes=[f"no NVIDIA GPU: {helper.reason}"]))
     from hwadvisor.probe.nvidia import NvidiaBackend
 
     return NvidiaBackend()
+
+
+class _Found:
+    """A backend whose answer is already known."""
+
+    def __init__(self, name: str, result: BackendResult) -> None:
+        self.name, self.result = name, result
+
+    def probe(self) -> BackendResult:
+        """Return the answer."""
+        return self.result
 
 
 def _amd() -> Backend:
