@@ -55,14 +55,15 @@ def _exit(code: object) -> None:
 
     Freeing every module and object one by one takes 40-70 ms on a small host, longer than
     many commands run. With the streams flushed and the exit handlers run there is nothing
-    left to do, unless torch is loaded (its teardown releases devices and process groups) or a
-    profiler runs: then the usual exit. mypy exits the same way (mypy/util.py hard_exit:
-    flush, then os._exit).
+    left to do, unless torch is loaded (its teardown releases devices and process groups), a
+    profiler runs, or a non-daemon thread still works: then the usual exit. mypy exits the
+    same way (mypy/util.py hard_exit: flush, then os._exit).
     """
     status = code if isinstance(code, int) else (0 if code is None else 1)
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
-    if "torch" in sys.modules or sys.getprofile() is not None or sys.gettrace() is not None:
+    if "torch" in sys.modules or sys.getprofile() is not None or sys.gettrace() is not None \
+            or _working_threads():
         sys.exit(status)  # a profiler or coverage tool writes its results at the usual exit
     import atexit
 
@@ -74,6 +75,14 @@ def _exit(code: object) -> None:
         # A reader that went away while the last bytes were flushed: 141, as for a closed pipe.
         status = status or 141
     os._exit(status)
+
+
+def _working_threads() -> bool:
+    """Whether a thread the usual exit would wait for is still running."""
+    import threading
+
+    main = threading.main_thread()
+    return any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate())
 
 
 if __name__ == "__main__":

@@ -91,3 +91,20 @@ def test_get_still_resolves_variants_and_refuses_unknown_ids() -> None:
     assert profiles.get("m3-max-30c").variant_name is not None
     with pytest.raises(UserError, match="no device profile"):
         profiles.get("h200-sxn")
+
+
+def test_a_working_thread_is_waited_for(tmp_path: Path) -> None:
+    """A non-daemon thread still running at the end: the usual exit, which waits for it."""
+    marker = tmp_path / "done"
+    code = ("import sys, threading, time, pathlib\n"
+            "def work():\n"
+            "    time.sleep(0.3)\n"
+            f"    pathlib.Path({str(marker)!r}).write_text('yes')\n"
+            "threading.Thread(target=work).start()\n"
+            "sys.argv = ['hwadvisor', '--version']\n"
+            "from hwadvisor.__main__ import main\n"
+            "main()\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert marker.read_text() == "yes"
