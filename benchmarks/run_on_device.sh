@@ -2,7 +2,7 @@
 # One batched run on a GPU host without network access (see docs/benchmarks.md): installs hwadvisor without
 # network (wheels carried in .whl/), runs the GPU tests, the probe, the trials and the
 # benchmarks, and leaves everything under $OUT/res packed as $OUT/results.tgz.
-# Usage: bash benchmarks/run_on_device.sh [tests|startup|bench|multi|e2e|plan|stability|final|cluster]
+# Usage: bash benchmarks/run_on_device.sh [tests|probe|startup|bench|multi|e2e|plan|stability|final|cluster]
 set -u
 mode=${1:-tests}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -17,7 +17,7 @@ fi
 hw() { python3 -m hwadvisor "$@"; }
 # Start-up is timed from /tmp so the installed package (with its bytecode) is what runs,
 # not the source tree in the working directory.
-startup() { (cd /tmp && timeout 120 python3 "$OLDPWD/benchmarks/probe_startup.py" --json "$res/$1.json" "${@:2}" 2>&1 | tail -6); }
+startup() { (cd /tmp && timeout 240 python3 "$OLDPWD/benchmarks/probe_startup.py" --json "$res/$1.json" "${@:2}" 2>&1 | tail -6); }
 # The image sets PYTHONDONTWRITEBYTECODE=1 and ships pynvml and psutil without bytecode, so each
 # run compiles them from source. Time it as the image comes, then byte-compiled as pip leaves it.
 startup_both() {
@@ -52,6 +52,13 @@ tests)
     echo "probe --measure exit $?"
     startup_both
     (cd /tmp && timeout 150 python3 "$OLDPWD/benchmarks/recommend_scale.py" --no-matrix --bytecompile 2>&1 | tee "$res/recommend_scale.txt" | tail -8)
+    ;;
+probe)
+    # The probe path on a real GPU: its GPU tests, probe and probe --measure, start-up (more rounds).
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -rs tests/test_gpu_probe.py tests/test_cli_probe.py tests/test_probe_nvidia.py tests/test_probe_degrade.py tests/test_startup_paths.py 2>&1 | tee "$res/pytest_probe.log" | tail -6
+    timeout 30 python3 -m hwadvisor probe --json --output "$res/probe_h200.json" >/dev/null 2>"$res/probe.err"; echo "probe exit $?"
+    timeout 90 python3 -m hwadvisor probe --measure --json --output "$res/probe_measure_h200.json" >/dev/null 2>"$res/probe_measure.err"; echo "probe --measure exit $?"
+    echo "== start-up byte-compiled"; startup probe_startup --bytecompile --runs 11
     ;;
 bench)
     HWADVISOR_SUITE_REPORT="$res/validate_h200.json" timeout 240 python3 benchmarks/validate_h200.py --out "$res/validate_bench.json" 2>&1 | tee "$res/validate_bench.txt" | tail -30
