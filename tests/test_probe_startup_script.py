@@ -83,3 +83,28 @@ def test_reports_the_ratio_to_the_dependencies(monkeypatch: pytest.MonkeyPatch,
     record = json.loads(out.read_text())
     assert record["deps_ratio"] == pytest.approx(2.0)
     assert record["target_deps_ratio"] == 1.5
+
+
+def test_paired_rounds_decide_with_their_interval(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A host whose speed drifts: each round's ratio is the same, so the interval is tight."""
+    script = _load_script()
+    speed = iter(x for _ in range(100) for x in (1.0, 1.3, 0.8, 1.6, 1.1, 0.9, 1.2, 1.0))
+    base = {"probe": 0.14, "deps": 0.10, "deps_basemodel": 0.12, "models_floor": 0.2}
+    ran: list[str] = []
+    factor = [1.0]
+
+    def fake_time_once(argv: list[str], timeout_s: float) -> float:
+        name = next(n for n, c in script.COMMANDS.items() if c == argv)
+        ran.append(name)
+        if name == "probe":
+            factor[0] = next(speed)  # the round's speed, shared by its commands
+        return base[name] * factor[0]
+
+    monkeypatch.setattr(script, "time_once", fake_time_once)
+    assert script.main(["--runs", "8", "--no-collect-env"]) == 0
+    printed = capsys.readouterr().out
+    assert "collect_env" not in ran
+    assert "ratio probe/collect_env: n/a (not run)" in printed
+    assert "ratio probe/deps = 1.40 [1.40, 1.40], the median of 8 rounds' ratios " \
+           "(meets, the whole interval below the 1.5x target" in printed
