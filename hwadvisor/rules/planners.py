@@ -151,11 +151,10 @@ def tp_plan(ctx: RuleContext) -> Plan:
             continue
         change = {"sharding": "fsdp", "tp_size": size, "comm_overlap": True}
         if not ctx.fits_with({}, change):
-            continue  # the memory alone says no: the whole estimate is not needed
+            continue  # the memory alone says no: no need for the whole estimate
         est = ctx.estimate_with({}, change)
-        if est.tokens_per_s and (est.memory.total_bytes <= (ctx.facts["limit_bytes"] or 1e30)):
-            if best is None or est.tokens_per_s > best[0]:
-                best = (est.tokens_per_s, size)
+        if est.tokens_per_s and (best is None or est.tokens_per_s > best[0]):
+            best = (est.tokens_per_s, size)
     if best is None:
         return Plan(reject=f"no tensor-parallel size of 2-8 inside one {ctx.facts['link_text']} "
                            "domain fits")
@@ -281,7 +280,7 @@ def replicas_plan(ctx: RuleContext) -> Plan:
             continue
         est = ctx.estimate_with({"batch": batch}, {"sharding": "tp", "tp_size": size})
         latency = est.times.request_latency_s
-        if latency is None or est.memory.total_bytes > (ctx.facts["limit_bytes"] or 1e30):
+        if latency is None:
             continue
         if best is None or latency < best[0]:
             best = (latency, size, batch)
@@ -310,8 +309,7 @@ def pipeline_plan(ctx: RuleContext) -> Plan:
         if not ctx.fits_with({"grad_accum": accum}, {"pipeline_stages": stages}):
             continue
         est = ctx.estimate_with({"grad_accum": accum}, {"pipeline_stages": stages})
-        fits = est.memory.total_bytes <= (ctx.facts["limit_bytes"] or 1e30)
-        if est.tokens_per_s and fits and (best is None or est.tokens_per_s > best[0]):
+        if est.tokens_per_s and (best is None or est.tokens_per_s > best[0]):
             best = (est.tokens_per_s, stages)
     if best is None:
         return Plan(reject="no pipeline split of 2-8 stages fits")
@@ -327,8 +325,7 @@ def context_plan(ctx: RuleContext) -> Plan:
     for size in (2, 4, 8):
         if ctx.workload.gpus % size:
             continue
-        if ctx.memory_with({}, {"context_parallel": size}).total_bytes <= (
-                ctx.facts["limit_bytes"] or 1e30):
+        if ctx.fits_with({}, {"context_parallel": size}):
             return Plan(options={"context_parallel": size},
                         notes=[f"each {ctx.workload.prompt_len:,}-token sequence split over "
                                f"{size} GPUs"])
