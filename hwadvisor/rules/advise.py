@@ -28,7 +28,7 @@ from hwadvisor.models import (
 from hwadvisor.models.plan import EngineConfig, EngineLine
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.context import Estimator, RuleContext
-from hwadvisor.rules.engine import Candidate, baseline, default_estimator
+from hwadvisor.rules.engine import Candidate, baseline, default_estimator, fits_limit
 from hwadvisor.rules.plan import (
     SearchResult,
     fmt_metric,
@@ -56,11 +56,6 @@ class Outcome:
     recommendations: list[Recommendation]
     rejected: list[Rejected]
     notes: list[str] = field(default_factory=list)
-
-
-def _fits(estimate: Estimate, ctx: RuleContext) -> bool:
-    limit = ctx.facts["limit_bytes"]
-    return limit is None or estimate.memory.total_bytes <= limit
 
 
 def _per_node(device: Device, workload: Workload) -> int:
@@ -244,7 +239,7 @@ def _alternative(goal: Goal, ctx: RuleContext, alt_id: str, title: str, workload
                  option_changes: dict, text: str, host_bytes: int | None = None
                  ) -> PlanAlternative:
     est = ctx.estimate_with(workload_changes, option_changes)
-    fits = _fits(est, ctx)
+    fits = fits_limit(est, ctx.facts)
     verdict = "fits" if fits else "still does not fit"
     return PlanAlternative(
         id=alt_id, title=title, changes={**workload_changes, **option_changes}, fits=fits,
@@ -290,7 +285,7 @@ def smaller_model(goal: Goal, ctx: RuleContext) -> PlanAlternative | None:
         if not workload.params_total or workload.params_total >= total:
             continue
         est = ctx.estimator(workload, ctx.device, ctx.options)
-        if _fits(est, ctx) and _usable(est, workload):
+        if fits_limit(est, ctx.facts) and _usable(est, workload):
             fitting.append((other.vocab_size == spec.vocab_size, workload.params_total,
                             preset, est))
     if not fitting:

@@ -10,6 +10,12 @@ from hwadvisor.models import Device, Estimate, HostInfo, MemoryEstimate, ModelOp
 
 Estimator = Callable[[Workload, Device, ModelOptions], Estimate]
 
+
+def within_limit(total_bytes: float, facts: dict[str, Any]) -> bool:
+    """Whether a state needing total_bytes per GPU fits its memory limit (no limit: it fits)."""
+    limit = facts["limit_bytes"]
+    return limit is None or total_bytes <= limit
+
 # The workload fields an estimate depends on (all but the nested spec, keyed on its own).
 _WORKLOAD_KEYS = tuple(k for k in Workload.model_fields if k != "spec")
 # id(spec) -> (spec, its key): specs are shared by every what-if of a search, so their key is
@@ -91,9 +97,8 @@ class RuleContext:
     def fits_with(self, workload_changes: dict[str, Any],
                   option_changes: dict[str, Any]) -> bool:
         """Whether this state with the changes fits the memory limit (no limit: it fits)."""
-        limit = self.facts.get("limit_bytes")
-        return limit is None or self.memory_with(workload_changes,
-                                                 option_changes).total_bytes <= limit
+        return within_limit(self.memory_with(workload_changes, option_changes).total_bytes,
+                            self.facts)
 
     def estimate_with(
         self, workload_changes: dict[str, Any], option_changes: dict[str, Any],

@@ -25,7 +25,7 @@ from hwadvisor.models import (
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.baseline import baseline, baseline_options  # noqa: F401 - re-exported
 from hwadvisor.rules.conditions import CONDITIONS, ENGINE_REASONS, expected_text, failed_conditions
-from hwadvisor.rules.context import Estimator, RuleContext
+from hwadvisor.rules.context import Estimator, RuleContext, within_limit
 from hwadvisor.rules.facts import fit_text, gb
 from hwadvisor.rules.metrics import METRICS, gain, prediction, read_metric, tradeoff_text
 from hwadvisor.rules.planners import PLANNERS, PREDICTORS, Plan
@@ -138,8 +138,7 @@ def after_fit_text(ctx: RuleContext, after: Estimate) -> str:
 
 def fits_limit(estimate: Estimate, facts: dict[str, Any]) -> bool:
     """Whether an estimate fits the state's memory limit (the app limit on phones)."""
-    limit = facts["limit_bytes"]
-    return limit is None or estimate.memory.total_bytes <= limit
+    return within_limit(estimate.memory.total_bytes, facts)
 
 
 def _metric_for(rule: Rule, ctx: RuleContext) -> str:
@@ -260,8 +259,7 @@ def _helps_fit(ctx: RuleContext, workload_changes: dict[str, Any],
                option_changes: dict[str, Any], cut: float) -> None:
     """Raise Rejection when the change neither fits nor cuts memory by `cut`."""
     after = ctx.memory_with(workload_changes, option_changes).total_bytes
-    limit = ctx.facts["limit_bytes"]
-    if (limit is None or after <= limit) or after < ctx.estimate.memory.total_bytes * (1 - cut):
+    if within_limit(after, ctx.facts) or after < ctx.estimate.memory.total_bytes * (1 - cut):
         return
     raise Rejection(f"neither fits nor cuts memory by {cut:.0%}", ["fit"])
 
