@@ -95,7 +95,7 @@ def _counts(current: int, per_node: int) -> list[int]:
     return sorted(c for c in counts if c > current)
 
 
-Probe = tuple[bool, "Estimate"]
+Probe = tuple[bool, Estimate]
 FitAt = Callable[[int], Probe]
 
 
