@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from hwadvisor.models import Device, DeviceClass
-from hwadvisor.probe import detect, runcmd
+from hwadvisor.probe import detect, presence, runcmd
 from hwadvisor.probe.amd import AmdBackend
 from hwadvisor.probe.android import AndroidBackend
 from hwadvisor.probe.apple import AppleBackend
@@ -55,11 +55,54 @@ def test_order_is_explicit():
     assert set(BACKEND_FACTORIES) == set(DETECTION_ORDER)
 
 
+
+
 @pytest.mark.parametrize(("name", "cls"), [("amd", AmdBackend), ("apple", AppleBackend),
                                            ("android", AndroidBackend), ("ios", IosBackend)])
-def test_factories_build_backends_named_like_their_key(name, cls):
+def test_factories_build_backends_named_like_their_key_where_the_host_shows_signs(
+        name, cls, monkeypatch):
+    # A host with the vendor's signs (a driver, a tool, the platform) gets the real backend.
+    monkeypatch.setattr(presence, "amd_absent", lambda: None)
+    monkeypatch.setattr(presence, "android_absent", lambda: None)
+    monkeypatch.setattr(detect.platform, "system",
+                        lambda: {"apple": "Darwin", "ios": "iOS"}.get(name, "Linux"))
     backend = BACKEND_FACTORIES[name]()
     assert isinstance(backend, cls) and backend.name == name
+
+
+@pytest.mark.parametrize("name", ["amd", "apple", "android", "ios"])
+def test_without_signs_a_factory_answers_as_its_backend_would_without_loading_it(
+        name, monkeypatch):
+    """No sign of the vendor: the backend's own "none here" note, its module not needed."""
+    monkeypatch.setattr(detect.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(presence, "amd_absent", lambda: "amd: no AMD GPU found (no signs)")
+    monkeypatch.setattr(presence, "android_absent", lambda: presence.NOT_ANDROID)
+    backend = BACKEND_FACTORIES[name]()
+    assert not isinstance(backend, (AmdBackend, AppleBackend, AndroidBackend, IosBackend))
+    assert backend.name == name
+    result = backend.probe()
+    assert result.devices == [] and len(result.notes) == 1
+    assert result.notes[0].startswith(f"{name}: ")
+
+
+def test_the_gate_notes_are_the_backends_own():
+    """The apple/ios/android gates and their backends say the same line (one source)."""
+    assert AppleBackend(platform_name=lambda: "Linux").probe().notes == [
+        presence.not_macos("Linux")]
+    assert IosBackend(platform_name=lambda: "Linux").probe().notes == [presence.not_ios("Linux")]
+    android = AndroidBackend(runner=lambda argv, timeout: None, is_android=lambda: False,
+                             android_ver=lambda: None).probe()
+    assert android.notes == [presence.NOT_ANDROID]
+
+
+def test_real_gates_on_this_host_agree_with_the_real_backends():
+    """Where a gate says "absent", the backend it stands for finds nothing either."""
+    pairs = [(presence.amd_absent(), AmdBackend), (presence.android_absent(), AndroidBackend),
+             (presence.not_macos(detect.platform.system()), AppleBackend),
+             (presence.not_ios(detect.platform.system()), IosBackend)]
+    for absent, cls in pairs:
+        if absent is not None:
+            assert cls().probe().devices == []
 
 
 def test_empty_nvidia_then_amd_gives_amd():

@@ -10,8 +10,6 @@ is never taken for a phone.
 
 from __future__ import annotations
 
-import os
-import platform
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -27,6 +25,7 @@ from hwadvisor.probe.mobile import (
     psutil_memory_total_bytes,
     read_file,
 )
+from hwadvisor.probe.presence import NOT_ANDROID, android_ver, running_on_android
 from hwadvisor.probe.runcmd import Runner, run_command
 
 GETPROP_TIMEOUT_S = 5.0
@@ -168,19 +167,6 @@ def soc_from_cores(cores: Counter[tuple[int, int]]) -> CoreSignature | None:
     return None
 
 
-def _android_ver_default() -> Any:
-    # platform.android_ver exists from Python 3.13; older Pythons have no such function.
-    func = getattr(platform, "android_ver", None)
-    return func() if func is not None else None
-
-
-def _running_on_android() -> bool:
-    """Tell Android: init sets ANDROID_ROOT and ANDROID_DATA; Python >= 3.13 names the system."""
-    if platform.system() == "Android":
-        return True
-    return bool(os.environ.get("ANDROID_ROOT") and os.environ.get("ANDROID_DATA"))
-
-
 def soc_device(model: str | None, manufacturer: str | None, platform_name: str | None,
                memory_total_bytes: int | None, notes: list[str]) -> Device:
     """Build the mobile-soc Device from what identifies the SoC (model id, maker, codename)."""
@@ -221,8 +207,8 @@ class AndroidBackend:
         self,
         runner: Runner = run_command,
         reader: FileReader = read_file,
-        is_android: Callable[[], bool] = _running_on_android,
-        android_ver: Callable[[], Any] = _android_ver_default,
+        is_android: Callable[[], bool] = running_on_android,
+        android_ver: Callable[[], Any] = android_ver,
         memory_total: Callable[[], int | None] = psutil_memory_total_bytes,
         proc_root: Path = Path("/proc"),
     ) -> None:
@@ -255,7 +241,7 @@ class AndroidBackend:
         version = self.android_ver()
         on_android = self.is_android() or bool(getattr(version, "release", ""))
         if not on_android:
-            return BackendResult(notes=["android: not Android (no getprop, no Android runtime)"])
+            return BackendResult(notes=[NOT_ANDROID])
         cpuinfo = self.reader(self.proc_root / "cpuinfo")
         hardware = cpuinfo_hardware(cpuinfo)
         sm_model = _SM_MODEL.search(hardware or "")

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from hwadvisor.models import Device, DeviceClass
 from hwadvisor.probe.base import BackendResult
+from hwadvisor.probe.presence import not_macos
 from hwadvisor.probe.runcmd import Runner, run_command
 
 SYSCTL_TIMEOUT_S = 5.0
@@ -142,8 +143,9 @@ class AppleBackend:
 
     def _probe(self) -> BackendResult:
         system = self.platform_name()
-        if system != "Darwin":
-            return BackendResult(notes=[f"apple: not macOS (platform {system or 'unknown'})"])
+        absent = not_macos(system)
+        if absent is not None:
+            return BackendResult(notes=[absent])
         brand = self._sysctl("machdep.cpu.brand_string")
         if brand is not None and "intel" in brand.lower():
             return BackendResult(notes=[f"apple: Intel Mac ({brand}); no Apple Silicon GPU"])

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Callable, Iterable, Sequence
 
 from hwadvisor.models import Device, DeviceClass, Report
+from hwadvisor.probe import presence
 from hwadvisor.probe.base import Backend, BackendResult
 from hwadvisor.probe.host import probe_host
 
@@ -33,24 +35,36 @@ class _Found:
 
 
 def _amd() -> Backend:
+    absent = presence.amd_absent()
+    if absent is not None:  # no driver, tool or library: the module and its tools are skipped
+        return _Found("amd", BackendResult(notes=[absent]))
     from hwadvisor.probe.amd import AmdBackend
 
     return AmdBackend()
 
 
 def _apple() -> Backend:
+    absent = presence.not_macos(platform.system())
+    if absent is not None:
+        return _Found("apple", BackendResult(notes=[absent]))
     from hwadvisor.probe.apple import AppleBackend
 
     return AppleBackend()
 
 
 def _android() -> Backend:
+    absent = presence.android_absent()
+    if absent is not None:
+        return _Found("android", BackendResult(notes=[absent]))
     from hwadvisor.probe.android import AndroidBackend
 
     return AndroidBackend()
 
 
 def _ios() -> Backend:
+    absent = presence.not_ios(platform.system())
+    if absent is not None:
+        return _Found("ios", BackendResult(notes=[absent]))
     from hwadvisor.probe.ios import IosBackend
 
     return IosBackend()

@@ -13,6 +13,7 @@ from typing import Any
 from hwadvisor.models import Device, DeviceClass
 from hwadvisor.probe.base import BackendResult
 from hwadvisor.probe.mobile import psutil_memory_total_bytes
+from hwadvisor.probe.presence import not_ios
 
 # Model identifier -> chip. Source: Apple's "Identify your iPhone model" support page
 # (https://support.apple.com/en-us/108044) for the model names and the chip each ships with,
@@ -35,9 +36,6 @@ IPHONE_CHIPS: dict[str, str] = {
     "iPhone18,3": "A19",  # 17
     "iPhone18,4": "A19 Pro",  # Air
 }
-
-IOS_SYSTEMS = ("iOS", "iPadOS")
-
 
 def _ios_ver_default() -> Any:
     # platform.ios_ver exists from Python 3.13 only.
@@ -75,8 +73,9 @@ class IosBackend:
 
     def _probe(self) -> BackendResult:
         system = self.platform_name()
-        if system not in IOS_SYSTEMS:
-            return BackendResult(notes=[f"ios: not iOS (platform {system or 'unknown'})"])
+        absent = not_ios(system)
+        if absent is not None:
+            return BackendResult(notes=[absent])
         version = self.ios_ver()
         identifier = getattr(version, "model", None) or None
         notes: list[str] = []
