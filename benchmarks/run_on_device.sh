@@ -55,7 +55,7 @@ tests)
     ;;
 probe)
     # The probe path on a real GPU: its GPU tests, probe and probe --measure, start-up (more rounds).
-    timeout 200 python3 -m pytest -q -p no:cacheprovider -rs tests/test_gpu_probe.py tests/test_cli_probe.py tests/test_probe_nvidia.py tests/test_probe_degrade.py tests/test_startup_paths.py 2>&1 | tee "$res/pytest_probe.log" | tail -6
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -rs tests/test_gpu_probe.py tests/test_cli_probe.py tests/test_probe_nvidia.py tests/test_probe_degrade.py tests/test_startup_paths.py tests/test_detect.py tests/test_probe_presence.py 2>&1 | tee "$res/pytest_probe.log" | tail -6
     timeout 30 python3 -m hwadvisor probe --json --output "$res/probe_h200.json" >/dev/null 2>"$res/probe.err"; echo "probe exit $?"
     timeout 90 python3 -m hwadvisor probe --measure --json --output "$res/probe_measure_h200.json" >/dev/null 2>"$res/probe_measure.err"; echo "probe --measure exit $?"
     echo "== start-up byte-compiled"; startup probe_startup --bytecompile --runs 11
