@@ -260,47 +260,82 @@ def _usable(est: Estimate, workload: Workload) -> bool:
     return 1.0 / est.times.tpot_s >= USABLE_TOKENS_PER_S
 
 
-def smaller_model(goal: Goal, ctx: RuleContext) -> PlanAlternative | None:
+def smaller_model(goal: Goal, result: SearchResult) -> PlanAlternative | None:
     """Return the largest smaller preset of the family that fits with the plan at a usable speed.
 
-    Same family: the same model_type; the same tokenizer generation (vocabulary) first.
+    Same family: the same model_type; the same tokenizer generation (vocabulary) first. Each is
+    tried first without the plan's fit-only steps and changes of method: a model that fits
+    without offload is run without it, as anyone would; only one that needs them keeps them.
     """
-    from hwadvisor.workload import build_workload, list_presets, load_spec
-
+    ctx = result.final
     spec = ctx.workload.spec
-    total = ctx.workload.params_total or 0
-    if spec is None:
+    presets = _smaller_presets(ctx.workload)
+    if spec is None or not presets:
         return None
-    fitting: list[tuple[bool, int, str, Estimate]] = []
-    for preset in list_presets():
-        other = load_spec(preset)
-        if other.model_type != spec.model_type:
-            continue
-        workload = build_workload(model=preset, phase=ctx.workload.phase,
-                                  batch=ctx.workload.batch, prompt_len=ctx.workload.prompt_len,
-                                  gen_len=ctx.workload.gen_len,
-                                  weights_dtype=ctx.workload.weights_dtype,
-                                  kv_dtype=ctx.workload.kv_dtype, gpus=ctx.workload.gpus,
-                                  engine=ctx.workload.engine)
-        if not workload.params_total or workload.params_total >= total:
-            continue
-        est = ctx.estimator(workload, ctx.device, ctx.options)
-        if fits_limit(est, ctx.facts) and _usable(est, workload):
-            fitting.append((other.vocab_size == spec.vocab_size, workload.params_total,
-                            preset, est))
+    lean, dropped = _without_fit_steps(result)
+    states = [(lean, dropped), (ctx, [])] if lean is not None else [(ctx, [])]
+    fitting: list[tuple[bool, int, int, str, Estimate, list[str]]] = []
+    for rank, (state, without) in enumerate(states):
+        for preset, same_vocab in presets:
+            workload, est = _estimate_preset(state, preset)
+            if workload.params_total and fits_limit(est, state.facts) and _usable(est, workload):
+                fitting.append((same_vocab, workload.params_total, -rank, preset, est, without))
     if not fitting:
         return None
-    _, params, preset, est = max(fitting)
+    _, params, _, preset, est, without = max(fitting)
     speed = ""
     if est.times.tpot_s:
         speed = f", {1.0 / est.times.tpot_s:.0f} tokens/s"
+    plan_words = f"this plan without {', '.join(without)}" if without else "this plan"
     return PlanAlternative(
         id="smaller-model", title=f"A smaller model: {preset} ({params / 1e9:.1f}B)",
         changes={"model": preset}, fits=True, metric=goal_value(goal, est),
         memory_per_gpu_bytes=est.memory.total_bytes,
         text=f"{preset} ({params / 1e9:.1f}B, the largest {spec.model_type} preset that fits "
-             f"with this plan): {units.gb(est.memory.total_bytes)}{per_gpu(ctx.device)}, "
+             f"with {plan_words}): {units.gb(est.memory.total_bytes)}{per_gpu(ctx.device)}, "
              f"{metric_words(goal, est)}{speed}")
+
+
+def _smaller_presets(asked: Workload) -> list[tuple[str, bool]]:
+    """Return the presets of the asked model's family with fewer parameters.
+
+    Each with whether it shares the asked model's vocabulary (its tokenizer generation).
+    """
+    from hwadvisor.workload import count_params, list_presets, load_spec
+
+    spec, total = asked.spec, asked.params_total or 0
+    if spec is None:
+        return []
+    out = []
+    for preset in list_presets():
+        other = load_spec(preset)
+        if other.model_type == spec.model_type and 0 < count_params(other)[0] < total:
+            out.append((preset, other.vocab_size == spec.vocab_size))
+    return out
+
+
+def _estimate_preset(state: RuleContext, preset: str) -> tuple[Workload, Estimate]:
+    """Return the asked workload with another preset, and its estimate with state's changes."""
+    from hwadvisor.workload import build_workload
+
+    asked = state.workload
+    workload = build_workload(model=preset, phase=asked.phase, batch=asked.batch,
+                              prompt_len=asked.prompt_len, gen_len=asked.gen_len,
+                              weights_dtype=asked.weights_dtype, kv_dtype=asked.kv_dtype,
+                              gpus=asked.gpus, engine=asked.engine)
+    return workload, state.estimator(workload, state.device, state.options)
+
+
+def _without_fit_steps(result: SearchResult) -> tuple[RuleContext | None, list[str]]:
+    """Return the plan replayed without its fit-only steps and changes of method, and their ids.
+
+    None when the plan has no such step.
+    """
+    dropped = [s.candidate.rule.id for s in result.steps if tier(s.candidate.rule) > 1]
+    if not dropped:
+        return None, []
+    kept = [s.candidate.rule.id for s in result.steps if tier(s.candidate.rule) == 1]
+    return result.replay(kept), dropped
 
 
 def metric_words(goal: Goal, est: Estimate) -> str:
@@ -367,7 +402,7 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
             and "int4-weights" not in in_plan:
         out.append(_alternative(goal, ctx, "int4-weights", "4-bit weights",
                                 {"weights_dtype": "int4"}, {}, "4-bit weights"))
-    smaller = smaller_model(goal, ctx)
+    smaller = smaller_model(goal, result)
     if smaller is not None:
         out.append(smaller)
     return [a for a in out if a.fits or a.id == "more-gpus"], count
