@@ -16,6 +16,7 @@ from hwadvisor.rules.engines import (
     LAYOUT_KEYS,
     PHASES,
     PLACEHOLDERS,
+    STEP_FORMS,
     STEP_IDS,
     default_engine,
     get_engine,
@@ -40,6 +41,7 @@ VALUES: dict[str, object] = {
     "max_batch": 64, "prompt_len": 2048, "gen_len": 256, "context": 8192, "chunk": 4096,
     "kv_dtype": "fp8", "weights_dtype": "bf16", "spec_tokens": 4, "gpu_layers": 99,
     "grad_accum": 8, "lora_rank": 16, "threads": 8, "offload_fraction": 0.5,
+    "mtp_layers": 1, "mtp_draft_tokens": 2,
 }
 
 
@@ -73,7 +75,10 @@ def test_rule_ids_are_plan_step_ids(engines, engine_id):
     named = (set(engine.applies) | set(engine.unsupported) | set(config.not_expressed)
              | set().union(*engine.unsupported_on.values()))
     assert named <= set(STEP_IDS)
-    assert set(config.steps) | set(config.step_notes) <= set(STEP_IDS) | set(LAYOUT_KEYS)
+    assert set(config.steps) | set(config.step_notes) <= set(STEP_IDS) | set(LAYOUT_KEYS) | set(
+        STEP_FORMS)
+    for form in set(config.steps) & set(STEP_FORMS):  # a form stands beside its general step
+        assert STEP_FORMS[form][0] in config.steps
 
 
 @pytest.mark.parametrize("engine_id", sorted(EXPECTED_IDS))
@@ -236,13 +241,45 @@ def test_python_settings_for_hf(engines):
 
 def test_every_step_of_every_engine_renders(engines):
     for engine in engines.values():
-        steps = [s for s in engine.config.steps if s not in LAYOUT_KEYS]
-        rendered = render_config(engine, steps, VALUES)
+        steps = [s for s in engine.config.steps if s not in LAYOUT_KEYS and s not in STEP_FORMS]
+        forms = dict(STEP_FORMS[s] for s in engine.config.steps if s in STEP_FORMS)
+        rendered = render_config(engine, steps, VALUES, forms=forms)
         if engine.config.format == "toml":
             tomllib.loads(rendered.text)
         elif engine.config.format == "json":
             json.loads(rendered.text)
         assert rendered.text.strip()
+
+
+@pytest.mark.parametrize(("engine_id", "expected"), [
+    ("vllm", ["--spec-method mtp", "--spec-tokens 1"]),
+    ("sglang", ["--speculative-algorithm EAGLE", "--speculative-num-steps 1",
+                "--speculative-eagle-topk 1", "--speculative-num-draft-tokens 2"]),
+    ("trtllm", ["--extra_llm_api_options extra_llm_api_options.yaml"]),
+])
+def test_the_mtp_form_of_speculative_decoding(engines, engine_id, expected):
+    """A checkpoint with MTP layers drafts with them: the engine's MTP flags, not n-gram ones."""
+    forms = {"speculative-decoding": "mtp"}
+    rendered = render_config(engines[engine_id], ["speculative-decoding"], VALUES, forms=forms)
+    spec = [line for line in rendered.lines if line.step == "speculative-decoding"]
+    assert [line.setting for line in spec] == expected  # traced to the plan's step
+    assert "ngram" not in rendered.text.lower()
+    if engine_id == "trtllm":
+        assert any("decoding_type: MTP, num_nextn_predict_layers: 1" in n for n in rendered.notes)
+
+
+def test_an_engine_without_the_form_says_the_general_one_with_a_note(engines):
+    forms = {"speculative-decoding": "mtp"}
+    rendered = render_config(engines["hf"], ["speculative-decoding"], VALUES, forms=forms)
+    plain = render_config(engines["hf"], ["speculative-decoding"], VALUES)
+    assert rendered.text == plain.text
+    assert any("has no mtp form" in note for note in rendered.notes)
+
+
+def test_an_unknown_form_is_refused(engines):
+    with pytest.raises(UserError, match="no form 'medusa'"):
+        render_config(engines["vllm"], ["speculative-decoding"], VALUES,
+                      forms={"speculative-decoding": "medusa"})
 
 
 def test_unknown_steps_and_missing_values_are_refused(engines):

@@ -322,6 +322,29 @@ def test_a_smaller_model_trains_without_the_optimizer_offload_it_does_not_need()
     assert smaller.metric > 10 * out.plan.metric.after  # tokens/s: an 8B, not offloaded
 
 
+def test_a_checkpoint_with_mtp_layers_drafts_with_them_in_the_engine_config():
+    """DeepSeek-V3 ships one MTP layer: the step says so and vLLM is told --spec-method mtp."""
+    out = run("h200-sxm", B, model="deepseek-v3", gpus=8)
+    spec = step(out, "speculative-decoding")
+    assert "MTP" in spec.title
+    config = out.plan.engine_config
+    assert config is not None and "--spec-method mtp" in config.text
+    assert "--spec-tokens 1" in config.text and "ngram" not in config.text
+    llama = run("h200-sxm", B, model="llama-3-8b", batch=1).plan.engine_config
+    assert llama is not None and "--spec-method ngram" in llama.text
+
+
+def test_mla_alone_is_not_mtp():
+    """DeepSeek-V2-style checkpoints have MLA but no MTP layers: no MTP feature, no MTP claim."""
+    from hwadvisor.rules.facts import _features
+
+    _, _, v3 = _target("h200-sxm", {"model": "deepseek-v3", "gpus": 8})
+    assert {"mla", "mtp", "moe"} <= set(_features(v3))
+    assert v3.spec is not None
+    v2_like = v3.model_copy(update={"spec": v3.spec.model_copy(update={"mtp_layers": 0})})
+    assert "mla" in _features(v2_like) and "mtp" not in _features(v2_like)
+
+
 def test_every_rule_of_the_goal_is_a_step_an_option_or_rejected():
     for goal in GOALS:
         out = run("h200-sxm", goal, model="llama-3-8b")

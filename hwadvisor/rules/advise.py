@@ -430,6 +430,8 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
         "weights_dtype": wl.weights_dtype, "spec_tokens": 3, "grad_accum": wl.grad_accum,
         "lora_rank": opts.lora_rank, "threads": 8, "offload_fraction": opts.offload_fraction,
         "gpu_layers": _gpu_layers(wl, opts),
+        "mtp_layers": max(spec.mtp_layers, 1) if spec else 1,
+        "mtp_draft_tokens": (max(spec.mtp_layers, 1) if spec else 1) + 1,
     }
     if layout is not None:
         # dp is the count of full replicas; FSDP's ranks are its shard degree, not replicas.
@@ -455,8 +457,10 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
 
     engine = get_engine(ctx.workload.engine)
     steps = [s.id for s in plan.steps if s.id in STEP_IDS]
+    # The checkpoint's own MTP layers draft where it ships them (the rule's MTP variant).
+    forms = {"speculative-decoding": "mtp"} if "mtp" in ctx.facts["features"] else {}
     rendered = render_config(engine, steps, _engine_values(ctx, plan),
-                             str(ctx.device.device_class))
+                             str(ctx.device.device_class), forms)
     return EngineConfig(
         engine=engine.id, version=engine.version, format=rendered.format, text=rendered.text,
         lines=[EngineLine(setting=line.setting, step=line.step) for line in rendered.lines],

@@ -16,7 +16,7 @@ from hwadvisor.models.estimate import Bottleneck
 from hwadvisor.models.workload import Dtype, Optimizer, Phase
 
 DeviceClassName = Literal["datacenter-gpu", "consumer-gpu", "apple-silicon", "mobile-soc", "cpu"]
-Feature = Literal["moe", "mla", "sliding_window", "gqa", "mha"]
+Feature = Literal["moe", "mla", "mtp", "sliding_window", "gqa", "mha"]
 
 Facts = dict[str, Any]
 

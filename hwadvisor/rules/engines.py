@@ -46,6 +46,12 @@ STEP_IDS: tuple[str, ...] = (
     "qlora", "optimizer-8bit", "optimizer-offload", "cpu-offload", "mmap-weights",
     "sliding-window-or-mla",
 )
+# Forms of a step that depend on the model, keyed "<step>-<form>": a config that has the form
+# says the step that way when the plan asks for it (render_config's forms), else the plain one.
+# mtp: speculative decoding with the checkpoint's multi-token-prediction layers as the drafter.
+STEP_FORMS: dict[str, tuple[str, str]] = {
+    "speculative-decoding-mtp": ("speculative-decoding", "mtp"),
+}
 # Layout keys a config may also map, emitted when the plan's layout uses them (render_config):
 # a degree key when its value is above one, a value key when its value is given.
 LAYOUT_KEYS: tuple[str, ...] = (
@@ -56,7 +62,7 @@ PLACEHOLDERS: frozenset[str] = frozenset({
     "model", "tp", "pp", "dp", "dp_shard", "dp_replicate", "ep", "cp", "gpus", "nodes",
     "gpus_per_node", "batch", "max_batch", "prompt_len", "gen_len", "context", "chunk",
     "kv_dtype", "weights_dtype", "spec_tokens", "gpu_layers", "grad_accum", "lora_rank",
-    "threads", "offload_fraction",
+    "threads", "offload_fraction", "mtp_layers", "mtp_draft_tokens",
 })
 WEIGHT_FORMATS: tuple[str, ...] = (
     "bf16", "fp16", "fp32", "fp8", "int8", "int4", "fp4", "q4_0", "q4_k_m", "q5_k_m", "q6_k",
@@ -149,8 +155,9 @@ class EngineConfig(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> EngineConfig:
-        _unknown(self.steps, STEP_IDS + LAYOUT_KEYS, "config step")
-        _unknown(self.step_notes, STEP_IDS + LAYOUT_KEYS, "config.step_notes step")
+        _unknown(self.steps, STEP_IDS + LAYOUT_KEYS + tuple(STEP_FORMS), "config step")
+        _unknown(self.step_notes, STEP_IDS + LAYOUT_KEYS + tuple(STEP_FORMS),
+                 "config.step_notes step")
         _unknown(self.not_expressed, STEP_IDS, "config.not_expressed step")
         both = sorted(set(self.steps) & set(self.not_expressed))
         if both:
@@ -469,6 +476,7 @@ def render_config(
     steps: list[str],
     values: dict[str, object],
     device_class: str | None = None,
+    forms: Mapping[str, str] | None = None,
 ) -> RenderedConfig:
     """Render plan steps as the engine's own config: a command line, TOML, JSON or Python.
 
@@ -476,7 +484,8 @@ def render_config(
     when named in `steps`, or when the plan's values use them (a degree above one, a value
     given). Steps the engine does by default go to `defaulted`; steps it cannot express go to
     `not_expressed` with the reason. `values` fills the {placeholders}; a missing one is a
-    UserError naming it.
+    UserError naming it. `forms` asks for a step's model-dependent form (STEP_FORMS), e.g.
+    {"speculative-decoding": "mtp"}; an engine without that form says the plain one, with a note.
     """
     _check_steps(steps)
     traced: list[RenderedLine] = []
@@ -491,9 +500,10 @@ def render_config(
         if reason is not None:
             skipped.append(NotExpressed(step=key, reason=reason))
             continue
-        traced.extend(_render_step(engine, key, values))
-        if key in engine.config.step_notes:
-            notes.append(f"{key}: {_fill_or_raise(engine.config.step_notes[key], values, key)}")
+        source = _form_key(engine, key, (forms or {}).get(key), notes)
+        traced.extend(_render_step(engine, key, values, source))
+        if source in engine.config.step_notes:
+            notes.append(f"{key}: {_fill_or_raise(engine.config.step_notes[source], values, key)}")
     traced = _dedupe(traced)
     if engine.config.format != "cli":
         traced = _last_setting_wins(traced, notes)
@@ -502,11 +512,27 @@ def render_config(
                           not_expressed=skipped, defaulted=defaulted, notes=notes)
 
 
-def _render_step(engine: Engine, step: str, values: Mapping[str, object]) -> list[RenderedLine]:
-    """Return the filled settings of one step, each traced to it."""
+def _form_key(engine: Engine, step: str, form: str | None, notes: list[str]) -> str:
+    """Return the config key that says this step: its asked-for form where the engine has it."""
+    if form is None:
+        return step
+    key = f"{step}-{form}"
+    if STEP_FORMS.get(key) != (step, form):
+        raise UserError(f"step {step!r} has no form {form!r}",
+                        hint=f"forms: {', '.join(sorted(STEP_FORMS))}")
+    if key in engine.config.steps:
+        return key
+    notes.append(f"{step}: {engine.name} has no {form} form of this step in its config; "
+                 "the general one is shown")
+    return step
+
+
+def _render_step(engine: Engine, step: str, values: Mapping[str, object],
+                 source: str | None = None) -> list[RenderedLine]:
+    """Return the filled settings of one step (read from source, a form of it), traced to it."""
     fmt = engine.config.format
     return [RenderedLine(setting=_fill_or_raise(s, values, step, fmt), step=step)
-            for s in engine.config.steps.get(step, [])]
+            for s in engine.config.steps.get(source or step, [])]
 
 
 def _fill_or_raise(template: str, values: Mapping[str, object], step: str,

@@ -45,7 +45,7 @@ FACT_NAMES: dict[str, str] = {
     "optimizer": "optimizer",
     "activation_checkpointing": "activation checkpointing on",
     "activation_checkpointing_text": "'on' or 'off'",
-    "features": "model features (moe, mla, sliding_window, gqa, mha)",
+    "features": "model features (moe, mla, mtp, sliding_window, gqa, mha)",
     "features_text": "model features in words",
     "device": "device name",
     "device_class": "device class",
@@ -109,6 +109,8 @@ def _features(workload: Workload) -> list[str]:
         found.append("moe")
     if spec.attention == "mla" or spec.kv_lora_rank:
         found.append("mla")
+    if spec.mtp_layers > 0:  # multi-token-prediction layers shipped with the checkpoint
+        found.append("mtp")
     if spec.sliding_window:
         found.append("sliding_window")
     if spec.attention in ("gqa", "mqa") and spec.num_kv_heads < spec.num_heads:
