@@ -345,6 +345,15 @@ def test_mla_alone_is_not_mtp():
     assert "mla" in _features(v2_like) and "mtp" not in _features(v2_like)
 
 
+def test_no_plan_counts_on_what_the_engine_cannot_turn_on():
+    """ExecuTorch's LLM runner has no drafting loop: no speculative step on a phone plan."""
+    out = run("snapdragon-8-elite", B, model="llama-3.2-1b", prompt_len=512)
+    assert out.plan.engine == "executorch"
+    assert "speculative-decoding" not in {s.id for s in out.plan.steps}
+    why = next(r.why_not for r in out.rejected if r.id == "speculative-decoding")
+    assert "cannot do this here" in why and "no drafter option" in why
+
+
 def test_every_rule_of_the_goal_is_a_step_an_option_or_rejected():
     for goal in GOALS:
         out = run("h200-sxm", goal, model="llama-3-8b")
