@@ -322,6 +322,22 @@ def test_a_smaller_model_trains_without_the_optimizer_offload_it_does_not_need()
     assert smaller.metric > 10 * out.plan.metric.after  # tokens/s: an 8B, not offloaded
 
 
+def test_for_the_memory_goal_a_smaller_model_keeps_the_plans_memory_cuts():
+    """Checkpointing (a workload change) and offload stay: the 3B needs less than the 8B plan."""
+    out = run("a100-80gb", C, model="llama-3-8b", phase="training", batch=4, prompt_len=4096,
+              engine="hf")
+    smaller = next(a for a in out.plan.alternatives if a.id == "smaller-model")
+    assert "without" not in smaller.text
+    assert smaller.memory_per_gpu_bytes < out.plan.memory_per_gpu_bytes
+
+
+def test_a_smaller_model_is_a_real_step_down_in_size():
+    """Llama-3.2-1B (1.24B) on a T4 is not answered with TinyLlama (1.1B)."""
+    out = run("t4", A, model="llama-3.2-1b", phase="training", batch=2, prompt_len=1024,
+              activation_dtype="fp32")
+    assert "smaller-model" not in {a.id for a in out.plan.alternatives}
+
+
 def test_a_checkpoint_with_mtp_layers_drafts_with_them_in_the_engine_config():
     """DeepSeek-V3 ships one MTP layer: the step says so and vLLM is told --spec-method mtp."""
     out = run("h200-sxm", B, model="deepseek-v3", gpus=8)

@@ -264,8 +264,9 @@ def smaller_model(goal: Goal, result: SearchResult) -> PlanAlternative | None:
     """Return the largest smaller preset of the family that fits with the plan at a usable speed.
 
     Same family: the same model_type; the same tokenizer generation (vocabulary) first. Each is
-    tried first without the plan's fit-only steps and changes of method: a model that fits
-    without offload is run without it, as anyone would; only one that needs them keeps them.
+    tried with the plan and without its fit-only steps and changes of method, and keeps the
+    one that serves the goal better: a model that runs faster without offload runs without it,
+    as anyone would; for the memory goal the plan's cuts stay.
     """
     ctx = result.final
     spec = ctx.workload.spec
@@ -273,16 +274,23 @@ def smaller_model(goal: Goal, result: SearchResult) -> PlanAlternative | None:
     if spec is None or not presets:
         return None
     lean, dropped = _without_fit_steps(result)
-    states = [(lean, dropped), (ctx, [])] if lean is not None else [(ctx, [])]
-    fitting: list[tuple[bool, int, int, str, Estimate, list[str]]] = []
-    for rank, (state, without) in enumerate(states):
-        for preset, same_vocab in presets:
+    states: list[tuple[RuleContext, list[str]]] = [(ctx, [])]
+    if lean is not None:
+        states.append((lean, dropped))
+    fitting: list[tuple[bool, int, str, Estimate, list[str]]] = []
+    for preset, same_vocab in presets:
+        best: tuple[Estimate, list[str]] | None = None
+        for state, without in states:
             workload, est = _estimate_preset(state, preset)
-            if workload.params_total and fits_limit(est, state.facts) and _usable(est, workload):
-                fitting.append((same_vocab, workload.params_total, -rank, preset, est, without))
+            if not (fits_limit(est, state.facts) and _usable(est, workload)):
+                continue
+            if best is None or goal_gain(goal, best[0], est) > 1.0:
+                best = (est, without)
+        if best is not None:
+            fitting.append((same_vocab, _params(preset), preset, *best))
     if not fitting:
         return None
-    _, params, _, preset, est, without = max(fitting)
+    _, params, preset, est, without = max(fitting, key=lambda f: (f[0], f[1], f[2]))
     speed = ""
     if est.times.tpot_s:
         speed = f", {1.0 / est.times.tpot_s:.0f} tokens/s"
@@ -296,12 +304,23 @@ def smaller_model(goal: Goal, result: SearchResult) -> PlanAlternative | None:
              f"{metric_words(goal, est)}{speed}")
 
 
+# A smaller model is an answer when it is a step down a practitioner would take (8B -> 3B,
+# 70B -> 8B), not a variant a tenth smaller that changes nothing material (assumption, stated).
+SMALLER_MODEL_MAX_FRACTION = 0.75
+
+
+def _params(preset: str) -> int:
+    from hwadvisor.workload import count_params, load_spec
+
+    return count_params(load_spec(preset))[0]
+
+
 def _smaller_presets(asked: Workload) -> list[tuple[str, bool]]:
-    """Return the presets of the asked model's family with fewer parameters.
+    """Return the presets of the asked model's family a step down in size.
 
     Each with whether it shares the asked model's vocabulary (its tokenizer generation).
     """
-    from hwadvisor.workload import count_params, list_presets, load_spec
+    from hwadvisor.workload import list_presets, load_spec
 
     spec, total = asked.spec, asked.params_total or 0
     if spec is None:
@@ -309,20 +328,25 @@ def _smaller_presets(asked: Workload) -> list[tuple[str, bool]]:
     out = []
     for preset in list_presets():
         other = load_spec(preset)
-        if other.model_type == spec.model_type and 0 < count_params(other)[0] < total:
+        if other.model_type == spec.model_type and \
+                0 < _params(preset) <= SMALLER_MODEL_MAX_FRACTION * total:
             out.append((preset, other.vocab_size == spec.vocab_size))
     return out
 
 
 def _estimate_preset(state: RuleContext, preset: str) -> tuple[Workload, Estimate]:
-    """Return the asked workload with another preset, and its estimate with state's changes."""
-    from hwadvisor.workload import build_workload
+    """Return state's workload with another preset as the model, and its estimate.
 
-    asked = state.workload
-    workload = build_workload(model=preset, phase=asked.phase, batch=asked.batch,
-                              prompt_len=asked.prompt_len, gen_len=asked.gen_len,
-                              weights_dtype=asked.weights_dtype, kv_dtype=asked.kv_dtype,
-                              gpus=asked.gpus, engine=asked.engine)
+    Every other setting stays: the dtypes, checkpointing, accumulation and layout the plan
+    reached (rebuilding the workload from the options would drop the plan's workload changes).
+    """
+    from hwadvisor.workload import count_params, load_spec
+
+    spec = load_spec(preset)
+    total, active = count_params(spec)
+    workload = state.workload.model_copy(update={
+        "model": preset, "spec": spec, "params_total": total, "params_active": active,
+        "is_default": False})
     return workload, state.estimator(workload, state.device, state.options)
 
 
