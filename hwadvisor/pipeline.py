@@ -59,14 +59,15 @@ def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
 
 def split_into_nodes(request: WorkloadRequest, device: Device) -> tuple[WorkloadRequest,
                                                                         str | None]:
-    """--gpus beyond one node's GPUs without --nodes: split into the reference system's nodes.
+    """--gpus beyond one machine's GPUs without --nodes: split into machines, and say so.
 
-    A DGX H100 has 8 GPUs: --gpus 32 plans 4 nodes of 8 (network between them), and says so.
+    A DGX H100 has 8 GPUs: --gpus 32 plans 4 nodes of 8 (network between them). Desktop cards
+    go up to a workstation's four in one machine (PCIe between them) before a split.
     """
     from hwadvisor.workload import limits
 
     limits.check("--gpus", request.gpus)  # before the split: the user's number, the user's name
-    per_node = device.gpus_per_node
+    per_node = device.max_gpus_per_node or device.gpus_per_node
     gpus = request.gpus
     if gpus is None or request.nodes is not None or request.gpus_per_node is not None \
             or not per_node or gpus <= per_node or gpus % per_node:

@@ -144,11 +144,22 @@ class ProfileSystem(_ProfileBase):
 
     name: str = Field(description="e.g. 'NVIDIA DGX H100', or 'a typical desktop'")
     gpus_per_node: int = Field(ge=1)
+    max_gpus_per_node: int | None = Field(
+        None, ge=1, description="The most of these GPUs one machine takes, when more than the "
+        "reference system's (a workstation's four x16 slots for a desktop card); --gpus up to "
+        "it plans one machine")
     host_memory_gib: float = Field(gt=0)
     assumption: bool = Field(
         False, description="True when no vendor reference system exists and these are assumed"
     )
     basis: str
+
+    @model_validator(mode="after")
+    def _max_holds_the_reference(self) -> ProfileSystem:
+        if self.max_gpus_per_node is not None and self.max_gpus_per_node < self.gpus_per_node:
+            raise ValueError(f"max_gpus_per_node {self.max_gpus_per_node} is below "
+                             f"gpus_per_node {self.gpus_per_node}")
+        return self
 
 
 class ProfileVariant(_ProfileBase):
@@ -742,6 +753,7 @@ def _profile_extras(profile: Profile) -> dict[str, Any]:
         "npu": npu_info(profile),
         "sustained_fraction": profile.mobile.sustained_fraction if profile.mobile else None,
         "gpus_per_node": profile.system.gpus_per_node if profile.system else None,
+        "max_gpus_per_node": profile.system.max_gpus_per_node if profile.system else None,
     }
 
 

@@ -557,3 +557,19 @@ def test_enrich_invents_no_nvlink_but_fills_pcie_from_the_profile():
     (card,), _ = profiles.enrich_devices([probed("NVIDIA GeForce RTX 4090", 23.99,
                                                  device_class="consumer-gpu")])
     assert card.interconnect.gpu_link_kind == "pcie" and card.interconnect.gpu_link_domain == 1
+
+
+def test_a_system_cannot_take_fewer_gpus_than_its_reference():
+    with pytest.raises(ValidationError, match="below gpus_per_node"):
+        profiles.ProfileSystem(name="x", gpus_per_node=8, max_gpus_per_node=4,
+                               host_memory_gib=64, basis="b")
+
+
+def test_desktop_cards_take_four_per_machine_and_datacenter_parts_keep_their_node():
+    assert profiles.get("rtx-4090").system.max_gpus_per_node == 4
+    h100 = profiles.get("h100-sxm").system
+    assert h100.max_gpus_per_node is None and h100.gpus_per_node == 8
+    for profile in profiles.load_all():
+        system = profile.system
+        if profile.device_class.value == "consumer-gpu" and system is not None:
+            assert (system.max_gpus_per_node or system.gpus_per_node) >= 4, profile.id

@@ -164,6 +164,22 @@ def test_gpus_beyond_one_node_are_split_into_the_reference_systems_nodes():
     assert any("4 nodes x 8 GPUs" in n for n in data["notes"])
 
 
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_a_few_desktop_cards_are_one_workstation(gpus):
+    """2 or 4 RTX 4090s are one machine on PCIe, not that many desktops on a network."""
+    data = recommend_json("--device", "rtx-4090", "--model", "llama-3-70b", "--gpus", str(gpus))
+    assert data["workload"]["gpus"] == gpus and data["workload"]["nodes"] == 1
+    assert not any("per node): planned as" in n for n in data["notes"])
+    assert not any("across nodes" in a for a in data["estimate"]["assumptions"])
+    assert data["devices"][0]["max_gpus_per_node"] == 4
+
+
+def test_more_desktop_cards_than_a_workstation_takes_are_split():
+    data = recommend_json("--device", "rtx-4090", "--model", "llama-3-70b", "--gpus", "8")
+    assert data["workload"]["nodes"] == 2 and data["workload"]["gpus_per_node"] == 4
+    assert any("2 nodes x 4 GPUs" in n for n in data["notes"])
+
+
 def test_host_memory_gb_sets_the_planned_host_and_is_bounded():
     data = recommend_json("--device", "rtx-4090", "--model", "llama-3-8b", "--goal", "a",
                           "--host-memory-gb", "256")

@@ -224,6 +224,10 @@ class Device(Strict):
     gpus_per_node: int | None = Field(
         None, ge=1, description="GPUs per node in the profile's reference system"
     )
+    max_gpus_per_node: int | None = Field(
+        None, ge=1, description="The most of these GPUs one machine takes, when more than the "
+        "reference system's (desktop cards: a four-slot workstation); None: gpus_per_node"
+    )
     variant: str | None = Field(
         None, description="The configuration chosen, e.g. '30-core GPU' (chips sold in several)"
     )

@@ -59,10 +59,11 @@ class Outcome:
 
 
 def _per_node(device: Device, workload: Workload) -> int:
-    """GPUs per node of the planned system: the workload's, else the reference system's."""
+    """GPUs per node of the planned system: the workload's, else the most one machine takes."""
     if workload.gpus_per_node:
         return workload.gpus_per_node
-    return device.gpus_per_node or (8 if str(device.device_class) == "datacenter-gpu" else 1)
+    return device.max_gpus_per_node or device.gpus_per_node or (
+        8 if str(device.device_class) == "datacenter-gpu" else 1)
 
 
 def _at_count(ctx: RuleContext, count: int, per_node: int) -> tuple[Workload, ModelOptions]:
