@@ -84,6 +84,15 @@ class PlanLayout(Strict):
     ep: bool = False
     sharding: str = "none"
 
+    def shard_degree(self) -> int:
+        """Return the ranks one copy of the model is sharded over (FSDP: all; HSDP: a node's)."""
+        return {"fsdp": self.dp, "hsdp": max(1, self.dp // max(self.nodes, 1))}.get(
+            self.sharding, 1)
+
+    def replicas(self) -> int:
+        """Return the full copies of the model (data-parallel replicas; HSDP: one per node)."""
+        return {"fsdp": 1, "hsdp": self.nodes}.get(self.sharding, self.dp)
+
 
 Knob = str | int | float | bool
 

@@ -7,7 +7,7 @@ start with these lines, so the plan reads the same in a terminal and in a CI ste
 from __future__ import annotations
 
 from hwadvisor import units
-from hwadvisor.models import Plan, Report
+from hwadvisor.models import Plan, PlanLayout, Report
 
 METRIC_LABEL = {
     "tokens_per_s": "throughput",
@@ -73,11 +73,22 @@ def numbers_line(report: Report) -> str:
     if layout is not None and layout.gpus > 1:
         shape = [f"{name} {value}" for name, value in
                  (("TP", layout.tp), ("PP", layout.pp), ("CP", layout.cp)) if value > 1]
-        shape.append(f"{layout.dp} {'shard' if layout.sharding in ('fsdp', 'hsdp') else 'replica'}"
-                     f"{'s' if layout.dp != 1 else ''}")
+        shape.extend(_data_parallel(layout))
         parts.append(f"layout {' x '.join(shape)} ({layout.sharding}"
                      f"{', EP' if layout.ep else ''})")
     return " · ".join(parts)
+
+
+def _data_parallel(layout: PlanLayout) -> list[str]:
+    """Name the data-parallel part: FSDP's shards, HSDP's shards x replicas, or replicas."""
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}{'s' if n != 1 else ''}"
+
+    if layout.sharding == "hsdp":
+        return [count(layout.shard_degree(), "shard"), count(layout.replicas(), "replica")]
+    if layout.sharding == "fsdp":
+        return [count(layout.shard_degree(), "shard")]
+    return [count(layout.replicas(), "replica")]
 
 
 def plan_lines(report: Report) -> list[str]:

@@ -460,11 +460,10 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
     }
     if layout is not None:
         # dp is the count of full replicas; FSDP's ranks are its shard degree, not replicas.
-        shard = {"fsdp": layout.dp, "hsdp": max(1, layout.dp // max(layout.nodes, 1))}
-        replicas = {"fsdp": 1, "hsdp": layout.nodes}.get(layout.sharding, layout.dp)
+        replicas = layout.replicas()
         values.update(tp=layout.tp, pp=layout.pp, dp=replicas, cp=layout.cp,
                       ep=layout.gpus if layout.ep else 1,
-                      dp_shard=shard.get(layout.sharding, 1), dp_replicate=replicas)
+                      dp_shard=layout.shard_degree(), dp_replicate=replicas)
     return values
 
 
