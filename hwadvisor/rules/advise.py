@@ -279,7 +279,7 @@ def smaller_model(goal: Goal, result: SearchResult) -> PlanAlternative | None:
     if lean is not None:
         states.append((lean, dropped))
     fitting: list[tuple[bool, int, str, Estimate, list[str]]] = []
-    for preset, same_vocab in presets:
+    for preset, same_vocab, params in presets:
         best: tuple[Estimate, list[str]] | None = None
         for state, without in states:
             workload, est = _estimate_preset(state, preset)
@@ -288,7 +288,7 @@ def smaller_model(goal: Goal, result: SearchResult) -> PlanAlternative | None:
             if best is None or goal_gain(goal, best[0], est) > 1.0:
                 best = (est, without)
         if best is not None:
-            fitting.append((same_vocab, _params(preset), preset, *best))
+            fitting.append((same_vocab, params, preset, *best))
     if not fitting:
         return None
     _, params, preset, est, without = max(fitting, key=lambda f: (f[0], f[1], f[2]))
@@ -310,18 +310,13 @@ def smaller_model(goal: Goal, result: SearchResult) -> PlanAlternative | None:
 SMALLER_MODEL_MAX_FRACTION = 0.75
 
 
-def _params(preset: str) -> int:
-    from hwadvisor.workload import count_params, load_spec
-
-    return count_params(load_spec(preset))[0]
-
-
-def _smaller_presets(asked: Workload) -> list[tuple[str, bool]]:
+def _smaller_presets(asked: Workload) -> list[tuple[str, bool, int]]:
     """Return the presets of the asked model's family a step down in size.
 
-    Each with whether it shares the asked model's vocabulary (its tokenizer generation).
+    Each with whether it shares the asked model's vocabulary (its tokenizer generation), and
+    its parameter count.
     """
-    from hwadvisor.workload import list_presets, load_spec
+    from hwadvisor.workload import count_params, list_presets, load_spec
 
     spec, total = asked.spec, asked.params_total or 0
     if spec is None:
@@ -329,9 +324,11 @@ def _smaller_presets(asked: Workload) -> list[tuple[str, bool]]:
     out = []
     for preset in list_presets():
         other = load_spec(preset)
-        if other.model_type == spec.model_type and \
-                0 < _params(preset) <= SMALLER_MODEL_MAX_FRACTION * total:
-            out.append((preset, other.vocab_size == spec.vocab_size))
+        if other.model_type != spec.model_type:
+            continue
+        params = count_params(other)[0]
+        if 0 < params <= SMALLER_MODEL_MAX_FRACTION * total:
+            out.append((preset, other.vocab_size == spec.vocab_size, params))
     return out
 
 
@@ -443,6 +440,7 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
     # Engines that page the KV cache take a capacity (vLLM --max-num-seqs); slot-based ones
     # (llama-server --parallel, mlx) take the concurrency you serve.
     paged = get_engine(wl.engine).defaults.paged_kv
+    mtp_layers = max(spec.mtp_layers, 1) if spec else 1  # the MTP form's draft depth
     values: dict[str, object] = {
         "model": wl.model, "gpus": wl.gpus, "nodes": wl.nodes,
         "gpus_per_node": wl.gpus_per_node or wl.gpus // max(wl.nodes, 1),
@@ -455,8 +453,7 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
         "weights_dtype": wl.weights_dtype, "spec_tokens": 3, "grad_accum": wl.grad_accum,
         "lora_rank": opts.lora_rank, "threads": 8, "offload_fraction": opts.offload_fraction,
         "gpu_layers": _gpu_layers(wl, opts),
-        "mtp_layers": max(spec.mtp_layers, 1) if spec else 1,
-        "mtp_draft_tokens": (max(spec.mtp_layers, 1) if spec else 1) + 1,
+        "mtp_layers": mtp_layers, "mtp_draft_tokens": mtp_layers + 1,
     }
     if layout is not None:
         # dp is the count of full replicas; FSDP's ranks are its shard degree, not replicas.
