@@ -6,6 +6,8 @@ starts amd-smi and rocm-smi (four failed spawns) on a host that has neither. Eac
 here answers "why this vendor cannot be here" from what the host shows at no cost (the
 platform, a driver's files, a tool on PATH), or None when the backend must look. A sign is
 never taken as proof of a device: a present sign only means the backend runs as before.
+NVIDIA's check (the driver's files) stays in probe/nvml.py, the one door to NVML, which skips
+loading pynvml on the same grounds.
 """
 
 from __future__ import annotations
