@@ -4,7 +4,7 @@ Figures: benchmarks/published_figures.toml (95 public figures; fields at its top
 tune / check, a third held out) plus the end-to-end runs of whole models in plain PyTorch on
 an H200 (benchmarks/data/h200_e2e_2026-12-01.json, from benchmarks/e2e_torch.py). For each
 figure the workload is built as the source ran it (preset, engine, weights, batch, lengths,
-GPUs and parallel layout, the engine's defaults from rules/engines.toml), `estimate` runs,
+GPUs and parallel layout, the engine's defaults from hwadvisor/engines/data/), `estimate` runs,
 and the predicted rate is compared with the published one:
 decode: batch / time per output token (or batch x output tokens / request latency where the
 source timed whole requests), prefill: prompt tokens / time to first token, training:
@@ -34,10 +34,10 @@ from typing import Any
 import tomllib
 
 from hwadvisor import profiles
+from hwadvisor.engines import baseline_options
 from hwadvisor.errors import UserError
 from hwadvisor.models import Device, Estimate, ModelOptions, NvidiaDetails, Workload
 from hwadvisor.perfmodel import estimate
-from hwadvisor.rules.baseline import baseline_options
 from hwadvisor.workload import build_workload, list_presets
 
 HERE = Path(__file__).resolve().parent

@@ -40,21 +40,60 @@ Progress = Callable[[str, int, int], None]
 
 def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
                    device_class: object, formats: list[str] | None = None) -> Workload:
-    """Build the workload and settle its engine: --engine, the format's, or the default."""
-    from hwadvisor.rules.engines import get_engine, pick_engine
+    """Build the workload and settle its engine: --engine, the format's, or the default.
+
+    The engine's release (--engine vllm==0.6.0) and the user's --engine-option changes ride
+    on the workload, so every stage reads the same engine (engines.engine_for).
+    """
+    from hwadvisor.engines import (
+        defaults_text,
+        get_engine,
+        parse_options,
+        pick_engine,
+        split_engine_spec,
+    )
 
     cls = str(getattr(device_class, "value", device_class) or "cpu")
-    draft = request.build(device_memory_bytes, device_class)
+    name, version = split_engine_spec(request.engine) if request.engine else (None, None)
+    draft = request.with_changes(engine=name).build(device_memory_bytes, device_class)
     given_dtype = draft.weights_dtype if request.weights_dtype is not None else None
-    engine, why = pick_engine(request.engine, given_dtype, cls, draft.phase, formats)
-    update: dict[str, object] = {"engine": engine, "engine_source": why}
-    if given_dtype is None and draft.weights_dtype not in get_engine(engine).weight_formats:
+    engine, why = pick_engine(name, given_dtype, cls, draft.phase, formats)
+    options = parse_options(request.engine_options)
+    chosen = get_engine(engine, version, options)  # checks the version and the options
+    update: dict[str, object] = {
+        "engine": engine, "engine_source": why, "engine_version": version,
+        "engine_options": options, "engine_defaults": defaults_text(chosen, options)}
+    update.update(_half_precision(request, draft, cls, formats))
+    if given_dtype is None and draft.weights_dtype not in chosen.weight_formats:
         # The checkpoint's own format (an FP8 release, say) is not one this engine runs.
         update["weights_dtype"] = "bf16"
         update["weights_dtype_source"] = (
-            f"{get_engine(engine).name} does not run the checkpoint's {draft.weights_dtype} "
+            f"{chosen.name} does not run the checkpoint's {draft.weights_dtype} "
             "weights: planned in bf16 (convert the checkpoint, or pass --engine)")
     return draft.model_copy(update=update)
+
+
+
+def _half_precision(request: WorkloadRequest, draft: Workload, device_class: str,
+                    formats: list[str] | None) -> dict[str, object]:
+    """On a GPU without bf16 (T4, V100), compute in fp16 where the user named no dtype.
+
+    What people run there: fp16 mixed precision with loss scaling for training, --dtype half
+    for serving (vLLM refuses bf16 below compute capability 8.0).
+    """
+    if formats is None or "bf16" in formats or "fp16" not in formats or \
+            device_class not in ("datacenter-gpu", "consumer-gpu"):
+        return {}
+    update: dict[str, object] = {}
+    if request.activation_dtype is None and draft.activation_dtype == "bf16":
+        update["activation_dtype"] = "fp16"
+    if request.kv_dtype is None and draft.kv_dtype == "bf16":
+        update["kv_dtype"] = "fp16"
+    if request.weights_dtype is None and draft.weights_dtype == "bf16":
+        update["weights_dtype"] = "fp16"
+        update["weights_dtype_source"] = "the checkpoint's bf16 weights run as fp16: this GPU " \
+            "has no bf16"
+    return update
 
 
 def split_into_nodes(request: WorkloadRequest, device: Device) -> tuple[WorkloadRequest,
@@ -261,8 +300,7 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
         # The report lists the devices of one node (the plan's per-node GPUs).
         per_node = workload.gpus_per_node or workload.gpus // workload.nodes
         target = resolve_target(device_id, min(per_node, MAX_PLANNED_DEVICES))
-    if workload.attention_kernel is not None:
-        options = options.model_copy(update={"attention_kernel": workload.attention_kernel})
+    workload, options = _on_engine_defaults(workload, device, options)
     result = estimate(workload, device, options, calibration=measured)
     notes = list(target.notes) + ([split] if split else []) + calibration_notes
     if not target.devices:
@@ -271,6 +309,21 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
         "kind": "estimate", "workload": workload, "estimate": result, "notes": notes,
         "devices": target.devices or [device],
     })
+
+
+def _on_engine_defaults(workload: Workload, device: Device,
+                        options: ModelOptions) -> tuple[Workload, ModelOptions]:
+    """Start from what the engine does by default, as recommend does; the user's flags on top.
+
+    The what-if flags of estimate only turn things on (or, --fp32-training, mixed precision
+    off), so each one that differs from ModelOptions' default is the user's word.
+    """
+    from hwadvisor.engines import baseline
+
+    workload, start = baseline(workload, device)
+    given = {k: v for k, v in options.model_dump().items()
+             if v != ModelOptions.model_fields[k].default}
+    return workload, start.model_copy(update=given)
 
 
 def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest,

@@ -121,6 +121,32 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("mem-train-8b-a100", "Cut the memory of a Llama-3-8B fine-tune on one A100-80GB.",
              "c", "a100-80gb", dict(model="llama-3-8b", phase="training", batch=4,
                                     prompt_len=4096, engine="hf")),
+    # ---- engine configs as pasted: what each setting means to the engine
+    Scenario("serve-8b-4090-llamacpp-b64", "64 chat slots of Llama-3-8B with llama-server on "
+             "an RTX 4090: will 2k-token requests fit each slot?", "b", "rtx-4090",
+             dict(model="llama-3-8b", batch=64, engine="llamacpp")),
+    Scenario("serve-1b-t4-vllm", "Llama-3.2-1B with vLLM on a Colab T4 (no bf16) for 8 users.",
+             "b", "t4", dict(model="llama-3.2-1b", batch=8, engine="vllm")),
+    Scenario("serve-8b-h100-b256", "256 concurrent chats of Llama-3-8B on one H100 with vLLM; "
+             "now and then someone pastes a long document.", "b", "h100-sxm",
+             dict(model="llama-3-8b", batch=256, prompt_len=2048)),
+    Scenario("serve-8b-vllm-0.6", "We are still on vLLM 0.6.0: Llama-3-8B for 32 users on an "
+             "H200.", "b", "h200-sxm", dict(model="llama-3-8b", batch=32, engine="vllm==0.6.0")),
+    Scenario("serve-1b-h200-eager", "Llama-3.2-1B on vLLM started with --enforce-eager (no CUDA "
+             "graphs) on an H200.", "b", "h200-sxm",
+             dict(model="llama-3.2-1b", engine="vllm", engine_options=("cuda_graphs=false",))),
+    Scenario("serve-70b-8xh100-pcie", "Llama-3-70B on 8 H100 PCIe cards (NVLink-bridged pairs) "
+             "for 32 users.", "b", "h100-pcie", dict(model="llama-3-70b", batch=32, gpus=8)),
+    Scenario("train-8b-m3-max-mlx-lora", "Fine-tune Llama-3-8B on an M3 Max with mlx-lm, as "
+             "small as it goes.", "c", "m3-max",
+             dict(model="llama-3-8b", phase="training", batch=1, prompt_len=2048, engine="mlx")),
+    Scenario("train-70b-64xh100-megatron", "Pre-train Llama-3-70B with Megatron-LM on 8 nodes "
+             "of 8 H100s.", "a", "h100-sxm",
+             dict(model="llama-3-70b", phase="training", batch=1, prompt_len=4096, nodes=8,
+                  gpus_per_node=8, engine="megatron")),
+    Scenario("train-8b-8xh100-deepspeed", "Fine-tune Llama-3-8B with DeepSpeed on 8 H100s.",
+             "a", "h100-sxm", dict(model="llama-3-8b", phase="training", batch=2,
+                                   prompt_len=4096, gpus=8, engine="deepspeed")),
 )
 
 
@@ -147,7 +173,20 @@ def key_fields(report: Any) -> dict[str, Any]:
         "layout": None if plan.layout is None else
         f"tp{plan.layout.tp} pp{plan.layout.pp} cp{plan.layout.cp} dp{plan.layout.dp} "
         f"{plan.layout.sharding}",
+        # what a user pastes: every setting of the engine config, in order
+        "config": None if plan.engine_config is None else
+        [line.setting for line in plan.engine_config.lines],
     }
+
+
+def _flags(workload: dict[str, Any]) -> str:
+    """Return the workload as command-line flags (a repeated option once per value)."""
+    words = []
+    for key, value in workload.items():
+        flag = "--engine-option" if key == "engine_options" else f"--{key.replace('_', '-')}"
+        for one in value if isinstance(value, tuple) else (value,):
+            words.append(f"{flag} {one}")
+    return " ".join(words)
 
 
 def render(scenarios: tuple[Scenario, ...] = SCENARIOS) -> tuple[str, dict[str, Any]]:
@@ -163,7 +202,7 @@ def render(scenarios: tuple[Scenario, ...] = SCENARIOS) -> tuple[str, dict[str, 
     for scenario in scenarios:
         report = run(scenario)
         golden[scenario.id] = key_fields(report)
-        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in scenario.workload.items())
+        flags = _flags(scenario.workload)
         lines += [f"## {scenario.id}", "", f"> {scenario.question}", "",
                   f"`hwadvisor recommend --goal {scenario.goal} --device {scenario.device} "
                   f"{flags}`", ""]

@@ -74,15 +74,24 @@ def test_families() -> None:
 
 def test_kernel_families_by_format_and_engine() -> None:
     hopper = "nvidia-hopper"
-    assert E.quant_kernel("bf16", "vllm", hopper, None) == "cublas"
-    assert E.quant_kernel("int4", "vllm", hopper, None) == "marlin"
-    assert E.quant_kernel("int4", "hf", hopper, None) == "torch-int4"
-    assert E.quant_kernel("q4_0", "llamacpp", hopper, None) == "llamacpp"
-    assert E.quant_kernel("q4_k_m", "llamacpp", hopper, None) == "llamacpp-k"
-    assert E.quant_kernel("mlx-4bit", "mlx", "apple-max", None) == "mlx"
-    assert E.quant_kernel("fp8", "hf", hopper, None) == "torch-scaled-mm"
-    assert E.quant_kernel("nf4", "hf", hopper, None) == "bitsandbytes"
-    assert E.quant_kernel("int4", "hf", hopper, "marlin") == "marlin"
+    from hwadvisor.engines import get_engine
+
+    def kernel(dtype, engine, family, option=None):
+        return E.quant_kernel(dtype, get_engine(engine).kernels, family, option)
+
+    assert kernel("bf16", "vllm", hopper) == "cublas"
+    assert kernel("int4", "vllm", hopper) == "marlin"
+    assert kernel("int4", "vllm", "amd-cdna3") == "torch-int4"
+    assert kernel("int4", "hf", hopper) == "torch-int4"
+    assert kernel("q4_0", "llamacpp", hopper) == "llamacpp"
+    assert kernel("q4_k_m", "llamacpp", hopper) == "llamacpp-k"
+    assert kernel("bf16", "llamacpp", hopper) == "llamacpp-f16"
+    assert kernel("mlx-4bit", "mlx", "apple-max") == "mlx"
+    assert kernel("fp8", "hf", hopper) == "torch-scaled-mm"
+    assert kernel("fp8", "vllm", hopper) == "cutlass-fp8"
+    assert kernel("nf4", "hf", hopper) == "bitsandbytes"
+    assert kernel("int4", "exllamav2", "amd-cdna3") == "exllamav2"
+    assert kernel("int4", "hf", hopper, "marlin") == "marlin"
     # K-quants stream a smaller share than the legacy quants on the same chip
     assert E.gemv_efficiency("llamacpp-k", "apple-max") < E.gemv_efficiency("llamacpp", "apple-max")
 

@@ -1,4 +1,4 @@
-"""The engine data (hwadvisor/rules/engines.toml): schema, coverage, and the config renderer."""
+"""The engine data (hwadvisor/engines/data/<id>.toml): schema, coverage, and the renderer."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import sys
 
 import pytest
 
-from hwadvisor.errors import ExitCode, UserError
-from hwadvisor.rules import engines as eng
-from hwadvisor.rules.engines import (
+from hwadvisor.engines import catalog
+from hwadvisor.engines.catalog import default_engine, get_engine, load_engines, load_text
+from hwadvisor.engines.render import render_config
+from hwadvisor.engines.schema import (
     DEVICE_CLASSES,
     ENGINE_IDS,
     LAYOUT_KEYS,
@@ -18,13 +19,10 @@ from hwadvisor.rules.engines import (
     PLACEHOLDERS,
     STEP_FORMS,
     STEP_IDS,
-    default_engine,
-    get_engine,
-    load_engines,
-    load_text,
+    Engine,
     placeholders,
-    render_config,
 )
+from hwadvisor.errors import ExitCode, UserError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,12 +39,14 @@ VALUES: dict[str, object] = {
     "max_batch": 64, "prompt_len": 2048, "gen_len": 256, "context": 8192, "chunk": 4096,
     "kv_dtype": "fp8", "weights_dtype": "bf16", "spec_tokens": 4, "gpu_layers": 99,
     "grad_accum": 8, "lora_rank": 16, "threads": 8, "offload_fraction": 0.5,
-    "mtp_layers": 1, "mtp_draft_tokens": 2,
+    "mtp_layers": 1, "mtp_draft_tokens": 2, "slot_context": 2304, "max_model_len": 8192,
+    "kv_pool_tokens": 147456, "fine_tune_type": "lora", "precision_fp16": True,
+    "precision_bf16": True, "zero_stage": 3,
 }
 
 
 @pytest.fixture(scope="module")
-def engines() -> dict[str, eng.Engine]:
+def engines() -> dict[str, Engine]:
     return load_engines()
 
 
@@ -57,7 +57,27 @@ def test_the_shipped_file_loads_and_has_every_engine(engines):
 
 
 def test_load_is_cached():
-    assert eng._load_file() is eng._load_file()
+    assert catalog._pinned("vllm") is catalog._pinned("vllm")
+    assert get_engine("vllm", None, {"cuda_graphs": "false"}) is \
+        get_engine("vllm", None, {"cuda_graphs": "false"})
+
+
+def test_every_engine_has_one_data_file_and_every_file_is_an_engine():
+    assert catalog.data_files() == sorted(ENGINE_IDS)
+
+
+@pytest.mark.parametrize("part", ["costs", "kernels", "config"])
+def test_an_engine_without_costs_kernels_or_a_config_does_not_load(part):
+    # A new engine must say what it costs and which kernels it runs, or it would silently get
+    # another engine's figures.
+    text = _engine_text("vllm")
+    start = text.index(f"\n[{part}]")
+    end = text.find("\n[", start + 1)
+    while end != -1 and text[end + 2:].startswith(f"{part}."):
+        end = text.find("\n[", end + 1)
+    cut = text[:start] + (text[end:] if end != -1 else "")
+    with pytest.raises(ValueError, match=part):
+        load_text(cut, "vllm", "vllm.toml")
 
 
 @pytest.mark.parametrize("engine_id", sorted(EXPECTED_IDS))
@@ -93,14 +113,6 @@ def test_every_playbook_rule_is_a_plan_step():
     from hwadvisor.rules.playbook import load_rules
 
     assert {rule.id for rule in load_rules()} <= set(STEP_IDS)
-
-
-def test_engines_toml_does_not_break_the_playbook_loader():
-    # engines.toml sits next to the playbooks; the playbook loader must skip it.
-    from hwadvisor.rules.playbook import load_rules
-
-    load_rules.cache_clear()
-    assert load_rules()
 
 
 @pytest.mark.parametrize("device_class", DEVICE_CLASSES)
@@ -296,34 +308,45 @@ def test_steps_without_a_setting_are_listed_with_a_reason(engines):
     assert "no torchtitan setting" in reasons["int4-weights"]
 
 
-def _shipped_text() -> str:
+def _engine_text(engine_id: str) -> str:
     from importlib import resources
 
-    return resources.files("hwadvisor.rules").joinpath("engines.toml").read_text("utf-8")
+    return resources.files("hwadvisor.engines").joinpath(f"data/{engine_id}.toml") \
+        .read_text("utf-8")
 
 
-@pytest.mark.parametrize(("old", "new", "message"), [
-    ('attention_kernel = "flash"    # FlashAttention', 'attention_kernal = "flash"    #',
+@pytest.mark.parametrize(("engine_id", "old", "new", "message"), [
+    ("vllm", 'attention_kernel = "flash"    # FlashAttention', 'attention_kernal = "flash"    #',
      "attention_kernal"),
-    ('kv-cache-quantization = ["--kv-cache-dtype fp8"]',
+    ("vllm", 'kv-cache-quantization = ["--kv-cache-dtype fp8"]',
      'kv-cache-quantization = ["--kv-cache-dtype {kv_type}"]', "kv_type"),
-    ('applies = ["flash-attention", "prefix-caching", "paged-kv',
+    ("vllm", 'applies = ["flash-attention", "prefix-caching", "paged-kv',
      'applies = ["flash-atention", "prefix-caching", "paged-kv', "flash-atention"),
-    ('inference = "vllm"', 'inference = "vlm"', "vlm"),
-    ('fsdp2-zero3 = ["zero_optimization.stage = 3", ',
-     'fsdp2-zero3 = ["zero_optimization.stage = three", ', "not a json value"),
+    ("deepspeed", 'fsdp2-zero3 = ["zero_optimization.overlap_comm = true"]',
+     'fsdp2-zero3 = ["zero_optimization.overlap_comm = yes"]', "not a json value"),
+    ("vllm", 'int4 = { nvidia = "marlin", default = "torch-int4" }',
+     'int4 = { nvidia = "marlinn", default = "torch-int4" }', "marlinn"),
+    ("vllm", 'host_s = 0.0002', 'host_s = -1', "host_s"),
 ])
-def test_typos_fail_at_load_time(old, new, message):
-    text = _shipped_text()
+def test_typos_fail_at_load_time(engine_id, old, new, message):
+    text = _engine_text(engine_id)
     assert old in text
     with pytest.raises(ValueError, match=message):
-        load_text(text.replace(old, new, 1), "engines.toml")
+        load_text(text.replace(old, new, 1), engine_id, f"{engine_id}.toml")
 
 
-def test_rules_package_imports_no_cli_or_torch():
+def test_a_default_engine_that_cannot_run_its_class_is_refused():
+    from hwadvisor.engines.schema import Choice
+
+    table = {c: {"inference": "vllm", "training": "torchtitan"} for c in DEVICE_CLASSES}
+    with pytest.raises(ValueError, match="does not run"):
+        Choice(by_class=table).check(load_engines())
+
+
+def test_engines_package_imports_no_cli_or_torch():
     banned = ("typer", "rich", "torch", "hwadvisor.trials", "hwadvisor.validator",
-              "hwadvisor.cli", "hwadvisor.report")
-    code = ("import sys, hwadvisor.rules.engines as e; e.load_engines(); "
+              "hwadvisor.cli", "hwadvisor.report", "hwadvisor.rules", "hwadvisor.perfmodel")
+    code = ("import sys, hwadvisor.engines as e; e.load_engines(); "
             f"print([m for m in {banned!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

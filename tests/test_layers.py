@@ -25,6 +25,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "report": ("cli", "rules", "trials", "validator", "cluster"),
     # the job under torchrun or srun: the pipeline hands it each rank's work
     "cluster": ("cli", "rules", "validator", "report", "workload", "perfmodel"),
+    # an engine is data and its renderer: every stage reads it, it reads none of them
+    "engines": ("probe", "workload", "perfmodel", "rules", "validator", "trials", "report",
+                "cli", "cluster", "pipeline"),
 }
 # models is the contract at the ground floor: it may lean on nothing above it. The root
 # package (hwadvisor/__init__.py) holds only the version string the report carries.

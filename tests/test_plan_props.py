@@ -7,11 +7,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hwadvisor import profiles
+from hwadvisor.engines import baseline
 from hwadvisor.errors import UserError
 from hwadvisor.pipeline import build_workload
 from hwadvisor.probe.target import primary_device, resolve_target
 from hwadvisor.rules.advise import recommend
-from hwadvisor.rules.baseline import baseline
 from hwadvisor.rules.engine import default_estimator, new_context
 from hwadvisor.workload import WorkloadRequest
 

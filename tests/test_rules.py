@@ -7,11 +7,11 @@ from functools import cache
 
 import pytest
 
+from hwadvisor.engines import baseline
 from hwadvisor.models import Recommendation
 from hwadvisor.pipeline import build_workload as pipeline_workload
 from hwadvisor.probe.target import primary_device, resolve_target
 from hwadvisor.rules.advise import Outcome, recommend
-from hwadvisor.rules.baseline import baseline
 from hwadvisor.rules.conditions import CONDITIONS, When, failed_conditions
 from hwadvisor.rules.engine import Candidate, Rejection, default_estimator, judge, new_context
 from hwadvisor.rules.facts import FACT_NAMES
@@ -97,7 +97,7 @@ def test_playbooks_load_and_hold_exactly_the_goal_rules():
 
 
 def test_every_rule_id_is_a_step_the_engines_table_knows():
-    from hwadvisor.rules.engines import STEP_IDS
+    from hwadvisor.engines import STEP_IDS
 
     assert {r.id for r in load_rules()} <= set(STEP_IDS)
 
@@ -313,13 +313,25 @@ def test_a_smaller_model_that_fits_whole_drops_the_plans_offload():
 
 
 def test_a_smaller_model_trains_without_the_optimizer_offload_it_does_not_need():
+    # torchtitan has no optimizer-only offload (its enable_cpu_offload is FSDP2's whole-model
+    # CPUOffloadPolicy), so the plan that offloads the optimizer is DeepSpeed's.
     out = run("h100-sxm", A, model="llama-3-70b", phase="training", batch=1, prompt_len=4096,
-              gpus=8)
+              gpus=8, engine="deepspeed")
     assert "optimizer-offload" in {s.id for s in out.plan.steps}
     smaller = next(a for a in out.plan.alternatives if a.id == "smaller-model")
     assert "without optimizer-offload" in smaller.text
     assert smaller.metric is not None and out.plan.metric.after is not None
     assert smaller.metric > 10 * out.plan.metric.after  # tokens/s: an 8B, not offloaded
+
+
+def test_torchtitan_never_plans_an_offload_it_cannot_do():
+    out = run("h100-sxm", A, model="llama-3-70b", phase="training", batch=1, prompt_len=4096,
+              gpus=8)
+    assert out.plan.engine_config is not None and "enable_cpu_offload" not in \
+        out.plan.engine_config.text
+    assert not {"optimizer-offload", "optimizer-8bit"} & {s.id for s in out.plan.steps}
+    offload = next(a for a in out.plan.alternatives if a.id == "optimizer-offload")
+    assert "DeepSpeed" in offload.text and "torchtitan cannot" in offload.text
 
 
 def test_for_the_memory_goal_a_smaller_model_keeps_the_plans_memory_cuts():
@@ -511,7 +523,7 @@ def test_kv_dominated_workload_names_the_architecture_alternatives_with_their_kv
 def test_docs_rules_lists_every_rule_and_engine():
     from pathlib import Path
 
-    from hwadvisor.rules.engines import ENGINE_IDS
+    from hwadvisor.engines import ENGINE_IDS
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "rules.md").read_text()
     for rule in load_rules():

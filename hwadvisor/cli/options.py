@@ -128,6 +128,14 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
                          _WORKLOAD_PANEL, "by device and phase, e.g. vllm on datacenter GPUs, "
                          "llamacpp on consumer GPUs, mlx on Apple, torchtitan for datacenter "
                          "training")),
+    Param("engine_options", Annotated[
+        Optional[list[str]],  # noqa: UP007, UP045
+        typer.Option("--engine-option", help=_help(
+            "Change one of the engine's defaults, KEY=VALUE; repeatable: cuda_graphs=false "
+            "(vLLM --enforce-eager), chunked_prefill=false, prefix_caching=false, "
+            "prefill_chunk_tokens=2048, kernel.int4=torch-int4 ... The report lists the "
+            "defaults it started from (workload.engine_defaults). Pin a release's defaults "
+            "with --engine vllm==0.6.0."), rich_help_panel=_WORKLOAD_PANEL, show_default=False)]),
     Param("attention_kernel", _opt("--attention-kernel", "math or flash: the attention you run "
                                    "when it is not the engine's fused default (math = eager "
                                    "attention)", str, _WORKLOAD_PANEL, "the engine's")),
@@ -190,7 +198,13 @@ def _inject(params: tuple[Param, ...], target: str,
     return decorate
 
 
-workload_options = _inject(WORKLOAD_PARAMS, "request", lambda values: WorkloadRequest(**values))
+def _request(values: dict[str, Any]) -> WorkloadRequest:
+    """Build the request; repeated options arrive as a list (or None) and are kept as a tuple."""
+    return WorkloadRequest(**{**values, "engine_options": tuple(values.get("engine_options")
+                                                                or ())})
+
+
+workload_options = _inject(WORKLOAD_PARAMS, "request", _request)
 
 
 def build_model_options(values: dict[str, Any]) -> ModelOptions:

@@ -14,7 +14,7 @@ Dtype = Literal[
 ]
 Phase = Literal["inference", "training"]
 Optimizer = Literal["adamw", "adamw-8bit", "sgd"]
-# The engines a workload can run on (hwadvisor/rules/engines.toml describes each).
+# The engines a workload can run on (hwadvisor/engines/data/<id>.toml describes each).
 EngineId = Literal[
     "hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx", "executorch", "mlc-llm",
     "litert", "torchtitan", "megatron", "deepspeed",
@@ -102,6 +102,15 @@ class Workload(Strict):
     engine: EngineId = Field("hf", description="The serving or training engine that runs it")
     engine_source: str | None = Field(
         None, description="Why this engine: --engine, or the default for the device and phase")
+    engine_version: str | None = Field(
+        None, description="The engine release the user named (--engine vllm==0.6.0); None: "
+        "the version hwadvisor pins")
+    engine_options: dict[str, str] = Field(
+        default_factory=dict, description="Engine defaults the user changed (--engine-option "
+        "KEY=VALUE): cuda_graphs, chunked_prefill, kernel.int4 ...")
+    engine_defaults: list[str] = Field(
+        default_factory=list, description="The engine defaults the estimate started from, each "
+        "'key=value (where it came from)'")
     attention_kernel: Literal["math", "flash"] | None = Field(
         None, description="The attention the user runs when not the engine's default (math: "
         "eager attention, the score matrix materialised, e.g. attn_implementation=\"eager\")")

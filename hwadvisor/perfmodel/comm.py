@@ -60,15 +60,26 @@ def pcie_gbps(device: Device) -> tuple[float, str]:
     return gbps, how if known else how + " (assumed: link not reported)"
 
 
-def intra_node_link(device: Device) -> Link:
-    """NVLink when the device has it (x 0.8 NCCL efficiency), else its PCIe link."""
-    nvlink = device.interconnect.nvlink if device.interconnect else None
+def intra_node_link(device: Device, group: int | None = None) -> Link:
+    """NVLink when the device has it (x 0.8 NCCL efficiency), else its PCIe link.
+
+    A bridge joins only its domain (H100 PCIe and A100 PCIe NVLink bridges: pairs): a
+    collective over more GPUs of the node than that runs at the PCIe link's speed.
+    """
+    link = device.interconnect
+    domain = link.gpu_link_domain if link is not None else None
+    bridged = link is not None and link.gpu_link_kind not in (None, "pcie")
+    if link is not None and bridged and group is not None and domain is not None \
+            and group > domain:
+        gbps, how = pcie_gbps(device)
+        return Link(gbps, "pcie", f"{group} GPUs exceed the {domain}-GPU {link.gpu_link_kind} "
+                    f"domain: {how} bus bandwidth")
+    nvlink = link.nvlink if link is not None else None
     if nvlink and nvlink.bandwidth_gbps and (nvlink.links_active is None or nvlink.links_active):
         gbps = nvlink.bandwidth_gbps * C.NVLINK_BUS_EFFICIENCY
         return Link(gbps, "nvlink",
                     f"NVLink {nvlink.bandwidth_gbps:g} GB/s per direction x "
                     f"{C.NVLINK_BUS_EFFICIENCY} NCCL efficiency = {gbps:g} GB/s bus")
-    link = device.interconnect
     if link is not None and link.gpu_link_kind in ("xgmi", "nvlink-bridge") and \
             link.gpu_link_gbps:
         gbps = link.gpu_link_gbps * C.GPU_LINK_BUS_EFFICIENCY
@@ -96,7 +107,7 @@ def bus_link(setup: Setup, measured_busbw_gbps: float | None = None) -> Link:
         link = Link(measured_busbw_gbps, "measured",
                     f"measured bus bandwidth {measured_busbw_gbps:g} GB/s (collectives trial)")
     else:
-        link = intra_node_link(setup.device)
+        link = intra_node_link(setup.device, setup.layout.gpus_per_node)
     if setup.layout.multi_node:
         inter, source = inter_node_gbps(setup)
         if inter < link.gbps:
@@ -215,7 +226,7 @@ def _fsdp_exposed(total: float, busy: float, overlap: bool) -> float:
 def _local_link(setup: Setup, measured_busbw_gbps: float | None) -> Link:
     if measured_busbw_gbps:
         return Link(measured_busbw_gbps, "measured", "measured bus bandwidth")
-    return intra_node_link(setup.device)
+    return intra_node_link(setup.device, setup.layout.gpus_per_node)
 
 
 def _data_parallel_grads(setup: Setup, link: Link, n: int, busy_s: dict[str, float],

@@ -282,8 +282,8 @@ def rates(setup: Setup) -> _Rates:
     res, opts, wl = setup.res, setup.options, setup.workload
     family = res.family
     weights = working_weight_dtype(setup)
-    kernel = E.quant_kernel(weights, wl.engine, family, opts.quant_kernel)
-    engine = E.engine_time(wl.engine)
+    kernel = E.quant_kernel(weights, E.engine_kernels(wl), family, opts.quant_kernel)
+    engine = E.engine_time(wl)
     backend = engine.attention
     if opts.attention_kernel == "math":
         backend = "math"
@@ -462,7 +462,7 @@ def decode_attention_op(setup: Setup, r: _Rates, batch: float, context: float,
     swa = window_layers(spec)
     window = min(context, float(spec.sliding_window or context))
     cache = batch * kv_token * ((spec.num_layers - swa) * context + swa * window)
-    engine = E.engine_time(setup.workload.engine)
+    engine = E.engine_time(setup.workload)
     extra = engine.kv_passes
     if spec.num_kv_heads >= spec.num_heads or spec.attention == "mla":
         extra = 0.0  # no GQA heads to expand
@@ -507,7 +507,7 @@ def _head_ops(setup: Setup, r: _Rates, tokens: float, logit_rows: float,
 def kernels_per_forward(setup: Setup, tokens: float) -> float:
     """Kernels one forward launches: per layer from the engine (or the option), MoE, outside."""
     opts, spec = setup.options, setup.spec
-    engine = E.engine_time(setup.workload.engine)
+    engine = E.engine_time(setup.workload)
     if opts.kernels_per_layer is not None:
         per_layer = opts.kernels_per_layer
     else:

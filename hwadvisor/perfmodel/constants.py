@@ -5,8 +5,6 @@ Kept in one place as data so a reviewer can check every number the estimate rest
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 GB = 1e9  # decimal gigabyte: datasheets quote bandwidth and memory in GB
 
 # --- Storage of one element, in bits -------------------------------------------------------
@@ -352,63 +350,8 @@ MOE_KERNELS_EAGER_PER_EXPERT = 6.0
 BACKWARD_KERNEL_FACTOR = 2.0
 
 
-@dataclass(frozen=True)
-class EngineTime:
-    """How an engine spends time outside the GPU's kernels, and which kernels it runs.
-
-    host_s: host work per forward outside the kernels (scheduling, sampling, graph building).
-    host_op_factor: host cost of one kernel in eager mode, in units of EAGER_OP_S (the Python
-    and dispatch around a kernel in a real model, views and module calls included).
-    kernels: key of KERNELS_PER_LAYER for eager runs; fused_kernels for compiled / fused runs.
-    elementwise: ELEMENTWISE_BYTES row when not compiled.
-    attention: ATTENTION_PEAK_FRACTION column for its attention kernel.
-    kv_passes: passes over the KV cache per decode step beyond one read (Hugging Face: the
-    GQA heads expanded by repeat_kv, written and read again, on SDPA's masked path).
-    kv_passes_eager: more passes when the step runs eagerly (Hugging Face's DynamicCache
-    concatenates each layer's cache with the new token, reading and writing it all).
-    moe_kernels: kernels an MoE layer adds when its experts run as grouped kernels.
-    """
-
-    host_s: float
-    host_op_factor: float
-    kernels: str
-    fused_kernels: str
-    elementwise: str
-    attention: str
-    kv_passes: float = 0.0
-    kv_passes_eager: float = 0.0
-    moe_kernels: float = 6.0
-
-
-# host_s and host_op_factor of hf: fit to the H200 e2e eager decode step of Llama-3-8B at
-# batch 1 (28.6 ms, host-bound: 41 x 32 + 10 kernels); kv_passes of hf: fit to the e2e
-# graphed decode at batch 16 (30.3 ms), ~2 x the GQA group of 4 (repeat_kv's write and SDPA's
-# read of the expanded heads) plus the masked path's extra pass; kv_passes_eager: torch.cat's
-# read and write of the cache (2, counted from cache_utils.py). Serving engines overlap
-# scheduling with the GPU (vLLM V1 async scheduling, SGLang's and TensorRT-LLM's overlap
-# schedulers): 0.1-0.3 ms exposed (assumption); ExLlamaV2, the on-device engines and the
-# training frameworks: assumptions (their steps are long, or GPU-bound, against these).
-ENGINE_TIME: dict[str, EngineTime] = {
-    "hf": EngineTime(5e-4, 2.3, "eager", "compiled", "eager", "sdpa", 10.5, 2.0),
-    "vllm": EngineTime(2e-4, 1.0, "fused", "fused", "fused", "serving"),
-    "sglang": EngineTime(2e-4, 1.0, "fused", "fused", "fused", "serving"),
-    "trtllm": EngineTime(1e-4, 1.0, "fused", "fused", "fused", "serving"),
-    # llama.cpp: host_s (sampling, graph building per token) and host_op_factor (a CUDA launch
-    # from ggml's scheduler, builds without CUDA graphs) fit to the tune split.
-    "llamacpp": EngineTime(7.5e-4, 1.09, "llamacpp", "llamacpp", "fused", "llamacpp"),
-    "exllamav2": EngineTime(3e-4, 1.0, "fused", "fused", "fused", "serving"),
-    # MLX builds each step's graph from Python op by op, as eager PyTorch does: the same host
-    # cost per op (assumption); an MoE layer (SwitchGLU) adds router, top-k, gathers, three
-    # gather_qmm and the weighted sum: 14 ops (mlx_lm/models/switch_layers.py).
-    "mlx": EngineTime(5e-4, 1.0, "mlx", "mlx", "fused", "serving", moe_kernels=14.0),
-    "executorch": EngineTime(3e-4, 0.2, "fused", "fused", "fused", "sdpa"),
-    "mlc-llm": EngineTime(3e-4, 0.2, "fused", "fused", "fused", "serving"),
-    "litert": EngineTime(3e-4, 0.2, "fused", "fused", "fused", "sdpa"),
-    "torchtitan": EngineTime(1e-3, 1.5, "eager", "compiled", "eager", "sdpa"),
-    # Megatron-Core runs Transformer Engine's fused norm, rotary, SwiGLU and cuDNN attention.
-    "megatron": EngineTime(1e-3, 1.5, "fused", "fused", "fused", "cudnn"),
-    "deepspeed": EngineTime(1e-3, 1.5, "eager", "compiled", "eager", "sdpa"),
-}
+# The engines' host costs and kernel choices live in each engine's data file
+# (hwadvisor/engines/data/<id>.toml [costs] and [kernels]).
 
 # Optimizer kernels stream long flat chunks (multi_tensor_apply: 65k elements per block): 0.9
 # of the stream bandwidth (assumption; with the bytes above the H200 e2e 1B step's foreach /

@@ -18,10 +18,14 @@ All functions are pure and cheap: one estimate calls them a few dozen times.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from hwadvisor.models import Device
+from hwadvisor.models import Device, Workload
 from hwadvisor.perfmodel import constants as C
 from hwadvisor.perfmodel import formats
+
+if TYPE_CHECKING:
+    from hwadvisor.engines.schema import Costs, Kernels
 
 # --- device families --------------------------------------------------------------------------
 
@@ -139,16 +143,18 @@ def gemm_shape_factor(m: float, n: float, k: float, half: float = 128.0) -> floa
 # --- weight-only (dequantising) kernels -------------------------------------------------------
 
 
-def quant_kernel(weights_dtype: str, engine: str, family: str, option: str | None) -> str:
+def quant_kernel(weights_dtype: str, kernels: Kernels, family: str,
+                 option: str | None) -> str:
     """Return the kernel family that runs the matmuls of these weights (option overrides).
 
-    16-bit and W8A8 weights run dense GEMMs ("cublas"; FP8 through torch._scaled_mm in plain
-    PyTorch, CUTLASS FP8 kernels in serving engines); GGUF blocks run llama.cpp's kernels, MLX
-    formats MLX's; int4 runs Marlin-class kernels in serving engines on NVIDIA, ExLlamaV2's
-    own, or torch's _weight_int4pack_mm (tinygemm) in plain PyTorch; NF4 bitsandbytes.
+    GGUF blocks run llama.cpp's kernels, MLX formats MLX's, NF4 bitsandbytes, whatever the
+    engine; dense 16-bit, FP8 (W8A8) and int4 (AWQ/GPTQ) weights run the engine's kernel for
+    that kind on this vendor (its data file's [kernels]: Marlin in vLLM on NVIDIA, torch's
+    _weight_int4pack_mm in plain PyTorch, CUTLASS or torch._scaled_mm for FP8 ...).
     """
     if option:
         return option
+    vendor = family.split("-", 1)[0]
     fmt = formats.weight_format(weights_dtype)
     if fmt.family == "gguf":
         # K-quants (and i-quants) unpack 6-bit sub-block scales per super-block of 256: more
@@ -159,19 +165,11 @@ def quant_kernel(weights_dtype: str, engine: str, family: str, option: str | Non
     if weights_dtype == "nf4":
         return "bitsandbytes"
     if fmt.kind == "weight-only":  # int4 (AWQ/GPTQ)
-        if engine == "exllamav2":
-            return "exllamav2"
-        if engine in ("executorch", "litert", "mlc-llm"):
-            return "mobile-int4"  # XNNPACK / KleidiAI, LiteRT's and TVM's int4 GEMV kernels
-        if engine in ("hf", "torchtitan") or not family.startswith("nvidia"):
-            return "torch-int4"
-        return "marlin"
+        return kernels.pick("int4", vendor)
     if fmt.kind == "w8a8":
-        return "torch-scaled-mm" if engine in ("hf", "torchtitan", "deepspeed") else "cutlass-fp8"
-    if weights_dtype in ("fp16", "bf16", "fp32", "tf32") and engine == "llamacpp":
-        return "llamacpp-f16"
-    if weights_dtype in ("fp16", "bf16", "fp32", "tf32") and engine == "mlx":
-        return "mlx-f16"
+        return kernels.pick("fp8", vendor)
+    if weights_dtype in ("fp16", "bf16", "fp32", "tf32"):
+        return kernels.pick("dense", vendor)
     return "cublas"
 
 
@@ -254,9 +252,18 @@ def kernel_floor_s(family: str) -> float:
     return _lookup(C.KERNEL_FLOOR_S, family)
 
 
-def engine_time(engine: str) -> C.EngineTime:
-    """Return the engine's host costs and kernel choices (hf when unknown)."""
-    return C.ENGINE_TIME.get(engine, C.ENGINE_TIME["hf"])
+def engine_time(workload: Workload) -> Costs:
+    """Return the host costs and kernel fusion of the workload's engine (its data file)."""
+    from hwadvisor.engines import engine_for
+
+    return engine_for(workload).costs
+
+
+def engine_kernels(workload: Workload) -> Kernels:
+    """Return the matmul kernels of the workload's engine, per kind of weights (its data file)."""
+    from hwadvisor.engines import engine_for
+
+    return engine_for(workload).kernels
 
 
 # --- collectives --------------------------------------------------------------------------------

@@ -218,8 +218,8 @@ def max_batch(ctx: RuleContext) -> int | None:
     return _largest(1, MAX_BATCH, fits)
 
 
-def max_context(ctx: RuleContext) -> int | None:
-    """Inference: the longest prompt + generation that fits at the plan's batch."""
+def max_context(ctx: RuleContext, batch: int | None = None) -> int | None:
+    """Inference: the longest prompt + generation that fits at the plan's batch (or `batch`)."""
     if ctx.workload.phase != "inference":
         return None
     gen = ctx.workload.gen_len
@@ -227,8 +227,10 @@ def max_context(ctx: RuleContext) -> int | None:
     high = max(limit or 0, ctx.workload.prompt_len + gen, 1 << 17)
 
     def fits(total: int) -> bool:
-        prompt = max(1, total - gen)
-        return ctx.fits_with({"prompt_len": prompt}, {})
+        changes: dict[str, int] = {"prompt_len": max(1, total - gen)}
+        if batch is not None:
+            changes["batch"] = batch
+        return ctx.fits_with(changes, {})
 
     found = _largest(gen + 1, high, fits)
     if found is not None and limit:
@@ -405,13 +407,14 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
                      f"{gpus} x {ctx.device.name}: {units.gb(est.memory.total_bytes)} per GPU, "
                      f"{metric_words(goal, est)}"))
     training = ctx.workload.phase == "training"
-    if training and "optimizer-offload" not in in_plan:
+    offloader = _offload_engine(ctx) if training else None
+    if offloader is not None and "optimizer-offload" not in in_plan:
         params = float(ctx.workload.params_total or 0)
         out.append(_alternative(goal, ctx, "optimizer-offload",
                                 "Optimizer state in host RAM (ZeRO-Offload)", {},
                                 {"optimizer_offload": True},
-                                f"offload the optimizer (host RAM {units.gb(params * 16)})",
-                                host_bytes=int(params * 16)))
+                                f"offload the optimizer (host RAM {units.gb(params * 16)})"
+                                + offloader, host_bytes=int(params * 16)))
     if training and ctx.options.finetune == "full":
         out.append(_alternative(goal, ctx, "lora", "LoRA (fine-tuning only)", {},
                                 {"finetune": "lora", "lora_rank": 16},
@@ -430,25 +433,47 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
     return [a for a in out if a.fits or a.id == "more-gpus"], count
 
 
+# llama.cpp pads each slot's context to 256 tokens (llama-context.cpp GGML_PAD(n_ctx_seq, 256)).
+_SLOT_PAD = 256
+
+
 def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
-    """Return the values the engine's flag templates are filled with."""
+    """Return the values the engine's flag templates are filled with.
+
+    What each means is settled here, once for every engine: `max_model_len` is the longest
+    single request (the model's limit, or what the KV pool holds at batch 1), never the
+    per-sequence share at the planned batch; `slot_context` is one request (prompt +
+    generation) for engines that allocate each slot up front (llama-server's slots, phones'
+    static caches), and `kv_pool_tokens` the slots times that.
+    """
     wl, opts = ctx.workload, ctx.options
     layout = plan.layout
     spec = wl.spec
-    from hwadvisor.rules.engines import get_engine
+    from hwadvisor.engines import engine_for
 
     # Engines that page the KV cache take a capacity (vLLM --max-num-seqs); slot-based ones
     # (llama-server --parallel, mlx) take the concurrency you serve.
-    paged = get_engine(wl.engine).defaults.paged_kv
+    paged = engine_for(wl).defaults.paged_kv
     mtp_layers = max(spec.mtp_layers, 1) if spec else 1  # the MTP form's draft depth
+    request = wl.prompt_len + wl.gen_len
+    slot = -(-request // _SLOT_PAD) * _SLOT_PAD
+    slots = wl.batch
+    training = wl.phase == "training"
+    half = wl.activation_dtype == "fp16" or "bf16" not in ctx.device.formats
     values: dict[str, object] = {
         "model": wl.model, "gpus": wl.gpus, "nodes": wl.nodes,
         "gpus_per_node": wl.gpus_per_node or wl.gpus // max(wl.nodes, 1),
         "batch": wl.batch, "max_batch": (plan.max_batch or wl.batch) if paged else wl.batch,
         "prompt_len": wl.prompt_len, "gen_len": wl.gen_len,
-        "context": min(plan.max_context or (wl.prompt_len + wl.gen_len),
-                       (spec.max_position_embeddings if spec else None) or 1 << 30)
-        if wl.phase == "inference" else wl.prompt_len,
+        "context": wl.prompt_len if training else max(longest_request(ctx) or request, request),
+        "max_model_len": max(longest_request(ctx) or request, request),
+        "slot_context": slot, "kv_pool_tokens": slot * slots,
+        "precision_fp16": True if half and opts.mixed_precision and
+        wl.activation_dtype not in ("fp32", "tf32") else None,
+        "precision_bf16": True if training and opts.mixed_precision and not half and
+        wl.activation_dtype == "bf16" else None,
+        "fine_tune_type": "lora" if opts.finetune in ("lora", "qlora") else "full",
+        "zero_stage": _zero_stage(plan, opts),
         "chunk": opts.prefill_chunk_tokens or 8192, "kv_dtype": wl.kv_dtype,
         "weights_dtype": wl.weights_dtype, "spec_tokens": 3, "grad_accum": wl.grad_accum,
         "lora_rank": opts.lora_rank, "threads": 8, "offload_fraction": opts.offload_fraction,
@@ -464,6 +489,33 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
     return values
 
 
+def _offload_engine(ctx: RuleContext) -> str | None:
+    """Say who offloads the optimizer alone: '' for the workload's engine, else DeepSpeed.
+
+    None when neither can on this device (Apple's unified memory has nowhere to offload to).
+    """
+    from hwadvisor.engines import engine_for, get_engine
+
+    engine = engine_for(ctx.workload)
+    if not engine.cannot("optimizer-offload"):
+        return ""
+    other = get_engine("deepspeed")
+    if str(ctx.device.device_class) not in other.device_classes:
+        return None
+    return (f" with {other.name} (ZeRO-Offload); {engine.name} cannot: "
+            f"{engine.reasons.get('optimizer-offload', 'no such option')}")
+
+
+def _zero_stage(plan: Plan, options: ModelOptions) -> int:
+    """Return the plan's sharding as ZeRO counts it: 3 parameters, 2 gradients, 0 nothing."""
+    steps = {s.id for s in plan.steps}
+    if options.sharding in ("fsdp", "hsdp") or steps & {"fsdp2-zero3", "hsdp", "cpu-offload"}:
+        return 3
+    if options.optimizer_offload or "optimizer-offload" in steps:
+        return 2  # ZeRO-Offload offloads the partitioned optimizer state (stage 1 or 2)
+    return 0
+
+
 def _gpu_layers(workload: Workload, options: ModelOptions) -> int:
     """llama.cpp --n-gpu-layers: all layers, or the share the offload step keeps on the GPU."""
     layers = workload.spec.num_layers if workload.spec else 999
@@ -472,16 +524,30 @@ def _gpu_layers(workload: Workload, options: ModelOptions) -> int:
     return max(0, int(layers * (1.0 - options.offload_fraction)))
 
 
-def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
-    """Return the plan in the engine's own words (engines.toml), each line traced to its step."""
-    from hwadvisor.rules.engines import STEP_IDS, get_engine, render_config
+def longest_request(ctx: RuleContext) -> int | None:
+    """Inference: the longest prompt + generation one request may have (the KV pool at batch 1).
 
-    engine = get_engine(ctx.workload.engine)
+    Capped by the model's context limit; what a serving engine's --max-model-len should say.
+    """
+    if ctx.workload.phase != "inference":
+        return None
+    return max_context(ctx, batch=1)
+
+
+def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
+    """Return the plan in the engine's own words (its data file), each line traced to its step."""
+    from hwadvisor.engines import STEP_IDS, engine_for, render_config
+
+    engine = engine_for(ctx.workload)
     steps = [s.id for s in plan.steps if s.id in STEP_IDS]
     # The checkpoint's own MTP layers draft where it ships them (the rule's MTP variant).
     forms = {"speculative-decoding": "mtp"} if "mtp" in ctx.facts["features"] else {}
+    if ctx.workload.activation_checkpointing:
+        # The checkpointing level the model counted, in the engine's words.
+        forms["activation-checkpointing"] = ("selective" if ctx.options.selective_checkpointing
+                                             else "full")
     rendered = render_config(engine, steps, _engine_values(ctx, plan),
-                             str(ctx.device.device_class), forms)
+                             str(ctx.device.device_class), forms, ctx.workload.phase)
     return EngineConfig(
         engine=engine.id, version=engine.version, format=rendered.format, text=rendered.text,
         lines=[EngineLine(setting=line.setting, step=line.step) for line in rendered.lines],

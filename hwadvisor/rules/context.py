@@ -17,7 +17,9 @@ def within_limit(total_bytes: float, facts: dict[str, Any]) -> bool:
     return limit is None or total_bytes <= limit
 
 # The workload fields an estimate depends on (all but the nested spec, keyed on its own).
-_WORKLOAD_KEYS = tuple(k for k in Workload.model_fields if k != "spec")
+# engine_defaults is text derived from the engine; engine_options (a dict) enters as a tuple.
+_WORKLOAD_KEYS = tuple(k for k in Workload.model_fields
+                       if k not in ("spec", "engine_defaults", "engine_options"))
 # id(spec) -> (spec, its key): specs are shared by every what-if of a search, so their key is
 # computed once; the spec itself is held so its id cannot be reused by another object.
 _SPEC_KEYS: dict[int, tuple[Any, tuple[Any, ...]]] = {}
@@ -57,7 +59,8 @@ class RuleContext:
         spec = workload.spec
         spec_key = None if spec is None else _spec_key(spec)
         w = tuple(workload.__dict__[k] for k in _WORKLOAD_KEYS)
-        return (w, spec_key, tuple(options.__dict__.values()))
+        engine_options = tuple(workload.engine_options.items())
+        return (w, engine_options, spec_key, tuple(options.__dict__.values()))
 
     def what_if(
         self, workload_changes: dict[str, Any], option_changes: dict[str, Any],

@@ -14,6 +14,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
+from hwadvisor.engines import baseline, baseline_options  # noqa: F401 - re-exported
 from hwadvisor.models import (
     Device,
     Estimate,
@@ -23,7 +24,6 @@ from hwadvisor.models import (
     Workload,
 )
 from hwadvisor.models.recommend import Goal
-from hwadvisor.rules.baseline import baseline, baseline_options  # noqa: F401 - re-exported
 from hwadvisor.rules.conditions import CONDITIONS, ENGINE_REASONS, expected_text, failed_conditions
 from hwadvisor.rules.context import Estimator, RuleContext, within_limit
 from hwadvisor.rules.facts import fit_text, gb

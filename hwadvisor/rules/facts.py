@@ -6,10 +6,13 @@ may use is listed in FACT_NAMES (the rule schema refuses templates naming anythi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwadvisor import units
 from hwadvisor.models import Device, Estimate, HostInfo, ModelOptions, Workload
+
+if TYPE_CHECKING:
+    from hwadvisor.engines import Engine
 
 GB = units.GB  # decimal gigabytes, as datasheets and model cards count them
 
@@ -155,26 +158,14 @@ def fit_text(total: int, limit: int | None, limit_source: str) -> str:
     return f"{gb(total)} needed of {gb(limit)} ({limit_source}): {verdict}"
 
 
-# The 4-bit weight kernel each engine runs (its docs; vLLM picks Marlin for AWQ/GPTQ on NVIDIA
-# Ampere+, llama.cpp its own K-quant kernels, MLX its quantized_matmul, transformers torch's
-# _weight_int4pack_mm through torchao or bitsandbytes NF4).
-FOUR_BIT_KERNEL = {
-    "vllm": "Marlin (vLLM's AWQ/GPTQ kernel)", "sglang": "Marlin (SGLang's AWQ/GPTQ kernel)",
-    "trtllm": "TensorRT-LLM's W4A16 GEMM", "llamacpp": "llama.cpp's K-quant kernels",
-    "exllamav2": "ExLlamaV2's EXL2 kernels", "mlx": "MLX's quantized_matmul",
-    "hf": "torchao int4 (torch _weight_int4pack_mm) or bitsandbytes NF4",
-    "executorch": "ExecuTorch's 8da4w XNNPACK / QNN kernels", "mlc-llm": "MLC's q4f16 kernels",
-    "litert": "LiteRT's int4 kernels",
-}
-
 _KNOBS = ("cuda_graphs", "compiled", "fused_optimizer", "comm_overlap", "expert_parallel",
           "optimizer_offload", "selective_checkpointing")
 
 
-def _engine_runs(engine_id: str, fmt: str, device: Device) -> bool:
-    from hwadvisor.rules.engines import get_engine
+def _engine_runs(workload: Workload, fmt: str, device: Device) -> bool:
+    from hwadvisor.engines import engine_for
 
-    return fmt in device.formats and fmt in get_engine(engine_id).weight_formats
+    return fmt in device.formats and fmt in engine_for(workload).weight_formats
 
 
 def build_facts(
@@ -206,13 +197,13 @@ def build_facts(
     return {
         "knobs_on": [k for k in _KNOBS if getattr(opts, k)],
         "chunked_prefill": opts.prefill_chunk_tokens is not None,
-        "fp8_usable": _engine_runs(workload.engine, "fp8", device),
-        "fp4_usable": _engine_runs(workload.engine, "fp4", device),
+        "fp8_usable": _engine_runs(workload, "fp8", device),
+        "fp4_usable": _engine_runs(workload, "fp4", device),
         "finetune": opts.finetune,
-        "four_bit_kernel": FOUR_BIT_KERNEL.get(workload.engine, "the engine's 4-bit kernel"),
+        "four_bit_kernel": _engine(workload).kernels.int4_words,
         "model": workload.spec.name if workload.spec else workload.model,
         "engine": workload.engine,
-        "engine_name": _engine_name(workload.engine),
+        "engine_name": _engine(workload).name,
         "host_memory_gb": gb(host_bytes),
         "host_memory_bytes": host_bytes,
         "seq_len": workload.prompt_len + workload.gen_len,
@@ -274,10 +265,10 @@ def build_facts(
     }
 
 
-def _engine_name(engine_id: str) -> str:
-    from hwadvisor.rules.engines import get_engine
+def _engine(workload: Workload) -> Engine:
+    from hwadvisor.engines import engine_for
 
-    return get_engine(engine_id).name
+    return engine_for(workload)
 
 
 def _comm_text(estimate: Estimate) -> str:

@@ -110,9 +110,9 @@ class SearchResult:
 
 def _engine_skips(rules: list[Rule], workload: Workload, device: Device) -> dict[str, str]:
     """Rules the engine already applies, or cannot apply here, with the reason in words."""
-    from hwadvisor.rules.engines import get_engine
+    from hwadvisor.engines import engine_for
 
-    engine = get_engine(workload.engine)
+    engine = engine_for(workload)
     out: dict[str, str] = {}
     cls = str(device.device_class)
     for rule in rules:

@@ -1,6 +1,6 @@
 """The plan as one step to measure: its knobs against the baseline's, and the model's ratio.
 
-`trial_spec` replays the plan's steps on the engine's baseline (rules/baseline.py) and reads
+`trial_spec` replays the plan's steps on the engine's baseline (engines/baseline.py) and reads
 off the knobs a stacked step on a few layers of one device can set (trials/plan_step.py);
 the steps it cannot set are listed with the reason. `predicted_ratio` asks the performance
 model for the very step the trial ran: the same layers, widths, batch and context, plain
@@ -62,7 +62,7 @@ METRIC_WORDS = {
 def replay(workload: Workload, device: Device,
            plan: Plan) -> tuple[Workload, ModelOptions, Workload, ModelOptions]:
     """(baseline workload, options, planned workload, options): the plan's changes in order."""
-    from hwadvisor.rules.baseline import baseline
+    from hwadvisor.engines import baseline
 
     base_wl, base_opts = baseline(workload, device)
     wl_fields, opt_fields = set(Workload.model_fields), set(ModelOptions.model_fields)

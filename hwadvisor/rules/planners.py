@@ -173,11 +173,18 @@ def _link_domain(ctx: RuleContext) -> int:
 
 
 def checkpoint_plan(ctx: RuleContext) -> Plan:
-    """Pick selective recomputation (attention only, ~5%) when it fits; else full per layer."""
+    """Pick selective recomputation (attention only, ~5%) when it fits; else full per layer.
+
+    Selective only where the engine has it (torchtitan, Megatron); Hugging Face's gradient
+    checkpointing, mlx_lm.lora's --grad-checkpoint and DeepSpeed's recompute whole layers.
+    """
+    from hwadvisor.engines import engine_for
+
     limit = ctx.facts["limit_bytes"]
     selective = ctx.memory_with({"activation_checkpointing": True},
                                 {"selective_checkpointing": True})
-    if limit is None or selective.total_bytes <= limit:
+    has_selective = engine_for(ctx.workload).says("activation-checkpointing", "selective")
+    if has_selective and (limit is None or selective.total_bytes <= limit):
         return Plan(workload={"activation_checkpointing": True},
                     options={"selective_checkpointing": True},
                     notes=["selective: recompute each layer's attention only (Korthikanti et "
@@ -189,24 +196,22 @@ def checkpoint_plan(ctx: RuleContext) -> Plan:
 
 def _format_for(ctx: RuleContext, wanted: tuple[str, ...]) -> str | None:
     """Return the first of the wanted weight formats the engine runs (its native form first)."""
-    from hwadvisor.rules.engines import get_engine
+    from hwadvisor.engines import engine_for
 
-    formats = get_engine(ctx.workload.engine).weight_formats
+    formats = engine_for(ctx.workload).weight_formats
     return next((f for f in wanted if f in formats), None)
 
 
-# Q4_K_M is llama.cpp's recommended 4-bit mix (tools/quantize/README.md).
+def _own_format(ctx: RuleContext, kind: str) -> str | None:
+    """Return the engine's own file format for 4- or 8-bit weights (GGUF, MLX), if it has one."""
+    from hwadvisor.engines import engine_for
 
-
-# An engine's own 4-bit format comes first: GGUF for llama.cpp, MLX's for mlx-lm; the others
-# take AWQ/GPTQ int4 (Marlin kernels), bitsandbytes NF4 as the last resort.
-_OWN_FOUR_BIT = {"llamacpp": "q4_k_m", "mlx": "mlx-4bit"}
-_OWN_EIGHT_BIT = {"llamacpp": "q8_0", "mlx": "mlx-8bit"}
+    return engine_for(ctx.workload).own_formats.get(kind)
 
 
 def quantize_4bit(ctx: RuleContext) -> Plan:
-    """4-bit weights in the engine's own format."""
-    own = _OWN_FOUR_BIT.get(ctx.workload.engine)
+    """4-bit weights in the engine's own format (GGUF, MLX), else AWQ/GPTQ int4, else NF4."""
+    own = _own_format(ctx, "int4")
     chosen = own if own is not None else _format_for(ctx, ("int4", "nf4"))
     if chosen is None:
         return Plan(reject=f"{ctx.facts['engine_name']} runs no 4-bit weight format")
@@ -215,7 +220,7 @@ def quantize_4bit(ctx: RuleContext) -> Plan:
 
 def quantize_8bit(ctx: RuleContext) -> Plan:
     """8-bit weights in the engine's own format (INT8 W8A8 on CUDA engines)."""
-    own = _OWN_EIGHT_BIT.get(ctx.workload.engine)
+    own = _own_format(ctx, "int8")
     chosen = own if own is not None else _format_for(ctx, ("int8",))
     if chosen is None:
         return Plan(reject=f"{ctx.facts['engine_name']} runs no 8-bit weight format")
@@ -224,9 +229,9 @@ def quantize_8bit(ctx: RuleContext) -> Plan:
 
 def quantize_kv(ctx: RuleContext) -> Plan:
     """Return an 8-bit KV cache in the engine's own type (llama.cpp q8_0, else FP8 e4m3)."""
-    from hwadvisor.rules.engines import get_engine
+    from hwadvisor.engines import engine_for
 
-    kinds = get_engine(ctx.workload.engine).kv_cache_formats
+    kinds = engine_for(ctx.workload).kv_cache_formats
     for kind in ("fp8", "q8_0", "int8"):
         if kind in kinds:
             return Plan(workload={"kv_dtype": kind}, notes=[f"KV cache in {kind}"])
@@ -334,17 +339,16 @@ def context_plan(ctx: RuleContext) -> Plan:
 
 def chunked_prefill_plan(ctx: RuleContext) -> Plan:
     """Prefill in chunks of the engine's token budget (8192 when it names none)."""
-    from hwadvisor.rules.engines import get_engine
+    from hwadvisor.engines import engine_for
 
-    chunk = get_engine(ctx.workload.engine).defaults.prefill_chunk_tokens or 8192
+    chunk = engine_for(ctx.workload).defaults.prefill_chunk_tokens or 8192
     return Plan(options={"prefill_chunk_tokens": chunk},
                 notes=[f"{chunk:,} prompt tokens per forward, mixed with the running decodes"])
 
 
 def serving_engine_plan(ctx: RuleContext) -> Plan:
     """Move the workload to the device class's serving engine, with that engine's defaults."""
-    from hwadvisor.rules.baseline import baseline_options
-    from hwadvisor.rules.engines import default_engine, get_engine
+    from hwadvisor.engines import baseline_options, default_engine, get_engine
 
     target = default_engine(ctx.facts["device_class"], "inference")
     if target == ctx.workload.engine or not get_engine(target).defaults.continuous_batching:
@@ -352,12 +356,14 @@ def serving_engine_plan(ctx: RuleContext) -> Plan:
     if ctx.workload.weights_dtype not in get_engine(target).weight_formats:
         return Plan(reject=f"{get_engine(target).name} cannot run {ctx.workload.weights_dtype} "
                            "weights")
-    moved = ctx.workload.model_copy(update={"engine": target})
+    # The user's version and options belonged to the engine they named, not to this one.
+    switch: dict[str, object] = {"engine": target, "engine_version": None, "engine_options": {}}
+    moved = ctx.workload.model_copy(update=switch)
     options = baseline_options(moved, ctx.device).model_dump()
     keep = {k: v for k, v in ctx.options.model_dump().items()
             if k in ("sharding", "tp_size", "speculative_tokens_per_step", "prefix_cache_hit")
             and v != ModelOptions.model_fields[k].default}
-    return Plan(workload={"engine": target}, options={**options, **keep},
+    return Plan(workload=switch, options={**options, **keep},
                 notes=[f"{get_engine(target).name} pages the KV cache, batches continuously "
                        "and replays CUDA graphs by default"])
 

@@ -284,8 +284,7 @@ def load_rules() -> tuple[Rule, ...]:
     rules: list[Rule] = []
     folder = resources.files("hwadvisor.rules")
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        # engines.toml shares the folder but is engine data, not a playbook (rules/engines.py)
-        if entry.name.endswith(".toml") and entry.name != "engines.toml":
+        if entry.name.endswith(".toml"):
             rules.extend(load_text(entry.read_text(encoding="utf-8"), entry.name))
     ids = [r.id for r in rules]
     dupes = sorted({i for i in ids if ids.count(i) > 1})

@@ -28,7 +28,8 @@ class WorkloadRequest:
     gpus_per_node: int | None = None
     inter_node_gbps: float | None = None
     activation_checkpointing: bool = False
-    engine: str | None = None
+    engine: str | None = None  # an id, or id==version (--engine vllm==0.6.0)
+    engine_options: tuple[str, ...] = ()  # --engine-option KEY=VALUE, as typed
     attention_kernel: str | None = None
     host_memory_gb: float | None = None  # the planned host's RAM (not a Workload field)
 
@@ -78,6 +79,7 @@ class WorkloadRequest:
 
         values = dataclasses.asdict(self)
         values.pop("host_memory_gb")
+        values.pop("engine_options")  # the pipeline applies them with the engine's data
         if values["engine"] is None and engine is not None:
             values["engine"] = engine
         else:

@@ -14,9 +14,9 @@ def baseline_options(workload: Workload, device: Device | None = None) -> ModelO
     strategy starts from data parallelism (DDP), what people reach for first; fp32 compute
     means no mixed precision.
     """
-    from hwadvisor.rules.engines import get_engine
+    from hwadvisor.engines.catalog import engine_for
 
-    defaults = get_engine(workload.engine).defaults
+    defaults = engine_for(workload).defaults
     training = workload.phase == "training"
     sharding = defaults.sharding if workload.gpus > 1 else "none"
     if sharding == "none" and workload.gpus > 1:
@@ -43,11 +43,11 @@ def baseline(workload: Workload, device: Device | None = None) -> tuple[Workload
 
     Engines that checkpoint activations by default (torchtitan: selective) start with it on.
     """
-    from hwadvisor.rules.engines import get_engine
+    from hwadvisor.engines.catalog import engine_for
 
     options = baseline_options(workload, device)
     if workload.phase == "training" and "activation-checkpointing" in \
-            get_engine(workload.engine).applies and not workload.activation_checkpointing:
+            engine_for(workload).applies and not workload.activation_checkpointing:
         workload = workload.model_copy(update={"activation_checkpointing": True})
         options = options.model_copy(update={"selective_checkpointing": True})
     return workload, options

@@ -1,0 +1,27 @@
+"""The engines: one data file per engine (data/<id>.toml), its schema, choice and renderer.
+
+Adding an engine is one file in data/ (defaults with sources, costs, kernels, formats, config)
+plus its id in schema.ENGINE_IDS; tests/test_engines.py refuses an engine without costs,
+kernels or a config, and the flag tables under tests/fixtures/engine_flags/ hold every emitted
+flag to the engine's own parser at the pinned version.
+"""
+
+from hwadvisor.engines.baseline import baseline, baseline_options
+from hwadvisor.engines.catalog import (
+    default_engine,
+    defaults_text,
+    engine_for,
+    get_engine,
+    load_engines,
+    parse_options,
+    pick_engine,
+    split_engine_spec,
+)
+from hwadvisor.engines.render import RenderedConfig, render_config
+from hwadvisor.engines.schema import ENGINE_IDS, LAYOUT_KEYS, STEP_FORMS, STEP_IDS, Engine
+
+__all__ = [
+    "ENGINE_IDS", "LAYOUT_KEYS", "STEP_FORMS", "STEP_IDS", "Engine", "RenderedConfig", "baseline",
+    "baseline_options", "default_engine", "defaults_text", "engine_for", "get_engine",
+    "load_engines", "parse_options", "pick_engine", "render_config", "split_engine_spec",
+]

@@ -1,0 +1,299 @@
+"""Rendering a plan in the engine's own words: a command line, TOML, JSON or Python.
+
+`render_config(engine, steps, values, device_class, forms, phase)` turns the plan's step ids
+(and the layout keys its values use) into the text a user pastes, each line traced to the step
+that asked for it. What the values mean (the context per llama-server slot, vLLM's
+--max-model-len) is settled by whoever fills them (rules/advise.py, `engine_values`); this
+module only says them in the engine's syntax.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shlex
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import Field
+
+from hwadvisor.engines.schema import (
+    _DOTTED,
+    LAYOUT_KEYS,
+    STEP_FORMS,
+    STEP_IDS,
+    Engine,
+    EngineConfig,
+    Format,
+    _Strict,
+    fill,
+    parse_value,
+    placeholders,
+)
+from hwadvisor.errors import UserError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+_DEGREE_KEYS: frozenset[str] = frozenset({"tp", "pp", "dp", "ep"})
+
+
+class RenderedLine(_Strict):
+    """One flag or setting of the rendered config, and the plan step that asked for it."""
+
+    setting: str
+    step: str
+
+
+class NotExpressed(_Strict):
+    """A plan step the rendered config does not carry, and why."""
+
+    step: str
+    reason: str
+
+
+class RenderedConfig(_Strict):
+    """A plan rendered for one engine: the text to paste, and where each line came from."""
+
+    engine: str
+    format: Format
+    text: str
+    lines: list[RenderedLine]
+    not_expressed: list[NotExpressed] = Field(default_factory=list)
+    defaulted: list[str] = Field(default_factory=list, description="Steps it does already")
+    notes: list[str] = Field(default_factory=list, description="What the steps need besides")
+
+
+def _wanted_keys(steps: list[str], values: Mapping[str, object]) -> list[str]:
+    """Return the keys to emit, in order: base, the layout keys in use, the plan's steps."""
+    keys = ["base"]
+    for key in LAYOUT_KEYS[1:]:
+        if key in steps or _layout_in_use(key, values):
+            keys.append(key)
+    keys.extend(s for s in steps if s not in LAYOUT_KEYS)
+    return list(dict.fromkeys(keys))
+
+
+def _layout_in_use(key: str, values: Mapping[str, object]) -> bool:
+    """Tell whether a layout key is in use: its degree is above one, or its value given."""
+    value = values.get(key)
+    if key in _DEGREE_KEYS:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1
+    return value is not None
+
+
+def _check_steps(steps: list[str]) -> None:
+    """Refuse step ids that are neither plan steps nor layout keys, with close matches."""
+    known = STEP_IDS + LAYOUT_KEYS
+    for step in steps:
+        if step not in known:
+            close = difflib.get_close_matches(step, known, n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else None
+            raise UserError(f"unknown plan step {step!r}", hint=hint)
+
+
+def _skip_reason(engine: Engine, config: EngineConfig, step: str,
+                 device_class: str | None) -> str | None:
+    """Return why a step is not rendered, or None when the engine's config maps it."""
+    if engine.cannot(step, device_class):
+        note = engine.reasons.get(step) or config.not_expressed.get(step, "")
+        where = f" on {device_class}" if step not in engine.unsupported else ""
+        return f"{engine.name} cannot do this{where}" + (f": {note}" if note else "")
+    if step in config.not_expressed:
+        return config.not_expressed[step]
+    if step not in config.steps and step not in LAYOUT_KEYS:
+        return f"no {engine.name} setting maps to this step"
+    return None
+
+
+def render_config(
+    engine: Engine,
+    steps: list[str],
+    values: dict[str, object],
+    device_class: str | None = None,
+    forms: Mapping[str, str] | None = None,
+    phase: str = "inference",
+) -> RenderedConfig:
+    """Render plan steps as the engine's own config: a command line, TOML, JSON or Python.
+
+    `base` is always emitted; the layout keys (tp, pp, dp, ep, max_batch, context, gpu_layers)
+    when named in `steps`, or when the plan's values use them (a degree above one, a value
+    given). Steps the engine does by default go to `defaulted`; steps it cannot express go to
+    `not_expressed` with the reason. `values` fills the {placeholders}; a missing one is a
+    UserError naming it. `forms` asks for a step's model-dependent form (STEP_FORMS), e.g.
+    {"speculative-decoding": "mtp"}; an engine without that form says the plain one, with a note.
+    `phase` picks the config: an engine may train with another tool than it serves with.
+    """
+    _check_steps(steps)
+    config = engine.config_for(phase)
+    traced: list[RenderedLine] = []
+    skipped: list[NotExpressed] = []
+    defaulted: list[str] = []
+    notes: list[str] = list(engine.variant_notes)
+    for key in _wanted_keys(steps, values):
+        if engine.does_by_default(key, device_class) and \
+                not _other_level(engine, key, (forms or {}).get(key)):
+            defaulted.append(key)
+            continue
+        reason = _skip_reason(engine, config, key, device_class)
+        if reason is not None:
+            skipped.append(NotExpressed(step=key, reason=reason))
+            continue
+        source = _form_key(engine, config, key, (forms or {}).get(key), notes)
+        traced.extend(_render_step(config, key, values, source))
+        if source in config.step_notes:
+            notes.append(f"{key}: {_fill_or_raise(config.step_notes[source], values, key)}")
+    traced = _dedupe(traced)
+    if config.format != "cli":
+        traced = _last_setting_wins(traced, notes)
+    text = _TEXT[config.format](config, traced, values)
+    return RenderedConfig(engine=engine.id, format=config.format, text=text, lines=traced,
+                          not_expressed=skipped, defaulted=defaulted, notes=notes)
+
+
+def _other_level(engine: Engine, step: str, form: str | None) -> bool:
+    """Whether the plan asks for another checkpointing level than the engine's default."""
+    return step == "activation-checkpointing" and form is not None and \
+        form != engine.defaults.checkpointing
+
+
+def _form_key(engine: Engine, config: EngineConfig, step: str, form: str | None,
+              notes: list[str]) -> str:
+    """Return the config key that says this step: its asked-for form where the engine has it."""
+    if form is None:
+        return step
+    key = f"{step}-{form}"
+    if STEP_FORMS.get(key) != (step, form):
+        raise UserError(f"step {step!r} has no form {form!r}",
+                        hint=f"forms: {', '.join(sorted(STEP_FORMS))}")
+    if key in config.steps:
+        return key
+    notes.append(f"{step}: {engine.name} has no {form} form of this step in its config; "
+                 "the general one is shown")
+    return step
+
+
+def _render_step(config: EngineConfig, step: str, values: Mapping[str, object],
+                 source: str | None = None) -> list[RenderedLine]:
+    """Return the filled settings of one step (read from source, a form of it), traced to it."""
+    return [RenderedLine(setting=_fill_or_raise(s, values, step, config.format), step=step)
+            for s in config.steps.get(source or step, [])]
+
+
+def _fill_or_raise(template: str, values: Mapping[str, object], step: str,
+                   fmt: Format = "python") -> str:
+    """Fill a template, turning a missing plan value into a UserError that names it."""
+    missing = sorted(placeholders(template) - set(values))
+    if missing:
+        raise UserError(f"step {step!r} needs plan values {missing}",
+                        hint=f"pass them in values: {template!r}")
+    return fill(template, values, fmt)
+
+
+def _dedupe(lines: list[RenderedLine]) -> list[RenderedLine]:
+    """Drop repeated settings (the first step that asked keeps the trace)."""
+    seen: set[str] = set()
+    kept: list[RenderedLine] = []
+    for line in lines:
+        if line.setting not in seen:
+            seen.add(line.setting)
+            kept.append(line)
+    return kept
+
+
+def _setting_key(setting: str) -> str:
+    """Return the key a toml/json/python setting assigns (the text before its '=')."""
+    return setting.partition("=")[0].strip()
+
+
+def _last_setting_wins(lines: list[RenderedLine], notes: list[str]) -> list[RenderedLine]:
+    """Keep one setting per key: a later step's value replaces an earlier one, with a note."""
+    last: dict[str, RenderedLine] = {}
+    for line in lines:
+        key = _setting_key(line.setting)
+        earlier = last.get(key)
+        if earlier is not None:
+            notes.append(f"{line.step}: {line.setting!r} replaces {earlier.setting!r} "
+                         f"(from {earlier.step})")
+        last[key] = line
+    kept = set(map(id, last.values()))
+    return [line for line in lines if id(line) in kept]
+
+
+def _cli_text(config: EngineConfig, lines: list[RenderedLine],
+              values: Mapping[str, object]) -> str:
+    """Return a full command line: the base command, then one flag per continued line."""
+    command = _fill_or_raise(config.command or "", values, "base", "cli")
+    flags = _merge_flags([line.setting for line in lines], config.merge_flags)
+    return " \\\n  ".join([command, *flags])
+
+
+def _merge_flags(flags: list[str], merge: Mapping[str, str]) -> list[str]:
+    """Join the values of flags that take one combined value (MLC's --overrides a=1;b=2)."""
+    merged: dict[str, list[str]] = {}
+    out: list[str] = []
+    for flag in flags:
+        name, _, value = flag.partition(" ")
+        if name in merge and value:
+            if name not in merged:
+                merged[name] = []
+                out.append(name)
+            merged[name].extend(shlex.split(value))
+        else:
+            out.append(flag)
+    return [f"{f} {shlex.quote(merge[f].join(merged[f]))}" if f in merged else f for f in out]
+
+
+def _nested(fmt: Format, lines: list[RenderedLine]) -> dict[str, Any]:
+    """Build a nested mapping from 'dotted.key = value' settings; a later step wins a key."""
+    root: dict[str, Any] = {}
+    for line in lines:
+        match = _DOTTED.match(line.setting)
+        if match is None:  # pragma: no cover - refused at load time
+            raise ValueError(f"not a dotted setting: {line.setting!r}")
+        *parents, leaf = match.group(1).split(".")
+        node = root
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = parse_value(fmt, match.group(2))
+    return root
+
+
+def _json_text(config: EngineConfig, lines: list[RenderedLine],
+               values: Mapping[str, object]) -> str:
+    """Return a pretty JSON object built from the dotted keys (DeepSpeed's config)."""
+    return json.dumps(_nested("json", lines), indent=2) + "\n"
+
+
+def _toml_text(config: EngineConfig, lines: list[RenderedLine],
+               values: Mapping[str, object]) -> str:
+    """Return a TOML fragment with one [section] per dotted prefix, in first-seen order."""
+    sections: dict[str, list[str]] = {"": []}  # top-level keys must precede every [section]
+    for line in lines:
+        match = _DOTTED.match(line.setting)
+        if match is None:  # pragma: no cover - refused at load time
+            raise ValueError(f"not a dotted setting: {line.setting!r}")
+        section, _, key = match.group(1).rpartition(".")
+        sections.setdefault(section, []).append(f"{key} = {match.group(2).strip()}")
+    parts = []
+    for section, entries in sections.items():
+        if entries:
+            header = [f"[{section}]"] if section else []
+            parts.append("\n".join(header + entries))
+    text = "\n\n".join(parts) + "\n"
+    tomllib.loads(text)  # what we print must parse; a failure here is a bug in the data
+    return text
+
+
+def _python_text(config: EngineConfig, lines: list[RenderedLine],
+                 values: Mapping[str, object]) -> str:
+    """Return 'name=value' lines, under a comment naming where they go."""
+    header = [f"# {_fill_or_raise(config.command, values, 'base')}"] \
+        if config.command else []
+    return "\n".join(header + [line.setting for line in lines]) + "\n"
+
+
+_TEXT = {"cli": _cli_text, "toml": _toml_text, "json": _json_text, "python": _python_text}

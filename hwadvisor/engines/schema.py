@@ -1,0 +1,404 @@
+"""The schema of an engine's data file (hwadvisor/engines/data/<id>.toml).
+
+One file per engine (vLLM, SGLang, llama.cpp, torchtitan, ...) records where it runs, what it
+does by default (so the advisor never recommends it again), what it cannot do, what it costs
+outside the GPU's kernels and which kernels it runs per weight format (the performance model
+reads both), and how a plan step is said in its own configuration language (command-line flags,
+a torchtitan TOML fragment, a DeepSpeed JSON object, or Python keyword arguments). Every
+default carries the source it was read from and the version checked.
+
+Unknown keys are refused, so a typo fails at load time; an engine without costs, kernels or a
+config does not load.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from hwadvisor.models.hardware import DeviceClass
+from hwadvisor.models.workload import Phase
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+DATA_FILE = "engines.toml"
+
+# Plan step ids the advisor emits; every playbook rule id is one of them (tests check that).
+STEP_IDS: tuple[str, ...] = (
+    "flash-attention", "prefix-caching", "fp8-weights", "int8-weights", "fp4-weights",
+    "int4-weights", "cuda-graphs", "speculative-decoding", "paged-kv-continuous-batching",
+    "chunked-prefill", "pd-disaggregation", "kv-cache-quantization", "data-parallel-replicas",
+    "expert-parallel", "smaller-model", "torch-compile", "bf16-mixed-precision",
+    "fp16-mixed-precision", "fp8-training", "fsdp2-zero3", "hsdp", "tensor-parallel-in-node",
+    "pipeline-parallel", "context-parallel", "fused-adamw", "activation-checkpointing", "lora",
+    "qlora", "optimizer-8bit", "optimizer-offload", "cpu-offload", "mmap-weights",
+    "sliding-window-or-mla",
+)
+# Forms of a step that depend on the model, keyed "<step>-<form>": a config that has the form
+# says the step that way when the plan asks for it (render_config's forms), else the plain one.
+# mtp: speculative decoding with the checkpoint's multi-token-prediction layers as the drafter.
+# full / selective: activation checkpointing of every layer's whole forward, or of the
+# attention core only (Korthikanti et al. 2022); engines name the two differently.
+STEP_FORMS: dict[str, tuple[str, str]] = {
+    "speculative-decoding-mtp": ("speculative-decoding", "mtp"),
+    "activation-checkpointing-full": ("activation-checkpointing", "full"),
+    "activation-checkpointing-selective": ("activation-checkpointing", "selective"),
+}
+# Layout keys a config may also map, emitted when the plan's layout uses them (render_config):
+# a degree key when its value is above one, a value key when its value is given.
+# precision_fp16 / precision_bf16: the dtype the workload computes in, said where the engine's
+# own default differs (vLLM's auto dtype is bf16, which a T4 or V100 lacks; DeepSpeed and the
+# HF Trainer default to fp32). recompute_full / recompute_selective: the checkpointing level
+# the model counted, said in the engine's words.
+LAYOUT_KEYS: tuple[str, ...] = (
+    "base", "tp", "pp", "dp", "ep", "max_batch", "context", "gpu_layers",
+    "precision_fp16", "precision_bf16",
+)
+_DEGREE_KEYS: frozenset[str] = frozenset({"tp", "pp", "dp", "ep"})
+PLACEHOLDERS: frozenset[str] = frozenset({
+    "model", "tp", "pp", "dp", "dp_shard", "dp_replicate", "ep", "cp", "gpus", "nodes",
+    "gpus_per_node", "batch", "max_batch", "prompt_len", "gen_len", "context", "chunk",
+    "kv_dtype", "weights_dtype", "spec_tokens", "gpu_layers", "grad_accum", "lora_rank",
+    "threads", "offload_fraction", "mtp_layers", "mtp_draft_tokens", "slot_context",
+    "max_model_len", "kv_pool_tokens", "fine_tune_type", "zero_stage",
+})
+WEIGHT_FORMATS: tuple[str, ...] = (
+    "bf16", "fp16", "fp32", "fp8", "int8", "int4", "fp4", "q4_0", "q4_k_m", "q5_k_m", "q6_k",
+    "q8_0", "iq4_xs", "mlx-4bit", "mlx-8bit", "nf4",
+)
+# KV-cache storage types: float types, integer widths (group-quantised), and GGML block types.
+KV_FORMATS: tuple[str, ...] = (
+    "fp32", "fp16", "bf16", "fp8", "fp4", "int8", "int6", "int4", "int2",
+    "q8_0", "q5_0", "q5_1", "q4_0", "q4_1", "iq4_nl",
+)
+ACCELERATORS: tuple[str, ...] = ("gpu", "cpu", "metal", "npu")
+VENDORS: tuple[str, ...] = ("nvidia", "amd", "apple", "qualcomm", "intel", "cpu")
+DEVICE_CLASSES: tuple[str, ...] = tuple(c.value for c in DeviceClass)
+PHASES: tuple[str, ...] = get_args(Phase)
+# The engines, in the order of engines.toml; the loader refuses a file with other ids. Kept as
+# a constant so that naming them (e.g. in --help) does not read and validate the data file.
+ENGINE_IDS: tuple[str, ...] = (
+    "hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx", "executorch", "mlc-llm",
+    "litert", "torchtitan", "megatron", "deepspeed",
+)
+
+Kind = Literal["serving", "on-device", "training"]
+Format = Literal["cli", "toml", "json", "python"]
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_DOTTED = re.compile(r"^([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)\s*=\s*(.+)$")
+_PY_SETTING = re.compile(r"^[A-Za-z_][\w.\[\]\"']*\s*=\s*\S")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+
+def placeholders(text: str) -> set[str]:
+    """Return the {name} placeholders a flag or setting template uses."""
+    return set(_PLACEHOLDER.findall(text))
+
+
+def _sample_values() -> dict[str, object]:
+    """Return stand-in values for every placeholder, to check that templates render."""
+    return {name: ("m" if name in {"model", "kv_dtype", "weights_dtype"} else 2)
+            for name in PLACEHOLDERS}
+
+
+def fill(template: str, values: Mapping[str, object], fmt: Format = "python") -> str:
+    """Replace {name} placeholders with plan values (shell-quoted for cli); KeyError if missing."""
+    def one(match: re.Match[str]) -> str:
+        text = value_text(values[match.group(1)])
+        return shlex.quote(text) if fmt == "cli" else text
+
+    return _PLACEHOLDER.sub(one, template)
+
+
+def value_text(value: object) -> str:
+    """Write a plan value as flags take it: booleans lowercase, whole floats as integers."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def parse_value(fmt: Format, literal: str) -> Any:
+    """Parse one TOML or JSON value literal; ValueError if it is not one."""
+    try:
+        if fmt == "json":
+            return json.loads(literal)
+        return tomllib.loads(f"v = {literal}")["v"]
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"not a {fmt} value: {literal!r} ({exc})") from exc
+
+
+def _unknown(values: Iterable[str], known: Iterable[str], what: str) -> None:
+    """Raise ValueError naming the values that are not in the known vocabulary."""
+    bad = sorted(set(values) - set(known))
+    if bad:
+        raise ValueError(f"unknown {what} {bad}; known: {sorted(known)}")
+
+
+class Defaults(_Strict):
+    """What the engine does when the user passes no flag (the state the advisor starts from)."""
+
+    attention_kernel: Literal["math", "flash"]
+    cuda_graphs: bool = Field(description="Decode steps replayed from CUDA/HIP graphs")
+    compiled: bool = Field(description="torch.compile or an ahead-of-time compiled graph")
+    paged_kv: bool
+    prefix_caching: bool
+    continuous_batching: bool
+    chunked_prefill: bool
+    prefill_chunk_tokens: int | None = Field(
+        None, ge=1, description="Prompt tokens per prefill chunk by default; None: no fixed value"
+    )
+    fused_optimizer: bool = Field(False, description="Training: one fused AdamW kernel")
+    checkpointing: Literal["none", "selective", "full"] = Field(
+        "none", description="Training: the activation checkpointing level it applies unasked")
+    sharding: Literal["none", "ddp", "fsdp", "tp"] = "none"
+    max_concurrent_sequences: int | None = Field(None, ge=1)
+    host_overhead_s_per_step: float | None = Field(
+        None, ge=0, description="Published CPU time per decode step; None: no published figure"
+    )
+    notes: list[str] = Field(default_factory=list, description="How each value was established")
+    sources: list[str] = Field(min_length=1, description="Where the defaults were read")
+    version: str = Field(min_length=1, description="The engine version the defaults were read at")
+
+
+class EngineConfig(_Strict):
+    """How a plan is said in the engine's own configuration language."""
+
+    format: Format
+    command: str | None = Field(None, description="Base command (cli); a header comment (python)")
+    steps: dict[str, list[str]] = Field(default_factory=dict)
+    step_notes: dict[str, str] = Field(
+        default_factory=dict, description="What a step needs besides its flags (a checkpoint ...)"
+    )
+    not_expressed: dict[str, str] = Field(
+        default_factory=dict, description="Steps with no setting in this engine, and why"
+    )
+    merge_flags: dict[str, str] = Field(
+        default_factory=dict, description="cli: flags whose values join into one, by separator"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> EngineConfig:
+        _unknown(self.steps, STEP_IDS + LAYOUT_KEYS + tuple(STEP_FORMS), "config step")
+        _unknown(self.step_notes, STEP_IDS + LAYOUT_KEYS + tuple(STEP_FORMS),
+                 "config.step_notes step")
+        _unknown(self.not_expressed, STEP_IDS, "config.not_expressed step")
+        both = sorted(set(self.steps) & set(self.not_expressed))
+        if both:
+            raise ValueError(f"steps both mapped and not_expressed: {both}")
+        if self.format == "cli" and not self.command:
+            raise ValueError("a cli config needs a command")
+        for text in [self.command or "", *self.step_notes.values(), *self.all_settings()]:
+            _unknown(placeholders(text), PLACEHOLDERS, f"placeholder in {text!r}:")
+        for setting in self.all_settings():
+            _check_setting(self.format, setting)
+        return self
+
+    def all_settings(self) -> list[str]:
+        """Return every flag or setting template of every step, in file order."""
+        return [s for settings in self.steps.values() for s in settings]
+
+
+def _check_setting(fmt: Format, setting: str) -> None:
+    """Refuse a template that would not render to valid syntax for its format."""
+    sample = fill(setting, _sample_values(), fmt)
+    if fmt == "cli":
+        if not setting.startswith("-"):
+            raise ValueError(f"a cli setting must be a flag: {setting!r}")
+        shlex.split(sample)
+    elif fmt in ("toml", "json"):
+        match = _DOTTED.match(sample)
+        if not match:
+            raise ValueError(f"a {fmt} setting must be 'dotted.key = value': {setting!r}")
+        parse_value(fmt, match.group(2))
+    elif not _PY_SETTING.match(setting):
+        raise ValueError(f"a python setting must be 'name=value': {setting!r}")
+
+
+# The kernel families the performance model has figures for (perfmodel/constants.py
+# GEMV_EFFICIENCY and friends); an engine's [kernels] and --engine-option kernel.* name one.
+KERNELS: tuple[str, ...] = (
+    "cublas", "cutlass-fp8", "torch-scaled-mm", "marlin", "torch-int4", "exllamav2",
+    "mobile-int4", "llamacpp-f16", "mlx-f16",
+)
+# Kernel kinds: dense 16-bit matmuls, FP8 W8A8, int4 weight-only (AWQ/GPTQ). GGUF, MLX and NF4
+# weights run their format's own kernels whatever the engine (perfmodel/efficiency.py).
+KERNEL_KINDS: tuple[str, ...] = ("dense", "fp8", "int4")
+
+
+class Costs(_Strict):
+    """How the engine spends time outside the GPU's kernels, and how it fuses them.
+
+    The performance model reads these (perfmodel/efficiency.py engine_time); each engine file
+    says where its figures come from (a fit to a measured run, or an assumption).
+    """
+
+    host_s: float = Field(ge=0, description="Host work per forward outside the kernels (s)")
+    host_op_factor: float = Field(
+        ge=0, description="Host cost of one eager kernel launch, in units of EAGER_OP_S")
+    kernels: str = Field(description="KERNELS_PER_LAYER row when not compiled")
+    fused_kernels: str = Field(description="KERNELS_PER_LAYER row when compiled or fused")
+    elementwise: str = Field(description="ELEMENTWISE_BYTES row when not compiled")
+    attention: str = Field(description="ATTENTION_PEAK_FRACTION column of its attention kernel")
+    kv_passes: float = Field(0.0, ge=0, description="KV-cache passes per decode step beyond one")
+    kv_passes_eager: float = Field(0.0, ge=0, description="More passes when decode runs eagerly")
+    moe_kernels: float = Field(6.0, ge=0, description="Kernels an MoE layer adds (grouped)")
+
+
+class Kernels(_Strict):
+    """The matmul kernel the engine runs per kind of weights, by vendor where it differs.
+
+    Each kind maps to one kernel, or to a table {vendor: kernel, default: kernel}.
+    """
+
+    dense: str | dict[str, str]
+    fp8: str | dict[str, str]
+    int4: str | dict[str, str]
+    int4_words: str = Field(min_length=1, description="The 4-bit kernel, in words for the plan")
+
+    @model_validator(mode="after")
+    def _check(self) -> Kernels:
+        for kind in KERNEL_KINDS:
+            value = getattr(self, kind)
+            table = value if isinstance(value, dict) else {"default": value}
+            if "default" not in table:
+                raise ValueError(f"kernels.{kind}: a vendor table needs a 'default' entry")
+            _unknown(table.values(), KERNELS, f"kernels.{kind} kernel")
+            _unknown(set(table) - {"default"}, VENDORS, f"kernels.{kind} vendor")
+        return self
+
+    def pick(self, kind: str, vendor: str) -> str:
+        """Return the kernel for this kind of weights on this vendor's devices."""
+        value = getattr(self, kind)
+        if isinstance(value, str):
+            return value
+        return value.get(vendor, value["default"])
+
+
+class History(_Strict):
+    """Defaults that differed before a version: `--engine vllm==0.6.0` starts from these."""
+
+    before: str = Field(description="The first version that no longer had these defaults")
+    defaults: dict[str, bool | int | str | None]
+    source: str = Field(min_length=1)
+
+
+class Engine(_Strict):
+    """One engine: where it runs, what it does by default, what it costs, how to configure it."""
+
+    id: str
+    name: str
+    kind: Kind
+    phases: list[Phase] = Field(min_length=1)
+    device_classes: list[str] = Field(min_length=1)
+    vendors: list[str] = Field(min_length=1)
+    weight_formats: list[str] = Field(min_length=1)
+    kv_cache_formats: list[str] = Field(default_factory=list)
+    accelerators: list[str] = Field(min_length=1)
+    delegates: list[str] = Field(
+        default_factory=list, description="Backend delegates (ExecuTorch QNN/Core ML, LiteRT NPU)"
+    )
+    own_formats: dict[str, str] = Field(
+        default_factory=dict,
+        description="The engine's own file format for 4- and 8-bit weights (GGUF, MLX)")
+    defaults: Defaults
+    history: list[History] = Field(default_factory=list)
+    costs: Costs
+    kernels: Kernels
+    applies: list[str] = Field(default_factory=list, description="Steps done by default")
+    unsupported: list[str] = Field(default_factory=list, description="Steps it cannot do")
+    unsupported_on: dict[str, list[str]] = Field(
+        default_factory=dict, description="Steps it cannot do on one device class only"
+    )
+    reasons: dict[str, str] = Field(
+        default_factory=dict, description="Why a step is unsupported (everywhere or on a class)"
+    )
+    notes: list[str] = Field(default_factory=list)
+    variant_notes: list[str] = Field(
+        default_factory=list, description="Set by the catalog: the release or options applied")
+    config: EngineConfig
+    training_config: EngineConfig | None = Field(
+        None, description="The config for training where the engine trains with another tool "
+        "(mlx-lm: mlx_lm.lora)")
+    sources: list[str] = Field(min_length=1, description="The docs/source of the flags")
+    version: str = Field(min_length=1, description="The version the entry was checked against")
+    release: str = Field(
+        min_length=1, description="The release number alone, as --engine ID==VERSION names it")
+
+    @model_validator(mode="after")
+    def _check(self) -> Engine:
+        _unknown(self.device_classes, DEVICE_CLASSES, "device class")
+        _unknown(self.vendors, VENDORS, "vendor")
+        _unknown(self.weight_formats, WEIGHT_FORMATS, "weight format")
+        _unknown(self.kv_cache_formats, KV_FORMATS, "KV-cache format")
+        _unknown(self.accelerators, ACCELERATORS, "accelerator")
+        _unknown(self.applies, STEP_IDS, "applies step")
+        _unknown(self.unsupported, STEP_IDS, "unsupported step")
+        _unknown(self.unsupported_on, self.device_classes, "unsupported_on device class")
+        _unknown(self.own_formats, ("int4", "int8"), "own_formats kind")
+        _unknown(self.own_formats.values(), self.weight_formats, "own_formats format")
+        for steps in self.unsupported_on.values():
+            _unknown(steps, STEP_IDS, "unsupported_on step")
+        both = sorted(set(self.applies) & set(self.unsupported))
+        if both:
+            raise ValueError(f"{self.id}: steps both applied and unsupported: {both}")
+        unsupported = set(self.unsupported).union(*self.unsupported_on.values())
+        _unknown(self.reasons, unsupported, "reasons step (not unsupported)")
+        for past in self.history:
+            _unknown(past.defaults, Defaults.model_fields, "history default")
+        if self.training_config is not None and "training" not in self.phases:
+            raise ValueError(f"{self.id}: a training_config for an engine that does not train")
+        return self
+
+    def does_by_default(self, step: str, device_class: str | None = None) -> bool:
+        """Whether the engine already applies this step with no flag (on this device class)."""
+        return step in self.applies and not self.cannot(step, device_class)
+
+    def cannot(self, step: str, device_class: str | None = None) -> bool:
+        """Whether the step cannot be done with this engine (on this device class, if given)."""
+        return step in self.unsupported or step in self.unsupported_on.get(device_class or "", [])
+
+    def says(self, step: str, form: str, phase: str = "training") -> bool:
+        """Whether the engine's config has this form of a step (selective checkpointing ...)."""
+        return f"{step}-{form}" in self.config_for(phase).steps
+
+    def config_for(self, phase: str) -> EngineConfig:
+        """Return the config a plan of this phase is said in (training may use another tool)."""
+        if phase == "training" and self.training_config is not None:
+            return self.training_config
+        return self.config
+
+
+class Choice(_Strict):
+    """default_engines.toml: the engine assumed per (device class, phase) when none is named."""
+
+    by_class: dict[str, dict[str, str]]
+
+    def check(self, engines: Mapping[str, Engine]) -> None:
+        """Refuse a table that misses a class or phase, or names an engine that cannot run it."""
+        _unknown(self.by_class, DEVICE_CLASSES, "default_engines.toml device class")
+        for device_class in DEVICE_CLASSES:
+            by_phase = self.by_class.get(device_class, {})
+            _unknown(by_phase, PHASES, f"[{device_class}] phase")
+            for phase in PHASES:
+                where = f"default_engines.toml [{device_class}] {phase}"
+                engine_id = by_phase.get(phase)
+                engine = engines.get(engine_id or "")
+                if engine is None:
+                    raise ValueError(f"{where}: no such engine {engine_id!r}")
+                if phase not in engine.phases or device_class not in engine.device_classes:
+                    raise ValueError(f"{where}: {engine_id} does not run {phase} on "
+                                     f"{device_class}")
