@@ -182,8 +182,12 @@ def _workloads(draw: st.DrawFn) -> tuple[str, str, dict[str, object]]:
         "batch": draw(st.sampled_from([1, 4, 32, 256])),
         "prompt_len": draw(st.sampled_from([256, 2048, 8192, 32768])),
         "gpus": draw(st.sampled_from([1, 2, 8])),
-        "engine": draw(st.sampled_from(sorted(load_engines()))),
     }
+    # only engines that run this phase on this device class: the others are refused up front
+    device_class = profiles.get(device).device_class.value
+    fitting = sorted(e.id for e in load_engines().values()
+                     if phase in e.phases and device_class in e.device_classes)
+    workload["engine"] = draw(st.sampled_from(fitting))
     return goal, device, workload
 
 
