@@ -1,0 +1,337 @@
+"""Check a rendered engine config against the flags the engine itself accepts.
+
+The tables in tests/fixtures/engine_flags/ are read from each engine's own code at its pinned
+version (scripts/engine_flags.py). check_config() parses a rendered config of any format (a
+command line, TOML, JSON, Python keyword lines) and returns readable problems: a flag or key
+the command does not take, a value that does not parse to the declared type, a value outside
+the choices or the range, a switch given a value or a flag missing one.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import shlex
+import sys
+import tokenize
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+# The one place the renderer is imported (hwadvisor.rules.engines today).
+from hwadvisor.rules.engines import Engine, RenderedConfig, load_engines, render_config
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["Engine", "RenderedConfig", "check_config", "check_rendered", "load_engines",
+           "render_config", "table"]
+
+TABLES = Path(__file__).parent / "fixtures" / "engine_flags"
+# The command a cli config runs -> the table command that describes it.
+CLI_COMMANDS = {
+    "vllm": "vllm serve", "sglang": "python -m sglang.launch_server",
+    "llamacpp": "llama-server", "mlx": "mlx_lm.server", "mlc-llm": "mlc_llm serve",
+    "litert": "litert-lm run", "megatron": "pretrain_gpt.py",
+}
+TABLE_COMMANDS = {"torchtitan": "job_config.toml", "deepspeed": "ds_config.json",
+                  "executorch": "export_llm"}
+
+
+@cache
+def table(engine: str) -> dict[str, Any] | None:
+    """Return an engine's flag table, or None when none was extracted."""
+    path = TABLES / f"{engine}.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _lookup(flags: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """Return a flag's record by its name or one of its aliases."""
+    if name in flags:
+        return flags[name]
+    for rec in flags.values():
+        if name in rec.get("aliases", []):
+            return rec
+    return None
+
+
+def check_value(rec: dict[str, Any], value: Any, where: str) -> list[str]:
+    """Check one value against a record's type, choices and range."""
+    problems: list[str] = []
+    type_ = rec.get("type")
+    parsed: Any = value
+    if isinstance(value, str):
+        try:
+            if type_ == "int":
+                parsed = int(value)
+            elif type_ == "float":
+                parsed = float(value)
+            elif type_ == "json":
+                parsed = json.loads(value)
+        except ValueError:
+            return [f"{where}: {value!r} is not a valid {type_}"]
+    elif type_ == "int" and (isinstance(parsed, bool) or not isinstance(parsed, int)):
+        problems.append(f"{where}: {value!r} is not an int")
+    elif type_ == "float" and not isinstance(parsed, (int, float)):
+        problems.append(f"{where}: {value!r} is not a number")
+    elif type_ == "bool" and not isinstance(parsed, bool):
+        problems.append(f"{where}: {value!r} is not a bool")
+    elif type_ == "str" and not isinstance(parsed, (str, bool)):
+        # bool passes: transformers keeps `str | None` fields with const=True so that True
+        # turns them on (TrainingArguments.fsdp, training_args.py: "fsdp=True")
+        problems.append(f"{where}: {value!r} is not a string")
+    choices = rec.get("choices")
+    if choices:
+        items = parsed.split(rec["list_separator"]) if rec.get("list_separator") \
+            and isinstance(parsed, str) else [parsed]
+        for item in items:
+            if item not in choices:
+                problems.append(f"{where}: {item!r} is not one of {choices}")
+    if isinstance(parsed, (int, float)) and not isinstance(parsed, bool):
+        if rec.get("min") is not None and parsed < rec["min"]:
+            problems.append(f"{where}: {parsed} is below the minimum {rec['min']}")
+        if rec.get("max") is not None and parsed > rec["max"]:
+            problems.append(f"{where}: {parsed} is above the maximum {rec['max']}")
+        if parsed in rec.get("not", []):
+            problems.append(f"{where}: {parsed} is refused")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# cli
+
+
+def cli_tokens(text: str) -> list[str]:
+    """Split a command line (with backslash-continued lines) as a shell would."""
+    return shlex.split(text.replace("\\\n", " "))
+
+
+def check_cli(text: str, command: dict[str, Any], command_name: str) -> list[str]:
+    """Check every flag of a command line and its value."""
+    flags = command["flags"]
+    words = command_name.split()
+    tokens = cli_tokens(text)
+    if tokens[:len(words)] != words:
+        return [f"the config runs {' '.join(tokens[:len(words)])!r}, not {command_name!r}"]
+    problems: list[str] = []
+    i = len(words)
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if not token.startswith("-"):
+            continue  # a positional (the model) or a value already consumed
+        name, eq, inline = token.partition("=")
+        rec = _lookup(flags, name)
+        if rec is None:
+            problems.append(f"{command_name}: unknown flag {name}")
+            continue
+        if not rec.get("takes_value", True):
+            if eq:
+                problems.append(f"{command_name} {name}: a switch given a value {inline!r}")
+            elif i < len(tokens) and not tokens[i].startswith("-") and rec.get("type") == "bool":
+                problems.append(f"{command_name} {name}: a switch followed by {tokens[i]!r}")
+            continue
+        values: list[str] = []
+        if eq:
+            values = [inline]
+        elif rec.get("nargs") in ("+", "*"):
+            while i < len(tokens) and not tokens[i].startswith("--"):
+                values.append(tokens[i])
+                i += 1
+        else:
+            count = rec.get("values", 1) if isinstance(rec.get("values", 1), int) else 1
+            values = tokens[i:i + count]
+            i += count
+        if not values and rec.get("nargs") not in ("?", "*"):
+            problems.append(f"{command_name} {name}: needs a value")
+        for value in values:
+            problems.extend(_check_cli_value(rec, value, f"{command_name} {name}"))
+    return problems
+
+
+def _check_cli_value(rec: dict[str, Any], value: str, where: str) -> list[str]:
+    """Check a flag's value, and the keys of a key=value;... value (MLC's --overrides)."""
+    subkeys = rec.get("subkeys")
+    if not subkeys:
+        return check_value(rec, value, where)
+    problems: list[str] = []
+    for part in filter(None, value.split(rec.get("subkey_separator", ";"))):
+        key, _, sub = part.partition("=")
+        if key not in subkeys:
+            problems.append(f"{where}: unknown key {key!r}")
+        else:
+            problems.extend(check_value(subkeys[key], sub, f"{where} {key}"))
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# toml / json
+
+
+def _leaves(data: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Return (dotted key, value) of every leaf of a nested mapping."""
+    if isinstance(data, dict):
+        out = []
+        for key, value in data.items():
+            out.extend(_leaves(value, f"{prefix}{key}."))
+        return out
+    return [(prefix[:-1], data)]
+
+
+def check_keys(data: dict[str, Any], command: dict[str, Any], what: str) -> list[str]:
+    """Check every dotted leaf key of a parsed TOML / JSON config."""
+    keys = command["flags"]
+    problems: list[str] = []
+    for key, value in _leaves(data):
+        rec = _lookup(keys, key)
+        if rec is None:
+            parent = key.rsplit(".", 1)[0]
+            if "." in key and keys.get(parent, {}).get("type") == "json":
+                continue  # a free-form mapping (DeepSpeed's optimizer.params)
+            problems.append(f"{what}: unknown key {key}")
+            continue
+        if rec.get("type") in {"object", "section"}:
+            continue
+        if rec.get("type") == "list" and not isinstance(value, list):
+            problems.append(f"{what} {key}: {value!r} is not a list")
+        elif rec.get("type") != "list":
+            problems.extend(check_value(rec, value, f"{what} {key}"))
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# python keyword lines
+
+
+def _strip_comment(line: str) -> tuple[str, str]:
+    """Return (code, comment) of one line of Python."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(line).readline))
+    except (tokenize.TokenError, IndentationError):
+        return line, ""
+    for tok in tokens:
+        if tok.type == tokenize.COMMENT:
+            return line[:tok.start[1]].rstrip(), tok.string
+    return line.rstrip(), ""
+
+
+def _dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ast.unparse(node)
+
+
+def check_python(text: str, commands: dict[str, Any]) -> list[str]:
+    """Check `name=value` lines: each name a keyword/key of the command its comment names."""
+    problems: list[str] = []
+    for line in text.splitlines():
+        code, comment = _strip_comment(line)
+        if not code:
+            continue
+        try:
+            stmt = ast.parse(code).body[0]
+        except SyntaxError as exc:
+            problems.append(f"not a Python statement: {code!r} ({exc.msg})")
+            continue
+        if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+            problems.append(f"not a name=value line: {code!r}")
+            continue
+        problems.extend(_check_assignment(stmt, comment, commands))
+    return problems
+
+
+def _named(comment: str, commands: dict[str, Any]) -> list[str]:
+    """Return the table commands a line's comment names (generate(), TrainingArguments ...)."""
+    return [name for name in commands if name in comment]
+
+
+# Keywords of libraries the engine entry does not pin (no table to check them against).
+UNPINNED = {"peft_config": "trl's SFTTrainer / peft's LoraConfig (not pinned by the hf entry)"}
+
+
+def _check_assignment(stmt: ast.Assign, comment: str, commands: dict[str, Any]) -> list[str]:
+    key = _dotted(stmt.targets[0])
+    if key in UNPINNED:
+        return []
+    named = _named(comment, commands)
+    where = named or list(commands)
+    problems: list[str] = []
+    calls = [c for c in ast.walk(stmt.value) if isinstance(c, ast.Call)]
+    callee = calls[0] and _callee(calls[0]) if calls else ""
+    found = [name for name in where if _lookup(commands[name]["flags"], key) is not None]
+    statement = isinstance(stmt.value, ast.Call) and callee in commands and not found
+    if not found and not statement:
+        said = f" ({', '.join(named)})" if named else ""
+        problems.append(f"unknown keyword {key}{said}")
+    for name in found[:1]:
+        rec = _lookup(commands[name]["flags"], key)
+        value = _python_literal(stmt.value)
+        if rec is not None and value is not _NOT_LITERAL:
+            problems.extend(check_value(rec, value, f"{name} {key}"))
+    for call in calls:
+        target = _callee(call)
+        if target not in commands:
+            continue
+        for kw in call.keywords:
+            if kw.arg is None:
+                continue
+            rec = _lookup(commands[target]["flags"], kw.arg)
+            if rec is None:
+                problems.append(f"{target}: unknown keyword {kw.arg}")
+                continue
+            value = _python_literal(kw.value)
+            if value is not _NOT_LITERAL:
+                problems.extend(check_value(rec, value, f"{target} {kw.arg}"))
+    return problems
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id \
+        if isinstance(func, ast.Name) else ""
+
+
+_NOT_LITERAL = object()
+
+
+def _python_literal(node: ast.expr) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError):
+        return _NOT_LITERAL
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def check_config(engine_id: str, fmt: str, text: str) -> list[str]:
+    """Return the problems of one rendered config text of an engine (empty: it checks out)."""
+    data = table(engine_id)
+    if data is None:
+        return []
+    commands = data["commands"]
+    if fmt == "cli":
+        name = CLI_COMMANDS.get(engine_id)
+        if engine_id == "megatron":
+            tokens = cli_tokens(text)
+            start = tokens.index("pretrain_gpt.py") if "pretrain_gpt.py" in tokens else 0
+            text = shlex.join(tokens[start:])
+        return check_cli(text, commands[name], name) if name in commands \
+            else [f"no table for {engine_id}'s command {name!r}"]
+    if fmt == "toml":
+        return check_keys(tomllib.loads(text), commands[TABLE_COMMANDS[engine_id]], engine_id)
+    if fmt == "json":
+        return check_keys(json.loads(text), commands[TABLE_COMMANDS[engine_id]], engine_id)
+    if engine_id in TABLE_COMMANDS:
+        return check_python(text, {TABLE_COMMANDS[engine_id]: commands[TABLE_COMMANDS[engine_id]]})
+    return check_python(text, commands)
+
+
+def check_rendered(rendered: RenderedConfig) -> list[str]:
+    """Return the problems of a RenderedConfig."""
+    return check_config(rendered.engine, rendered.format, rendered.text)
