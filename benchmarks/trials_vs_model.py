@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hwadvisor import profiles
+from hwadvisor.engines import get_engine
 from hwadvisor.models import Device, ModelOptions, Report, Workload
 from hwadvisor.perfmodel import constants as C
-from hwadvisor.perfmodel import efficiency as E
 from hwadvisor.perfmodel.compute import (
     Op,
     Phase,
@@ -128,7 +128,7 @@ def _time(setup: Setup, phase: Phase, eager: bool) -> float:
     gpu = phase.busy_s + phase.kernels * setup.res.kernel_floor_s
     if not eager:
         return gpu
-    host = phase.kernels * C.EAGER_OP_S * E.engine_time("hf").host_op_factor
+    host = phase.kernels * C.EAGER_OP_S * get_engine("hf").costs.host_op_factor
     return max(gpu, host)
 
 

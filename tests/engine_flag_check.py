@@ -19,8 +19,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-# The one place the renderer is imported (hwadvisor.rules.engines today).
-from hwadvisor.rules.engines import Engine, RenderedConfig, load_engines, render_config
+# The one place the renderer is imported.
+from hwadvisor.engines import Engine, RenderedConfig, load_engines, render_config
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -317,6 +317,11 @@ def check_config(engine_id: str, fmt: str, text: str) -> list[str]:
     commands = data["commands"]
     if fmt == "cli":
         name = CLI_COMMANDS.get(engine_id)
+        # An engine with several tools (mlx-lm serves with mlx_lm.server and trains with
+        # mlx_lm.lora): the table command the text starts with.
+        first = cli_tokens(text)[:1]
+        if first and first[0] in commands:
+            name = first[0]
         if engine_id == "megatron":
             tokens = cli_tokens(text)
             start = tokens.index("pretrain_gpt.py") if "pretrain_gpt.py" in tokens else 0

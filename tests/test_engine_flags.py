@@ -42,10 +42,13 @@ NO_TABLE: dict[str, str] = {
 SAMPLE_VALUES: dict[str, object] = {
     "model": "meta-llama/Llama-3.1-8B", "tp": 1, "pp": 1, "dp": 1, "dp_shard": 4,
     "dp_replicate": 2, "ep": 1, "cp": 2, "gpus": 8, "nodes": 1, "gpus_per_node": 8,
-    "batch": 4, "prompt_len": 1024, "gen_len": 256, "chunk": 2048, "kv_dtype": "fp8",
+    "batch": 4, "max_batch": 4, "prompt_len": 1024, "gen_len": 256, "chunk": 2048,
+    "kv_dtype": "fp8",
     "weights_dtype": "bf16", "spec_tokens": 4, "gpu_layers": 33, "grad_accum": 2,
     "lora_rank": 16, "threads": 8, "offload_fraction": 0.5, "mtp_layers": 1,
-    "mtp_draft_tokens": 2,
+    "mtp_draft_tokens": 2, "slot_context": 1280, "max_model_len": 8192, "kv_pool_tokens": 5120,
+    "fine_tune_type": "lora", "zero_stage": 3, "precision_fp16": True, "precision_bf16": True,
+    "context": 2048,
 }
 LAYOUT_VALUES = {"tp": 2, "pp": 2, "dp": 2, "ep": 2, "max_batch": 16, "context": 4096,
                  "gpu_layers": 33}
@@ -59,8 +62,14 @@ def _pin(engine_id: str) -> str:
 
 
 def _cases() -> list[tuple[str, str]]:
-    """Return (engine, config key) for every step and layout key of every engine config."""
-    return [(e.id, key) for e in load_engines().values() for key in e.config.steps]
+    """Return (engine, config key) for every step and layout key of every engine config.
+
+    A key of an engine's training tool (mlx-lm's mlx_lm.lora) is named "training:<key>".
+    """
+    serving = [(e.id, key) for e in load_engines().values() for key in e.config.steps]
+    training = [(e.id, f"training:{key}") for e in load_engines().values()
+                if e.training_config is not None for key in e.training_config.steps]
+    return serving + training
 
 
 def _marked(engine_id: str, key: str) -> object:
@@ -78,9 +87,10 @@ def _skip_without_table(engine_id: str) -> None:
 @pytest.mark.parametrize(("engine_id", "key"), [_marked(e, k) for e, k in _cases()])
 def test_each_step_alone_renders_flags_the_engine_takes(engine_id: str, key: str) -> None:
     _skip_without_table(engine_id)
-    from hwadvisor.rules.engines import STEP_FORMS
+    from hwadvisor.engines import STEP_FORMS
 
     engine = load_engines()[engine_id]
+    phase, _, key = key.rpartition(":")
     step, forms = key, None
     if key in STEP_FORMS:
         step, form = STEP_FORMS[key]
@@ -88,7 +98,7 @@ def test_each_step_alone_renders_flags_the_engine_takes(engine_id: str, key: str
     values = dict(SAMPLE_VALUES)
     if key in LAYOUT_VALUES:
         values[key] = LAYOUT_VALUES[key]
-    rendered = render_config(engine, [step], values, None, forms)
+    rendered = render_config(engine, [step], values, None, forms, phase or "inference")
     assert check_rendered(rendered) == []
 
 

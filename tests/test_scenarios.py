@@ -28,7 +28,9 @@ def test_the_gallery_covers_the_device_classes_and_both_outcomes():
     assert len(scenarios.SCENARIOS) >= 30
     assert set(GOLDEN) == {s.id for s in scenarios.SCENARIOS}
     assert any(not v["fits"] for v in GOLDEN.values())
-    assert all(v["steps"] for k, v in GOLDEN.items() if not v["fits"])
+    # A plan that does not fit says what would: its steps so far, or alternatives (more GPUs,
+    # another engine's offload, LoRA) when no change of this engine gets closer.
+    assert all(v["steps"] or v["alternatives"] for v in GOLDEN.values() if not v["fits"])
 
 
 @pytest.mark.parametrize("scenario", scenarios.SCENARIOS, ids=lambda s: s.id)
