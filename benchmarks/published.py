@@ -202,9 +202,10 @@ def build(fig: Figure) -> tuple[Workload, Device, ModelOptions]:
     training = fig.phase == "training"
     batch = fig.batch
     if training and fig.engine == "torchtitan" and pp > 1:
-        batch = max(1, round(fig.batch / pp / tp))
-    elif training and tp > 1:
-        batch = max(1, round(fig.batch / tp))  # hwadvisor: sequences per GPU; a TP group shares
+        # the local batch (per data-parallel rank) runs as pp micro-batches (_grad_accum)
+        batch = max(1, round(fig.batch / pp))
+    # hwadvisor's training batch is per data-parallel rank, as the sources' local batch is: a
+    # tensor-parallel group shares its sequences.
     dp = max(1, fig.gpus // (tp * pp * cp))
     per_node = max(1, fig.gpus // max(1, fig.nodes))
     try:

@@ -143,7 +143,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("train-70b-64xh100-megatron", "Pre-train Llama-3-70B with Megatron-LM on 8 nodes "
              "of 8 H100s.", "a", "h100-sxm",
              dict(model="llama-3-70b", phase="training", batch=1, prompt_len=4096, nodes=8,
-                  gpus_per_node=8, engine="megatron")),
+                  gpus_per_node=8, grad_accum=16, engine="megatron")),
     Scenario("train-8b-8xh100-deepspeed", "Fine-tune Llama-3-8B with DeepSpeed on 8 H100s.",
              "a", "h100-sxm", dict(model="llama-3-8b", phase="training", batch=2,
                                    prompt_len=4096, gpus=8, engine="deepspeed")),

@@ -129,15 +129,18 @@ def test_tensor_parallel_across_nodes_is_exposed_even_with_overlap():
 def test_tensor_parallel_training_four_allreduces_per_layer():
     w = train(prompt_len=1024)
     est = estimate(w, dev("h100-sxm"), ModelOptions(sharding="tp"))
-    group_batch = 8  # batch is per GPU: a TP group of 8 runs 8 sequences together
+    group_batch = 1  # batch is per data-parallel rank: the TP group of 8 shares its sequence
     expected = 32 * 4 * 2 * 7 / 8 * group_batch * 1024 * 4096 * 2
     assert est.communication["tp_allreduce_bytes"] == pytest.approx(expected)
 
 
 def test_tp_and_ddp_training_compare_at_equal_global_batch():
-    w, d = train(prompt_len=1024), dev("h100-sxm")
+    d = dev("h100-sxm")
+    w = train(prompt_len=1024)
+    # batch is per data-parallel rank: 8 DDP ranks of 1 = one TP group of 8 with 8
+    w8 = w.model_copy(update={"batch": w.batch * 8})
     ddp = estimate(w, d, ModelOptions(sharding="ddp", attention_kernel="flash"))
-    tp = estimate(w, d, ModelOptions(sharding="tp", attention_kernel="flash"))
+    tp = estimate(w8, d, ModelOptions(sharding="tp", attention_kernel="flash"))
     # same FLOPs per GPU; TP's GEMMs are narrower (N / 8) and taller (8 sequences): their
     # efficiency differs a little, so the compute times agree to within 10%
     assert tp.flops_per_step == pytest.approx(ddp.flops_per_step)

@@ -41,7 +41,7 @@ VALUES: dict[str, object] = {
     "grad_accum": 8, "lora_rank": 16, "threads": 8, "offload_fraction": 0.5,
     "mtp_layers": 1, "mtp_draft_tokens": 2, "slot_context": 2304, "max_model_len": 8192,
     "kv_pool_tokens": 147456, "fine_tune_type": "lora", "precision_fp16": True,
-    "precision_bf16": True, "zero_stage": 3,
+    "precision_bf16": True, "zero_stage": 3, "global_batch": 64,
 }
 
 

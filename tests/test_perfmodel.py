@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from hwadvisor import profiles
@@ -289,23 +287,15 @@ def test_launch_overhead_magnitudes():
 
 # --------------------------------------------------------------------- speed
 
-def test_every_preset_on_every_profile_is_fast():
+def test_every_preset_on_every_profile_estimates():
+    # Speed targets live in benchmarks/recommend_scale.py (a timed unit test is a flaky one).
     devices = [dev(i) for i in profiles.ids()]
     workloads = []
     for preset in list_presets():
         workloads.append(build_workload(preset))
         workloads.append(build_workload(preset, phase="training", gpus=8))
-    start = time.perf_counter()
     for w in workloads:
         for d in devices:
             for sharding in ("none", "fsdp"):
-                estimate(w, d, ModelOptions(sharding=sharding))
-    assert time.perf_counter() - start < 3.0
-
-
-def test_largest_preset_on_8_gpus_is_cheap():
-    w = build_workload("llama-3.1-405b", gpus=8)
-    start = time.perf_counter()
-    for _ in range(20):
-        estimate(w, dev("h200-sxm"), ModelOptions(sharding="tp"))
-    assert (time.perf_counter() - start) / 20 < 0.025
+                result = estimate(w, d, ModelOptions(sharding=sharding))
+                assert result.memory.total_bytes > 0

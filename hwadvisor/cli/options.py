@@ -101,7 +101,10 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
         + ", ".join(list_presets()) + ".", str, _WORKLOAD_PANEL,
         "chosen for the device: llama-3-8b on a 24 GB+ GPU, else llama-3.2-1b")),
     Param("phase", _opt("--phase", " or ".join(PHASES), str, _WORKLOAD_PANEL, "inference")),
-    Param("batch", _opt("--batch", "Sequences per step (per GPU)", int, _WORKLOAD_PANEL, "1")),
+    Param("batch", _opt("--batch", "Sequences per step: in serving, per model instance; in "
+                        "training, per data-parallel rank and micro-batch (a tensor- or "
+                        "pipeline-parallel group shares them, as torchtitan's local batch)",
+                        int, _WORKLOAD_PANEL, "1")),
     Param("prompt_len", _opt("--prompt-len", "Prompt tokens; the sequence length in training",
                              int, _WORKLOAD_PANEL, "2048")),
     Param("gen_len", _opt("--gen-len", "Generated tokens (inference)", int, _WORKLOAD_PANEL,

@@ -41,7 +41,7 @@ STEP_IDS: tuple[str, ...] = (
     "fp16-mixed-precision", "fp8-training", "fsdp2-zero3", "hsdp", "tensor-parallel-in-node",
     "pipeline-parallel", "context-parallel", "fused-adamw", "activation-checkpointing", "lora",
     "qlora", "optimizer-8bit", "optimizer-offload", "cpu-offload", "mmap-weights",
-    "sliding-window-or-mla",
+    "sliding-window-or-mla", "micro-batch",
 )
 # Forms of a step that depend on the model, keyed "<step>-<form>": a config that has the form
 # says the step that way when the plan asks for it (render_config's forms), else the plain one.
@@ -70,6 +70,7 @@ PLACEHOLDERS: frozenset[str] = frozenset({
     "kv_dtype", "weights_dtype", "spec_tokens", "gpu_layers", "grad_accum", "lora_rank",
     "threads", "offload_fraction", "mtp_layers", "mtp_draft_tokens", "slot_context",
     "max_model_len", "kv_pool_tokens", "fine_tune_type", "zero_stage",
+    "global_batch",
 })
 WEIGHT_FORMATS: tuple[str, ...] = (
     "bf16", "fp16", "fp32", "fp8", "int8", "int4", "fp4", "q4_0", "q4_k_m", "q5_k_m", "q6_k",

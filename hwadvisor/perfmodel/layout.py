@@ -91,8 +91,12 @@ class Layout:
 
     @property
     def batch_factor(self) -> int:
-        """Sequences of the group per `batch`: t under training TP (batch is per GPU), else 1."""
-        return self.tp if self.training else 1
+        """Sequences of one model instance per `batch`: 1.
+
+        `batch` is per data-parallel rank, as torchtitan's local_batch_size and Megatron's
+        micro-batch are: a tensor-parallel group shares its sequences, it does not multiply them.
+        """
+        return 1
 
 
 def resolve_layout(workload: Workload, options: ModelOptions) -> Layout:
@@ -119,12 +123,13 @@ def resolve_layout(workload: Workload, options: ModelOptions) -> Layout:
                     training=training, tp_size=options.tp_size, pp=pp, cp=cp,
                     ep=options.expert_parallel and gpus > 1, notes=notes)
     if strategy in ("ddp", "fsdp", "hsdp") and training:
-        notes.append(f"batch {workload.batch} per GPU: global batch {workload.batch * layout.dp}")
+        notes.append(f"batch {workload.batch} per data-parallel rank: global batch "
+                     f"{workload.batch * layout.dp * workload.grad_accum}")
     elif strategy in ("ddp", "fsdp", "hsdp"):
         notes.append(f"batch {workload.batch} per replica ({layout.dp} replicas)")
     if strategy == "tp" and training:
         notes.append(f"tensor parallel {layout.tp} with sequence parallelism; batch "
-                     f"{workload.batch} per GPU ({workload.batch * layout.tp} per TP group)"
+                     f"{workload.batch} per TP group (data-parallel rank)"
                      + (f", data parallel across {layout.dp} groups" if layout.dp > 1 else ""))
     elif strategy == "tp" and layout.dp > 1:
         notes.append(f"tensor parallel {layout.tp} x {layout.dp} replicas")

@@ -130,6 +130,8 @@ def training_activation_bytes(setup: Setup) -> float:
 
     Without checkpointing: every layer's saved tensors (Korthikanti et al. 2022 with the MLP
     sized to its width; the 4*a*s/h score term only with math attention), plus the logits.
+    Selective checkpointing (Korthikanti et al., sec. 5) recomputes the attention core only: the
+    same minus the score term (which flash attention never stores anyway).
     Full checkpointing: each layer's 2*s*b*h input plus one layer's working set, plus logits.
     """
     wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
@@ -140,7 +142,9 @@ def training_activation_bytes(setup: Setup) -> float:
     total_coeff, largest = act_coeff_sum(setup)
     scores = score_bytes_per_layer(setup, setup.batch, wl.prompt_len, wl.prompt_len)
     h = spec.hidden_size
-    if wl.activation_checkpointing:
+    if wl.activation_checkpointing and setup.options.selective_checkpointing:
+        layers = total_coeff * tokens * h * scale
+    elif wl.activation_checkpointing:
         inputs = spec.num_layers * 2.0 * tokens * h * scale / tp  # sharded by SP under TP
         working = largest * tokens * h * scale + scores
         layers = inputs + working
@@ -222,6 +226,26 @@ def model_weight_bytes(setup: Setup) -> float:
     return weight_bytes(setup.parts, setup.spec, working_weight_dtype(setup))
 
 
+# FP8/FP4 training (torchao float8, Transformer Engine) keeps the trained weights in high
+# precision and casts them for each GEMM (torchao float8 README: "the high precision weights
+# are kept"); only a frozen base (LoRA / QLoRA) is held in its low-bit format.
+_COMPUTE_ONLY_FORMATS = ("fp8", "fp4")
+
+
+def stored_weight_dtype(setup: Setup) -> str:
+    """Return the dtype the weights occupy memory in: what training keeps, not what it casts."""
+    dtype = working_weight_dtype(setup)
+    if setup.training and setup.options.finetune == "full" and dtype in _COMPUTE_ONLY_FORMATS:
+        activation = setup.workload.activation_dtype
+        return activation if activation in ("bf16", "fp16") else "bf16"
+    return dtype
+
+
+def stored_weight_bytes(setup: Setup) -> float:
+    """Bytes of the whole model's weights as held in memory (unsharded)."""
+    return weight_bytes(setup.parts, setup.spec, stored_weight_dtype(setup))
+
+
 def largest_layer_weight_bytes(setup: Setup) -> float:
     """Bytes of the largest transformer layer (what FSDP gathers at once)."""
     spec = setup.spec
@@ -280,7 +304,7 @@ def memory_estimate(setup: Setup) -> MemoryEstimate:
     """Bytes per GPU by part, the total and whether it fits the usable device memory."""
     wl, layout, notes = setup.workload, setup.layout, []
     shards = layout.weight_shards
-    full_weights = model_weight_bytes(setup)
+    full_weights = stored_weight_bytes(setup)
     weights = full_weights / shards
     if layout.strategy == "fsdp":
         gathered = C.FSDP_GATHERED_LAYERS * largest_layer_weight_bytes(setup)

@@ -238,6 +238,23 @@ def max_context(ctx: RuleContext, batch: int | None = None) -> int | None:
     return found
 
 
+def _checkpointed(goal: Goal, ctx: RuleContext, alt_id: str, title: str,
+                  workload_changes: dict, option_changes: dict, text: str) -> PlanAlternative:
+    """Return an alternative as it is, or with full activation checkpointing when only that fits.
+
+    PEFT recipes (LoRA, QLoRA) turn gradient checkpointing on as a matter of course.
+    """
+    plain = _alternative(goal, ctx, alt_id, title, workload_changes, option_changes, text)
+    if plain.fits or ctx.workload.activation_checkpointing and \
+            not ctx.options.selective_checkpointing:
+        return plain
+    checkpointed = _alternative(
+        goal, ctx, alt_id, title, {**workload_changes, "activation_checkpointing": True},
+        {**option_changes, "selective_checkpointing": False},
+        f"{text}, with full activation checkpointing")
+    return checkpointed if checkpointed.fits else plain
+
+
 def _alternative(goal: Goal, ctx: RuleContext, alt_id: str, title: str, workload_changes: dict,
                  option_changes: dict, text: str, host_bytes: int | None = None
                  ) -> PlanAlternative:
@@ -416,13 +433,16 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
                                 f"offload the optimizer (host RAM {units.gb(params * 16)})"
                                 + offloader, host_bytes=int(params * 16)))
     if training and ctx.options.finetune == "full":
-        out.append(_alternative(goal, ctx, "lora", "LoRA (fine-tuning only)", {},
-                                {"finetune": "lora", "lora_rank": 16},
-                                "LoRA rank 16 on the frozen bf16 model (fine-tunes; does not "
-                                "pre-train)"))
-        out.append(_alternative(goal, ctx, "qlora", "QLoRA (fine-tuning only)",
-                                {"weights_dtype": "nf4"}, {"finetune": "qlora", "lora_rank": 16},
-                                "QLoRA: the frozen base in 4-bit NF4 with rank-16 adapters"))
+        # The frozen base keeps the checkpoint's own dtype: the plan's FP8 training casts for
+        # its GEMMs, which LoRA on a frozen bf16 model does not do.
+        base_dtype = {"weights_dtype": result.base.workload.weights_dtype}
+        out.append(_checkpointed(goal, ctx, "lora", "LoRA (fine-tuning only)", base_dtype,
+                                 {"finetune": "lora", "lora_rank": 16},
+                                 "LoRA rank 16 on the frozen bf16 model (fine-tunes; does not "
+                                 "pre-train)"))
+        out.append(_checkpointed(goal, ctx, "qlora", "QLoRA (fine-tuning only)",
+                                 {"weights_dtype": "nf4"}, {"finetune": "qlora", "lora_rank": 16},
+                                 "QLoRA: the frozen base in 4-bit NF4 with rank-16 adapters"))
     if not training and ctx.workload.weights_dtype in ("bf16", "fp16", "fp32", "fp8", "int8") \
             and "int4-weights" not in in_plan:
         out.append(_alternative(goal, ctx, "int4-weights", "4-bit weights",
@@ -474,6 +494,8 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
         wl.activation_dtype == "bf16" else None,
         "fine_tune_type": "lora" if opts.finetune in ("lora", "qlora") else "full",
         "zero_stage": _zero_stage(plan, opts),
+        # sequences per optimizer step over all data-parallel ranks (Megatron, torchtitan)
+        "global_batch": wl.batch * wl.grad_accum * (layout.dp if layout is not None else 1),
         "chunk": opts.prefill_chunk_tokens or 8192, "kv_dtype": wl.kv_dtype,
         "weights_dtype": wl.weights_dtype, "spec_tokens": 3, "grad_accum": wl.grad_accum,
         "lora_rank": opts.lora_rank, "threads": 8, "offload_fraction": opts.offload_fraction,

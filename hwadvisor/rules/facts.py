@@ -46,8 +46,8 @@ FACT_NAMES: dict[str, str] = {
     "kv_dtype": "KV cache dtype",
     "activation_dtype": "compute dtype",
     "optimizer": "optimizer",
-    "activation_checkpointing": "activation checkpointing on",
-    "activation_checkpointing_text": "'on' or 'off'",
+    "activation_checkpointing": "full activation checkpointing on (nothing more to recompute)",
+    "activation_checkpointing_text": "'full', 'selective' or 'off'",
     "features": "model features (moe, mla, mtp, sliding_window, gqa, mha)",
     "features_text": "model features in words",
     "device": "device name",
@@ -220,8 +220,10 @@ def build_facts(
         "kv_dtype": workload.kv_dtype,
         "activation_dtype": workload.activation_dtype,
         "optimizer": workload.optimizer,
-        "activation_checkpointing": workload.activation_checkpointing,
-        "activation_checkpointing_text": "on" if workload.activation_checkpointing else "off",
+        # Selective checkpointing (attention only) can still go full: only full is the end.
+        "activation_checkpointing": workload.activation_checkpointing and
+        not opts.selective_checkpointing,
+        "activation_checkpointing_text": _checkpointing_level(workload, opts),
         "features": features,
         "features_text": ", ".join(features) or "none of moe, mla, sliding_window",
         "device": device.name,
@@ -263,6 +265,12 @@ def build_facts(
         "launch_text": seconds(estimate.times.launch_overhead_s),
         "comm_text": _comm_text(estimate),
     }
+
+
+def _checkpointing_level(workload: Workload, options: ModelOptions) -> str:
+    if not workload.activation_checkpointing:
+        return "off"
+    return "selective" if options.selective_checkpointing else "full"
 
 
 def _engine(workload: Workload) -> Engine:

@@ -14,7 +14,7 @@ When nothing fits, min_gpus and alternatives say what would.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwadvisor import units
 from hwadvisor.models import (
@@ -42,6 +42,9 @@ from hwadvisor.rules.engine import (
 )
 from hwadvisor.rules.metrics import METRICS, gain, prediction, read_metric
 from hwadvisor.rules.playbook import Rule
+
+if TYPE_CHECKING:
+    from hwadvisor.engines import Engine
 
 MAX_STEPS = 12
 # While the workload does not fit, a change is taken for its memory only when it cuts at least
@@ -116,13 +119,22 @@ def _engine_skips(rules: list[Rule], workload: Workload, device: Device) -> dict
     out: dict[str, str] = {}
     cls = str(device.device_class)
     for rule in rules:
-        if rule.id in engine.applies:
+        if rule.id in engine.applies and not _can_go_further(engine, rule.id):
             out[rule.id] = (f"{engine.name} does this by default ({engine.reasons.get(rule.id, '')}"
                             .rstrip(" (") + (")" if engine.reasons.get(rule.id) else ""))
         elif rule.id in engine.unsupported or rule.id in engine.unsupported_on.get(cls, []):
             reason = engine.reasons.get(rule.id, "no such option")
             out[rule.id] = f"{engine.name} cannot do this here: {reason}"
     return out
+
+
+def _can_go_further(engine: Engine, rule_id: str) -> bool:
+    """Whether a step the engine does by default has a stronger level it can be told to use.
+
+    torchtitan checkpoints selectively by default and takes mode = "full" when that is needed.
+    """
+    return rule_id == "activation-checkpointing" and \
+        engine.defaults.checkpointing != "full" and engine.says(rule_id, "full")
 
 
 def _judge_all(rules: list[Rule], ctx: RuleContext, skip: set[str],

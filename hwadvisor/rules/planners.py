@@ -184,6 +184,12 @@ def checkpoint_plan(ctx: RuleContext) -> Plan:
     selective = ctx.memory_with({"activation_checkpointing": True},
                                 {"selective_checkpointing": True})
     has_selective = engine_for(ctx.workload).says("activation-checkpointing", "selective")
+    already = ctx.workload.activation_checkpointing and ctx.options.selective_checkpointing
+    if already:  # selective (torchtitan's default) does not fit: recompute whole layers
+        return Plan(workload={"activation_checkpointing": True},
+                    options={"selective_checkpointing": False},
+                    notes=["full: selective checkpointing was not enough; keep only each decoder "
+                           "layer's input, recompute the rest"])
     if has_selective and (limit is None or selective.total_bytes <= limit):
         return Plan(workload={"activation_checkpointing": True},
                     options={"selective_checkpointing": True},
@@ -192,6 +198,23 @@ def checkpoint_plan(ctx: RuleContext) -> Plan:
     return Plan(workload={"activation_checkpointing": True},
                 options={"selective_checkpointing": False},
                 notes=["full: keep only each decoder layer's input, recompute the rest"])
+
+
+def micro_batch_plan(ctx: RuleContext) -> Plan:
+    """Split the batch into micro-batches (a divisor of it) with gradient accumulation.
+
+    The largest micro-batch that fits: the global batch, and so the recipe, stays the same.
+    """
+    batch, accum = ctx.workload.batch, ctx.workload.grad_accum
+    for micro in sorted((d for d in range(1, batch) if batch % d == 0), reverse=True):
+        change = {"batch": micro, "grad_accum": accum * batch // micro}
+        if ctx.fits_with(change, {}):
+            return Plan(workload=change, notes=[
+                f"micro-batch {micro} x {change['grad_accum']} accumulation steps: "
+                f"{batch * accum} sequences per optimizer step, as before"])
+    change = {"batch": 1, "grad_accum": accum * batch}
+    return Plan(workload=change, notes=[f"micro-batch 1 x {accum * batch} accumulation steps "
+                                        "(the smallest; not enough alone)"])
 
 
 def _format_for(ctx: RuleContext, wanted: tuple[str, ...]) -> str | None:
@@ -435,6 +458,7 @@ PLANNERS: dict[str, Callable[[RuleContext], Plan]] = {
     "tp_plan": tp_plan,
     "max_batch_fit": max_batch_fit,
     "checkpoint_plan": checkpoint_plan,
+    "micro_batch_plan": micro_batch_plan,
     "quantize_4bit": quantize_4bit,
     "quantize_8bit": quantize_8bit,
     "quantize_kv": quantize_kv,

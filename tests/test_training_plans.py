@@ -1,0 +1,126 @@
+"""Training plans that hold: fit verdicts, checkpointing levels, micro-batches, fp16, offload."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from hwadvisor.models import ModelOptions, Report
+from hwadvisor.pipeline import estimate_report, recommend_report
+from hwadvisor.workload import WorkloadRequest
+
+A, C = "training-throughput", "memory-footprint"
+
+
+@cache
+def _plan(device: str, goal: str, items: tuple[tuple[str, object], ...]) -> Report:
+    return recommend_report(goal, device, WorkloadRequest(**dict(items)))  # type: ignore[arg-type]
+
+
+def plan(device: str, goal: str = A, **workload: object) -> Report:
+    return _plan(device, goal, tuple(sorted({"phase": "training", **workload}.items())))
+
+
+def alternative(report: Report, alt_id: str):
+    assert report.plan is not None
+    return next((a for a in report.plan.alternatives if a.id == alt_id), None)
+
+
+def test_lora_of_a_70b_on_one_h100_does_not_fit_and_qlora_does():
+    # The bf16 base alone is 141 GB: LoRA keeps it, only QLoRA's 4-bit base fits 80 GB.
+    report = plan("h100-sxm", model="llama-3.1-70b", batch=1, prompt_len=2048)
+    assert report.plan is not None and not report.plan.fits
+    assert alternative(report, "lora") is None  # listed only when it fits
+    qlora = alternative(report, "qlora")
+    assert qlora is not None and qlora.fits
+
+
+def test_the_lora_alternative_starts_from_the_checkpoints_dtype_not_the_plans_fp8():
+    # The plan trains in FP8 (a GEMM format, the weights stay bf16); LoRA's frozen base is bf16.
+    report = plan("h100-sxm", model="llama-3.1-8b", batch=2, prompt_len=4096, gpus=8)
+    assert report.plan is not None
+    assert "fp8-training" in {s.id for s in report.plan.steps}
+    lora = alternative(report, "lora")
+    if lora is not None:
+        assert lora.changes.get("weights_dtype") == "bf16"
+
+
+def test_fp8_training_keeps_high_precision_weights_in_memory():
+    bf16 = estimate_report(WorkloadRequest(model="llama-3-8b", phase="training", batch=1,
+                                           prompt_len=2048, engine="hf"), "h100-sxm",
+                           ModelOptions())
+    fp8 = estimate_report(WorkloadRequest(model="llama-3-8b", phase="training", batch=1,
+                                          prompt_len=2048, engine="hf", weights_dtype="fp8"),
+                          "h100-sxm", ModelOptions())
+    assert bf16.estimate is not None and fp8.estimate is not None
+    assert fp8.estimate.memory.weights_bytes == bf16.estimate.memory.weights_bytes
+
+
+def test_selective_checkpointing_keeps_more_than_full():
+    from hwadvisor.perfmodel import estimate
+    from hwadvisor.pipeline import build_workload
+    from hwadvisor.probe.target import primary_device, resolve_target
+
+    device = primary_device(resolve_target("h100-sxm", 1))
+    workload = build_workload(WorkloadRequest(model="llama-3-8b", phase="training", batch=2,
+                                              prompt_len=4096, activation_checkpointing=True),
+                              device.memory_total_bytes, device.device_class, device.formats)
+    full = estimate(workload, device, ModelOptions(selective_checkpointing=False))
+    selective = estimate(workload, device, ModelOptions(selective_checkpointing=True))
+    assert selective.memory.activations_bytes > 2 * full.memory.activations_bytes
+
+
+def test_torchtitans_256_gpu_70b_run_fits_with_full_checkpointing():
+    # torchtitan's published Llama-3.1-70B run: 256 H100, FSDP 32 x TP 8, local batch 16 x 8k,
+    # full activation checkpointing (docs/performance.md). Selective, the default, is not enough.
+    report = plan("h100-sxm", model="llama-3.1-70b", batch=16, prompt_len=8192, nodes=32,
+                  gpus_per_node=8)
+    assert report.plan is not None and report.plan.fits
+    assert report.plan.layout is not None and report.plan.layout.tp == 8
+    assert report.plan.engine_config is not None
+    assert 'mode = "full"' in report.plan.engine_config.text
+
+
+def test_qlora_of_8b_at_batch_4_by_4k_fits_a_4090_with_micro_batch_1():
+    report = plan("rtx-4090", model="llama-3-8b", batch=4, prompt_len=4096, weights_dtype="nf4")
+    assert report.plan is not None and report.plan.fits
+    steps = {s.id: s for s in report.plan.steps}
+    assert "micro-batch" in steps
+    assert report.workload is not None
+    final = report.plan.steps[-1]
+    assert final.fits_after
+    config = report.plan.engine_config
+    assert config is not None and "per_device_train_batch_size=1" in config.text
+    assert "gradient_accumulation_steps=4" in config.text
+
+
+def test_micro_batches_keep_the_global_batch():
+    from hwadvisor.rules.planners import micro_batch_plan
+
+    class Ctx:  # the planner reads the workload and asks whether a change fits
+        class workload:  # noqa: N801
+            batch, grad_accum = 8, 2
+
+        @staticmethod
+        def fits_with(change, options):
+            return change["batch"] <= 2
+
+    planned = micro_batch_plan(Ctx())  # type: ignore[arg-type]
+    assert planned.workload == {"batch": 2, "grad_accum": 8}  # 16 sequences per step, as before
+
+
+def test_a_t4_trains_in_fp16_with_loss_scaling():
+    report = plan("t4", model="llama-3.2-1b", batch=2, prompt_len=1024)
+    assert report.workload is not None and report.workload.activation_dtype == "fp16"
+    assert report.plan is not None and report.plan.engine_config is not None
+    assert "fp16=True" in report.plan.engine_config.text
+
+
+def test_a_v100_trains_in_fp16_with_deepspeed_dynamic_loss_scaling():
+    import json
+
+    report = plan("v100-sxm2", model="llama-3.2-1b", batch=2, prompt_len=1024,
+                  engine="deepspeed")
+    assert report.plan is not None and report.plan.engine_config is not None
+    data = json.loads(report.plan.engine_config.text)
+    assert data["fp16"] == {"enabled": True, "loss_scale": 0}
+    assert "bf16" not in data
