@@ -475,7 +475,8 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
         "fine_tune_type": "lora" if opts.finetune in ("lora", "qlora") else "full",
         "zero_stage": _zero_stage(plan, opts),
         "chunk": opts.prefill_chunk_tokens or 8192, "kv_dtype": wl.kv_dtype,
-        "weights_dtype": wl.weights_dtype, "spec_tokens": 3, "grad_accum": wl.grad_accum,
+        "weights_dtype": wl.weights_dtype, "spec_tokens": opts.speculative_draft_tokens or 3,
+        "spec_draft_tokens": (opts.speculative_draft_tokens or 3) + 1, "grad_accum": wl.grad_accum,
         "lora_rank": opts.lora_rank, "threads": 8, "offload_fraction": opts.offload_fraction,
         "gpu_layers": _gpu_layers(wl, opts),
         "mtp_layers": mtp_layers, "mtp_draft_tokens": mtp_layers + 1,
@@ -540,8 +541,9 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
 
     engine = engine_for(ctx.workload)
     steps = [s.id for s in plan.steps if s.id in STEP_IDS]
-    # The checkpoint's own MTP layers draft where it ships them (the rule's MTP variant).
-    forms = {"speculative-decoding": "mtp"} if "mtp" in ctx.facts["features"] else {}
+    # The drafter the plan modelled (speculative_plan), so its acceptance is the one assumed.
+    drafter = ctx.options.speculative_drafter
+    forms: dict[str, str] = {"speculative-decoding": drafter} if drafter is not None else {}
     if ctx.workload.activation_checkpointing:
         # The checkpointing level the model counted, in the engine's words.
         forms["activation-checkpointing"] = ("selective" if ctx.options.selective_checkpointing

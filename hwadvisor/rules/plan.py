@@ -440,7 +440,8 @@ _REPORTED_CHANGES = {
     "activation_checkpointing", "engine", "cuda_graphs", "compiled", "attention_kernel",
     "fused_optimizer", "sharding", "tp_size", "pipeline_stages", "context_parallel",
     "expert_parallel", "comm_overlap", "offload_fraction", "prefix_cache_hit",
-    "speculative_tokens_per_step", "prefill_chunk_tokens", "finetune", "lora_rank",
+    "speculative_tokens_per_step", "speculative_drafter", "speculative_draft_tokens",
+    "prefill_chunk_tokens", "finetune", "lora_rank",
     "optimizer_offload", "selective_checkpointing",
 }
 
@@ -451,7 +452,8 @@ def recommendation(goal: Goal, c: Candidate, ctx: RuleContext, rank: int,
     return Recommendation(
         id=c.rule.id, goal=goal, title=title_of(c.rule, ctx.facts), rank=rank,
         why=why_text(c, ctx), predicted=c.prediction, trial=c.rule.trial,
-        caveats=caveats_of(c.rule, ctx.facts), references=list(c.rule.references),
+        caveats=[*c.caveats, *caveats_of(c.rule, ctx.facts)],
+        references=list(c.rule.references),
         changes={k: v for k, v in c.changes.items() if isinstance(v, (str, int, float, bool))
                  and k in _REPORTED_CHANGES | {k for k in c.changes if k.startswith("spec.")}},
         fits_after=c.fits_after, in_plan=step is not None, step=step,
