@@ -282,7 +282,8 @@ def test_tensor_parallel_stays_inside_one_node():
 
 
 def test_apple_silicon_gets_mlx_formats_and_no_cuda_graphs():
-    out = run("m3-max", B, model="llama-3-8b")
+    # 4-bit for speed is asked for (--quality int4): the default fp8 budget lists it beside
+    out = run("m3-max", B, model="llama-3-8b", quality="int4")
     assert out.plan.engine == "mlx"
     int4 = step(out, "int4-weights")
     assert int4.changes["weights_dtype"] == "mlx-4bit" and "MLX" in int4.title

@@ -125,3 +125,61 @@ def test_options_without_a_drafter_keep_their_meaning():
     # --speculative-tokens alone: an unnamed drafter, forward as wide as the accepted tokens
     opts = ModelOptions(speculative_tokens_per_step=2.0)
     assert opts.speculative_drafter is None and opts.speculative_draft_tokens is None
+
+
+# --- 3. the quality budget --------------------------------------------------------------------
+
+
+def test_405b_on_8_h100_is_served_in_fp8_not_int4():
+    report = plan("h100-sxm", B, model="llama-3.1-405b", gpus=8, batch=32)
+    assert report.workload.quality == "fp8"
+    assert "fp8-weights" in step_ids(report)
+    assert "int4-weights" not in step_ids(report)
+
+
+def test_int4_for_speed_only_when_asked_and_shown_beside_fp8():
+    fp8 = plan("h100-sxm", B, model="llama-3.1-8b", batch=1)
+    assert "int4-weights" not in step_ids(fp8) and "fp8-weights" in step_ids(fp8)
+    beside = rec(fp8, "int4-weights")
+    assert not beside.in_plan and "below the --quality fp8 budget" in beside.caveats[0]
+    int4 = plan("h100-sxm", B, model="llama-3.1-8b", batch=1, quality="int4")
+    assert "int4-weights" in step_ids(int4)
+
+
+def test_lossless_keeps_the_checkpoints_precision():
+    report = plan("h100-sxm", B, model="llama-3.1-8b", batch=64, quality="lossless")
+    assert not {"fp8-weights", "int4-weights", "kv-cache-quantization"} & set(step_ids(report))
+
+
+def test_4_bit_to_fit_is_said_plainly():
+    report = plan("rtx-4090", C, model="llama-3-70b", quality="lossless")
+    assert report.plan is not None
+    for r in report.recommendations:
+        if r.in_plan and r.id == "int4-weights":
+            assert "below the --quality lossless budget" in r.caveats[0]
+
+
+def test_a_bad_quality_is_a_usage_error():
+    from hwadvisor.errors import UserError
+
+    with pytest.raises(UserError, match="--quality"):
+        build_workload("llama-3.1-8b", quality="int3")
+
+
+# --- 4. AMD as it is --------------------------------------------------------------------------
+
+
+def test_mi300x_gpus_talk_over_xgmi_in_the_rule_facts():
+    from hwadvisor.rules.facts import _fast_interconnect
+
+    fast, text = _fast_interconnect(profiles.device_from_profile("mi300x"))
+    assert fast and "xGMI" in text
+    report = plan("mi300x", B, model="llama-3-70b", gpus=8, batch=64)
+    for r in report.rejected:
+        assert "PCIe" not in r.why_not, r.why_not
+
+
+def test_no_marlin_on_rocm():
+    report = plan("mi300x", B, model="llama-3-70b", batch=1, quality="int4")
+    for r in report.recommendations:
+        assert "Marlin kernels" not in r.title and "assumes Marlin" not in r.why, r.why

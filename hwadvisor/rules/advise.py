@@ -31,6 +31,7 @@ from hwadvisor.rules.context import Estimator, RuleContext
 from hwadvisor.rules.engine import Candidate, baseline, default_estimator, fits_limit
 from hwadvisor.rules.plan import (
     SearchResult,
+    beyond_budget,
     fmt_metric,
     goal_gain,
     goal_value,
@@ -609,7 +610,9 @@ def _worth_listing(goal: Goal, c: Candidate, result: SearchResult) -> bool:
     if tier(c.rule) != 1:
         return False
     gain_on_goal = goal_gain(goal, result.final.estimate, c.after)
-    return gain_on_goal >= 1 + max(c.rule.min_gain or 0.0, 0.01) and not c.fits_after
+    enough = gain_on_goal >= 1 + max(c.rule.min_gain or 0.0, 0.01)
+    # below the quality budget, it is shown beside the plan (FP8 and int4 side by side)
+    return enough and (not c.fits_after or beyond_budget(c, result.final) is not None)
 
 
 def _not_enough(goal: Goal, result: SearchResult, c: Candidate) -> str:
