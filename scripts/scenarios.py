@@ -91,6 +91,16 @@ SCENARIOS: tuple[Scenario, ...] = (
              dict(model="llama-3-70b", batch=16)),
     Scenario("serve-70b-mi300x", "Llama-3.1-70B on one MI300X (ROCm vLLM), 16 users.", "b",
              "mi300x", dict(model="llama-3.1-70b", batch=16)),
+    Scenario("serve-405b-8xh100-fp8", "Llama-3.1-405B on 8 H100s for 32 users (FP8 within the "
+             "default quality budget).", "b", "h100-sxm",
+             dict(model="llama-3.1-405b", gpus=8, batch=32)),
+    Scenario("serve-8b-h100-int4-budget", "Llama-3.1-8B at batch 1 on one H100, 4-bit allowed "
+             "(--quality int4).", "b", "h100-sxm",
+             dict(model="llama-3.1-8b", batch=1, quality="int4")),
+    Scenario("serve-8b-h100-batch9-spec", "Llama-3.1-8B on one H100 for 9 users: speculation "
+             "still pays past batch 8.", "b", "h100-sxm", dict(model="llama-3.1-8b", batch=9)),
+    Scenario("serve-70b-8xmi300x", "Llama-3-70B on 8 MI300X (xGMI) for 64 users.", "b",
+             "mi300x", dict(model="llama-3-70b", gpus=8, batch=64)),
     # ---- serving, consumer
     Scenario("serve-8b-3090-vllm", "Llama-3-8B with vLLM on an RTX 3090 (Ampere, no FP8).",
              "b", "rtx-3090", dict(model="llama-3-8b", batch=4, engine="vllm")),

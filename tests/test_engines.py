@@ -37,7 +37,8 @@ VALUES: dict[str, object] = {
     "model": "meta-llama/Llama-3.1-8B-Instruct", "tp": 2, "pp": 2, "dp": 2, "dp_shard": 8,
     "dp_replicate": 2, "ep": 4, "cp": 2, "gpus": 16, "nodes": 2, "gpus_per_node": 8, "batch": 4,
     "max_batch": 64, "prompt_len": 2048, "gen_len": 256, "context": 8192, "chunk": 4096,
-    "kv_dtype": "fp8", "weights_dtype": "bf16", "spec_tokens": 4, "gpu_layers": 99,
+    "kv_dtype": "fp8", "weights_dtype": "bf16", "spec_tokens": 4,
+    "spec_draft_tokens": 5, "gpu_layers": 99,
     "grad_accum": 8, "lora_rank": 16, "threads": 8, "offload_fraction": 0.5,
     "mtp_layers": 1, "mtp_draft_tokens": 2, "slot_context": 2304, "max_model_len": 8192,
     "kv_pool_tokens": 147456, "fine_tune_type": "lora", "precision_fp16": True,
@@ -289,9 +290,9 @@ def test_an_engine_without_the_form_says_the_general_one_with_a_note(engines):
 
 
 def test_an_unknown_form_is_refused(engines):
-    with pytest.raises(UserError, match="no form 'medusa'"):
+    with pytest.raises(UserError, match="no form 'lookahead'"):
         render_config(engines["vllm"], ["speculative-decoding"], VALUES,
-                      forms={"speculative-decoding": "medusa"})
+                      forms={"speculative-decoding": "lookahead"})
 
 
 def test_unknown_steps_and_missing_values_are_refused(engines):

@@ -139,6 +139,10 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
             "prefill_chunk_tokens=2048, kernel.int4=torch-int4 ... The report lists the "
             "defaults it started from (workload.engine_defaults). Pin a release's defaults "
             "with --engine vllm==0.6.0."), rich_help_panel=_WORKLOAD_PANEL, show_default=False)]),
+    Param("quality", _opt("--quality", "Quality budget: lossless (the checkpoint's own "
+                          "precision), fp8, int8 or int4: the least precise weights and KV "
+                          "cache a plan may pick for speed; less only when nothing else fits",
+                          str, _WORKLOAD_PANEL, "fp8")),
     Param("attention_kernel", _opt("--attention-kernel", "math or flash: the attention you run "
                                    "when it is not the engine's fused default (math = eager "
                                    "attention)", str, _WORKLOAD_PANEL, "the engine's")),

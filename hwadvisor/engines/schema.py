@@ -45,11 +45,17 @@ STEP_IDS: tuple[str, ...] = (
 )
 # Forms of a step that depend on the model, keyed "<step>-<form>": a config that has the form
 # says the step that way when the plan asks for it (render_config's forms), else the plain one.
-# mtp: speculative decoding with the checkpoint's multi-token-prediction layers as the drafter.
+# Speculative decoding by drafter (hwadvisor/perfmodel/drafters.py): ngram (prompt lookup),
+# draft-model (a small model of the same tokenizer), eagle3 / medusa (trained draft heads), mtp
+# (the checkpoint's multi-token-prediction layers). An engine runs the drafters it has a form for.
 # full / selective: activation checkpointing of every layer's whole forward, or of the
 # attention core only (Korthikanti et al. 2022); engines name the two differently.
 STEP_FORMS: dict[str, tuple[str, str]] = {
     "speculative-decoding-mtp": ("speculative-decoding", "mtp"),
+    "speculative-decoding-ngram": ("speculative-decoding", "ngram"),
+    "speculative-decoding-draft-model": ("speculative-decoding", "draft-model"),
+    "speculative-decoding-eagle3": ("speculative-decoding", "eagle3"),
+    "speculative-decoding-medusa": ("speculative-decoding", "medusa"),
     "activation-checkpointing-full": ("activation-checkpointing", "full"),
     "activation-checkpointing-selective": ("activation-checkpointing", "selective"),
 }
@@ -67,7 +73,8 @@ _DEGREE_KEYS: frozenset[str] = frozenset({"tp", "pp", "dp", "ep"})
 PLACEHOLDERS: frozenset[str] = frozenset({
     "model", "tp", "pp", "dp", "dp_shard", "dp_replicate", "ep", "cp", "gpus", "nodes",
     "gpus_per_node", "batch", "max_batch", "prompt_len", "gen_len", "context", "chunk",
-    "kv_dtype", "weights_dtype", "spec_tokens", "gpu_layers", "grad_accum", "lora_rank",
+    "kv_dtype", "weights_dtype", "spec_tokens", "spec_draft_tokens", "gpu_layers", "grad_accum",
+    "lora_rank",
     "threads", "offload_fraction", "mtp_layers", "mtp_draft_tokens", "slot_context",
     "max_model_len", "kv_pool_tokens", "fine_tune_type", "zero_stage",
     "global_batch",

@@ -135,6 +135,13 @@ class ModelOptions(Strict):
         1.0, ge=1.0, le=64.0,
         description="Accepted tokens per target forward (speculative decoding)"
     )
+    speculative_drafter: Literal["ngram", "draft-model", "eagle3", "medusa", "mtp"] | None = Field(
+        None, description="Speculative decoding's drafter (perfmodel/drafters.py): n-gram "
+        "prompt lookup, a small draft model, EAGLE-3 heads, Medusa heads or the checkpoint's MTP "
+        "layers; None with speculative_tokens_per_step > 1: an unnamed drafter")
+    speculative_draft_tokens: int | None = Field(
+        None, ge=1, le=64, description="Tokens drafted per sequence per step: the target "
+        "verifies draft + 1 tokens per forward (None: as many as are accepted)")
     mixed_precision: bool = Field(True, description="bf16 compute with fp32 master weights")
     prefill_chunk_tokens: int | None = Field(
         None, ge=1, description="Chunked prefill: tokens per forward (the engine's budget); None "

@@ -114,6 +114,9 @@ class Workload(Strict):
     attention_kernel: Literal["math", "flash"] | None = Field(
         None, description="The attention the user runs when not the engine's default (math: "
         "eager attention, the score matrix materialised, e.g. attn_implementation=\"eager\")")
+    quality: Literal["lossless", "fp8", "int8", "int4"] = Field(
+        "fp8", description="The quality budget (--quality): the least precise weights and KV "
+        "cache a plan takes for speed; lower precision only when nothing else fits, said so")
     activation_dtype: Dtype = "bf16"
     kv_dtype: Dtype = "bf16"
     optimizer: Optimizer = "adamw"

@@ -273,7 +273,7 @@ def _tensor_parallel(setup: Setup, link: Link, busy_s: dict[str, float],
         return
     start, end = setup.workload.prompt_len * setup.options.prefix_cache_hit, wl.prompt_len
     prefill_tokens = setup.batch * max(1.0, end - start)
-    decode_tokens = setup.batch * setup.tokens_per_forward
+    decode_tokens = setup.batch * setup.verify_tokens
     result.prefill = phase(prefill_tokens, 2.0, busy_s.get("prefill", 0.0))
     result.decode = phase(decode_tokens, 2.0, busy_s.get("decode", 0.0))
     result.details.update(

@@ -579,10 +579,10 @@ def prefill_phase(setup: Setup) -> Phase:
 
 
 def decode_phase(setup: Setup) -> Phase:
-    """One decode forward (tokens_per_forward new tokens per sequence) at the mean context."""
+    """One decode forward (verify_tokens per sequence: drafts + one) at the mean context."""
     r = rates(setup)
     spec = setup.spec
-    t = setup.tokens_per_forward
+    t = setup.verify_tokens
     batch = float(setup.batch)
     tokens = batch * t
     context = mean_decode_context(setup)

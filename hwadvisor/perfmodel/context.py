@@ -56,3 +56,15 @@ class Setup:
     def tokens_per_forward(self) -> float:
         """Tokens per sequence one decode forward yields (speculative decoding raises it)."""
         return self.options.speculative_tokens_per_step
+
+    @property
+    def verify_tokens(self) -> float:
+        """Tokens per sequence the decode forward processes: the drafts plus one of its own.
+
+        Without a stated draft length, as many as are accepted (the verification of rejected
+        drafts is then not charged).
+        """
+        drafted = self.options.speculative_draft_tokens
+        if drafted is None or self.tokens_per_forward <= 1.0:
+            return self.tokens_per_forward
+        return max(float(drafted + 1), self.tokens_per_forward)

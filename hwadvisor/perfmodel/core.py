@@ -39,6 +39,7 @@ from hwadvisor.perfmodel.compute import (
     train_phase,
 )
 from hwadvisor.perfmodel.context import Setup
+from hwadvisor.perfmodel.drafters import drafter
 from hwadvisor.perfmodel.layout import resolve_layout
 from hwadvisor.perfmodel.memory import memory_estimate
 from hwadvisor.perfmodel.overhead import (
@@ -98,9 +99,11 @@ def _model_notes(setup: Setup, deciding: Phase, timing: StepTime,
         notes.append(f"decode at the mean context {mean_decode_context(setup):.0f} tokens "
                      "(prompt + half the generation)")
         if setup.tokens_per_forward > 1:
-            notes.append(f"speculative decoding: {setup.tokens_per_forward:g} accepted tokens per "
-                         f"target forward, draft cost {C.SPECULATIVE_DRAFT_COST_FRACTION:.0%} "
-                         "of a forward (assumption)")
+            name = setup.options.speculative_drafter or "an unnamed drafter"
+            notes.append(f"speculative decoding with {name}: {setup.tokens_per_forward:g} "
+                         f"accepted tokens per target forward of {setup.verify_tokens:g} tokens "
+                         f"per sequence, draft cost {_draft_cost(setup):.0%} of a forward "
+                         "(assumption)")
         if opts.prefix_cache_hit:
             notes.append(f"prefix cache serves {opts.prefix_cache_hit:.0%} of the prompt")
         if opts.prefill_chunk_tokens:
@@ -262,6 +265,13 @@ def _training(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | N
     )
 
 
+def _draft_cost(setup: Setup) -> float:
+    """Return the drafter's time per step as a share of the target forward (drafters.py)."""
+    if setup.options.speculative_drafter is None:
+        return C.SPECULATIVE_DRAFT_COST_FRACTION
+    return drafter(setup.options.speculative_drafter).draft_cost
+
+
 def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | None) -> Estimate:
     wl = setup.workload
     pre, dec = prefill_phase(setup), decode_phase(setup)
@@ -274,7 +284,7 @@ def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | 
     prefill_s = pre_t.step_s + comm.prefill.exposed_s
     forward_s = dec_t.step_s + comm.decode.exposed_s
     t = setup.tokens_per_forward
-    draft = 1.0 + (C.SPECULATIVE_DRAFT_COST_FRACTION if t > 1 else 0.0)
+    draft = 1.0 + (_draft_cost(setup) if t > 1 else 0.0)
     decode_step_s = forward_s * draft / t
     deciding: Literal["prefill", "decode"]
     if wl.gen_len > 0:

@@ -31,6 +31,7 @@ from hwadvisor.rules.context import Estimator, RuleContext
 from hwadvisor.rules.engine import Candidate, baseline, default_estimator, fits_limit
 from hwadvisor.rules.plan import (
     SearchResult,
+    beyond_budget,
     fmt_metric,
     goal_gain,
     goal_value,
@@ -497,7 +498,8 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
         # sequences per optimizer step over all data-parallel ranks (Megatron, torchtitan)
         "global_batch": wl.batch * wl.grad_accum * (layout.dp if layout is not None else 1),
         "chunk": opts.prefill_chunk_tokens or 8192, "kv_dtype": wl.kv_dtype,
-        "weights_dtype": wl.weights_dtype, "spec_tokens": 3, "grad_accum": wl.grad_accum,
+        "weights_dtype": wl.weights_dtype, "spec_tokens": opts.speculative_draft_tokens or 3,
+        "spec_draft_tokens": (opts.speculative_draft_tokens or 3) + 1, "grad_accum": wl.grad_accum,
         "lora_rank": opts.lora_rank, "threads": 8, "offload_fraction": opts.offload_fraction,
         "gpu_layers": _gpu_layers(wl, opts),
         "mtp_layers": mtp_layers, "mtp_draft_tokens": mtp_layers + 1,
@@ -562,8 +564,9 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
 
     engine = engine_for(ctx.workload)
     steps = [s.id for s in plan.steps if s.id in STEP_IDS]
-    # The checkpoint's own MTP layers draft where it ships them (the rule's MTP variant).
-    forms = {"speculative-decoding": "mtp"} if "mtp" in ctx.facts["features"] else {}
+    # The drafter the plan modelled (speculative_plan), so its acceptance is the one assumed.
+    drafter = ctx.options.speculative_drafter
+    forms: dict[str, str] = {"speculative-decoding": drafter} if drafter is not None else {}
     if ctx.workload.activation_checkpointing:
         # The checkpointing level the model counted, in the engine's words.
         forms["activation-checkpointing"] = ("selective" if ctx.options.selective_checkpointing
@@ -629,7 +632,9 @@ def _worth_listing(goal: Goal, c: Candidate, result: SearchResult) -> bool:
     if tier(c.rule) != 1:
         return False
     gain_on_goal = goal_gain(goal, result.final.estimate, c.after)
-    return gain_on_goal >= 1 + max(c.rule.min_gain or 0.0, 0.01) and not c.fits_after
+    enough = gain_on_goal >= 1 + max(c.rule.min_gain or 0.0, 0.01)
+    # below the quality budget, it is shown beside the plan (FP8 and int4 side by side)
+    return enough and (not c.fits_after or beyond_budget(c, result.final) is not None)
 
 
 def _not_enough(goal: Goal, result: SearchResult, c: Candidate) -> str:

@@ -94,6 +94,7 @@ class Candidate:
     notes: list[str] = field(default_factory=list)
     fits_after: bool | None = None
     own_gain: float = 1.0  # on the rule's own metric
+    caveats: list[str] = field(default_factory=list)  # the planner's, beside the rule's own
 
     @property
     def plan_eligible(self) -> bool:
@@ -161,20 +162,20 @@ def _predictor(rule: Rule, ctx: RuleContext, metric: str) -> Candidate:
 
 
 def _what_if(rule: Rule, ctx: RuleContext) -> tuple[dict[str, Any], dict[str, Any],
-                                                    dict[str, Any], list[str]]:
-    """(workload changes, option changes, spec changes, notes) the rule applies to the state."""
+                                                    dict[str, Any], Plan]:
+    """(workload changes, option changes, spec changes, planner's notes and caveats)."""
     assert rule.what_if is not None
     workload_changes = dict(rule.what_if.workload)
     option_changes = dict(rule.what_if.options)
-    notes: list[str] = []
+    said = Plan()
     if rule.what_if.planner is not None:
         plan: Plan = PLANNERS[rule.what_if.planner](ctx)
         if plan.reject is not None:
             raise Rejection(plan.reject, ["planner"])
         workload_changes.update(plan.workload)
         option_changes.update(plan.options)
-        notes.extend(plan.notes)
-    return workload_changes, option_changes, dict(rule.what_if.spec), notes
+        said = plan
+    return workload_changes, option_changes, dict(rule.what_if.spec), said
 
 
 def _alternatives(rule: Rule, ctx: RuleContext, metric: str) -> Candidate:
@@ -231,7 +232,7 @@ def judge(rule: Rule, ctx: RuleContext, fit_cut: float | None = None) -> Candida
         return _predictor(rule, ctx, metric)
     if rule.alternatives:
         return _alternatives(rule, ctx, metric)
-    workload_changes, option_changes, spec_changes, notes = _what_if(rule, ctx)
+    workload_changes, option_changes, spec_changes, said = _what_if(rule, ctx)
     if fit_cut is not None and not spec_changes:
         _helps_fit(ctx, workload_changes, option_changes, fit_cut)
     workload, options = ctx.what_if(workload_changes, option_changes, spec_changes)
@@ -250,9 +251,10 @@ def judge(rule: Rule, ctx: RuleContext, fit_cut: float | None = None) -> Candida
                                                    f"{side.text}"})
     changes = {**workload_changes, **option_changes,
                **{f"spec.{k}": v for k, v in spec_changes.items()}}
-    return Candidate(rule, pred, after, workload, options, changes, notes,
+    return Candidate(rule, pred, after, workload, options, changes, list(said.notes),
                      fits_after=fits_limit(after, facts),
-                     own_gain=gain(METRICS[metric], before_v, after_v))
+                     own_gain=gain(METRICS[metric], before_v, after_v),
+                     caveats=list(said.caveats))
 
 
 def _helps_fit(ctx: RuleContext, workload_changes: dict[str, Any],

@@ -133,7 +133,25 @@ def _fast_interconnect(device: Device) -> tuple[bool, str]:
             return True, f"{name}{bw}"
     if link is not None and any((p.link or "").startswith("NV") for p in link.peers):
         return True, "NVLink"
-    return False, "no NVLink (GPUs talk over PCIe)"
+    # AMD's Infinity Fabric (xGMI) joins the 8 GPUs of an MI300X board as NVLink does an HGX:
+    # the same test perfmodel/comm.py makes for its link rate.
+    if link is not None and link.gpu_link_kind == "xgmi" and link.gpu_link_gbps:
+        return True, f"xGMI/Infinity Fabric {link.gpu_link_gbps:.0f} GB/s"
+    if link is not None and link.gpu_link_kind == "nvlink" and link.gpu_link_gbps:
+        return True, f"NVLink {link.gpu_link_gbps:.0f} GB/s"
+    return False, "no NVLink or xGMI (GPUs talk over PCIe)"
+
+
+def _four_bit_words(workload: Workload, device: Device) -> str:
+    """Return the engine's 4-bit kernel in words on this vendor (Marlin is CUDA-only)."""
+    kernels = _engine(workload).kernels
+    vendor = str(device.vendor)
+    if kernels.pick("int4", vendor) == kernels.pick("int4", "nvidia"):
+        return kernels.int4_words
+    # Off NVIDIA the engines' AWQ/GPTQ path runs Triton / plain dequantise-then-GEMM kernels,
+    # modelled as torch's int4 (the engine's [kernels] table).
+    return (f"{_engine(workload).name}'s {kernels.pick('int4', vendor)} path on {vendor} "
+            "(Marlin is CUDA-only)")
 
 
 def memory_limit(
@@ -200,7 +218,7 @@ def build_facts(
         "fp8_usable": _engine_runs(workload, "fp8", device),
         "fp4_usable": _engine_runs(workload, "fp4", device),
         "finetune": opts.finetune,
-        "four_bit_kernel": _engine(workload).kernels.int4_words,
+        "four_bit_kernel": _four_bit_words(workload, device),
         "model": workload.spec.name if workload.spec else workload.model,
         "engine": workload.engine,
         "engine_name": _engine(workload).name,

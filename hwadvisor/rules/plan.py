@@ -152,6 +152,38 @@ def _judge_all(rules: list[Rule], ctx: RuleContext, skip: set[str],
     return candidates, rejected
 
 
+# How much a weight or KV dtype gives up, against the --quality budget's rank (0 lossless,
+# 1 fp8, 2 int8 and 5-8-bit GGUF, 3 4-bit formats). bf16/fp16/fp32 are the checkpoint's own.
+_PRECISION_RANK: dict[str, int] = {
+    "fp32": 0, "tf32": 0, "bf16": 0, "fp16": 0, "fp8": 1,
+    "int8": 2, "q8_0": 2, "mlx-8bit": 2, "q6_k": 2, "q5_k_m": 2,
+    "int4": 3, "fp4": 3, "nf4": 3, "q4_0": 3, "q4_k_m": 3, "iq4_xs": 3, "mlx-4bit": 3,
+}
+_BUDGET_RANK: dict[str, int] = {"lossless": 0, "fp8": 1, "int8": 2, "int4": 3}
+
+
+def beyond_budget(c: Candidate, ctx: RuleContext) -> str | None:
+    """Say which precision a change takes below the workload's quality budget, if any.
+
+    Only a drop: the checkpoint's own format (an int4 release served as int4) is the user's.
+    """
+    if c.workload is None:
+        return None
+    budget = _BUDGET_RANK[ctx.workload.quality]
+    for part in ("weights_dtype", "kv_dtype"):
+        before = _PRECISION_RANK.get(getattr(ctx.workload, part), 0)
+        after_dtype = getattr(c.workload, part)
+        after = _PRECISION_RANK.get(after_dtype, 0)
+        if after > before and after > budget:
+            what = "weights" if part == "weights_dtype" else "KV cache"
+            return f"{after_dtype} {what}"
+    return None
+
+
+def _within(c: Candidate, ctx: RuleContext) -> bool:
+    return beyond_budget(c, ctx) is None
+
+
 def _memory(c: Candidate) -> float:
     assert c.after is not None
     return float(c.after.memory.total_bytes)
@@ -169,7 +201,8 @@ def _pick_to_fit(goal: Goal, ctx: RuleContext, candidates: list[Candidate],
         pool = [c for c in candidates if c.plan_eligible and tier(c.rule) == rank]
         fitting = [c for c in pool if c.fits_after]
         if fitting:
-            return max(fitting, key=lambda c: (-c.rule.complexity,
+            # within the quality budget first: 4-bit only when nothing within it fits
+            return max(fitting, key=lambda c: (_within(c, ctx), -c.rule.complexity,
                                                goal_gain(goal, ctx.estimate, c.after),  # type: ignore[arg-type]
                                                c.rule.id))
         cutting = [c for c in pool if _memory(c) < current * (1 - MIN_MEMORY_CUT)]
@@ -186,7 +219,8 @@ def _pick_by_metric(goal: Goal, ctx: RuleContext, candidates: list[Candidate],
         c.fits_after or _memory(c) < current * (1 - MIN_MEMORY_CUT))]
     if not pool:
         return None
-    return max(pool, key=lambda c: (bool(c.fits_after) and tier(c.rule) == 1, -tier(c.rule),
+    return max(pool, key=lambda c: (bool(c.fits_after) and tier(c.rule) == 1, _within(c, ctx),
+                                    -tier(c.rule),
                                     goal_gain(goal, ctx.estimate, c.after),  # type: ignore[arg-type]
                                     c.rule.id))
 
@@ -198,6 +232,8 @@ def _pick_for_metric(goal: Goal, ctx: RuleContext, candidates: list[Candidate]
     for c in candidates:
         if not c.plan_eligible or tier(c.rule) != 1 or not c.fits_after:
             continue
+        if not _within(c, ctx):
+            continue  # below the quality budget: for speed, never (it is listed beside)
         assert c.after is not None
         g = goal_gain(goal, ctx.estimate, c.after)
         threshold = 1 + max(c.rule.min_gain or 0.0, MIN_PLAN_GAIN)
@@ -452,7 +488,8 @@ _REPORTED_CHANGES = {
     "activation_checkpointing", "engine", "cuda_graphs", "compiled", "attention_kernel",
     "fused_optimizer", "sharding", "tp_size", "pipeline_stages", "context_parallel",
     "expert_parallel", "comm_overlap", "offload_fraction", "prefix_cache_hit",
-    "speculative_tokens_per_step", "prefill_chunk_tokens", "finetune", "lora_rank",
+    "speculative_tokens_per_step", "speculative_drafter", "speculative_draft_tokens",
+    "prefill_chunk_tokens", "finetune", "lora_rank",
     "optimizer_offload", "selective_checkpointing",
 }
 
@@ -463,13 +500,24 @@ def recommendation(goal: Goal, c: Candidate, ctx: RuleContext, rank: int,
     return Recommendation(
         id=c.rule.id, goal=goal, title=title_of(c.rule, ctx.facts), rank=rank,
         why=why_text(c, ctx), predicted=c.prediction, trial=c.rule.trial,
-        caveats=caveats_of(c.rule, ctx.facts), references=list(c.rule.references),
+        caveats=[*_budget_caveat(c, ctx), *c.caveats, *caveats_of(c.rule, ctx.facts)],
+        references=list(c.rule.references),
         changes={k: v for k, v in c.changes.items() if isinstance(v, (str, int, float, bool))
                  and k in _REPORTED_CHANGES | {k for k in c.changes if k.startswith("spec.")}},
         fits_after=c.fits_after, in_plan=step is not None, step=step,
         needs_retraining=c.rule.needs_retraining,
         side_effects=side_effects(goal, ctx.estimate, c.after) if c.after is not None else [],
     )
+
+
+def _budget_caveat(c: Candidate, ctx: RuleContext) -> list[str]:
+    """Say plainly when a change goes below the quality budget (taken only to fit, or listed)."""
+    below = beyond_budget(c, ctx)
+    if below is None:
+        return []
+    return [f"below the --quality {ctx.workload.quality} budget ({below}): taken only when "
+            "nothing within the budget fits; pass --quality int4 (or int8) to allow it for "
+            "speed"]
 
 
 def layout_of(ctx: RuleContext) -> PlanLayout:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwadvisor.models import ModelOptions
+from hwadvisor.perfmodel.drafters import DRAFTERS
 from hwadvisor.rules.facts import gb
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ class Plan:
     options: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     reject: str | None = None
+    caveats: list[str] = field(default_factory=list)  # assumptions of the planner's choice
 
 
 @dataclass
@@ -384,11 +386,68 @@ def serving_engine_plan(ctx: RuleContext) -> Plan:
     moved = ctx.workload.model_copy(update=switch)
     options = baseline_options(moved, ctx.device).model_dump()
     keep = {k: v for k, v in ctx.options.model_dump().items()
-            if k in ("sharding", "tp_size", "speculative_tokens_per_step", "prefix_cache_hit")
+            if k in ("sharding", "tp_size", "speculative_tokens_per_step", "speculative_drafter",
+                     "speculative_draft_tokens", "prefix_cache_hit")
             and v != ModelOptions.model_fields[k].default}
     return Plan(workload=switch, options={**options, **keep},
                 notes=[f"{get_engine(target).name} pages the KV cache, batches continuously "
                        "and replays CUDA graphs by default"])
+
+
+def _drafters_here(ctx: RuleContext) -> list[str]:
+    """Return the drafters the engine's config can run for this model, built-in ones first.
+
+    A checkpoint's own MTP layers need nothing more, so when the model ships them the drafters
+    that need another checkpoint are left out.
+    """
+    from hwadvisor.engines import engine_for
+
+    engine = engine_for(ctx.workload)
+    said = [d for d in DRAFTERS if engine.says("speculative-decoding", d, "inference")]
+    if "mtp" in ctx.facts["features"] and "mtp" in said:
+        return [d for d in said if not DRAFTERS[d].needs]
+    return [d for d in said if d != "mtp"]
+
+
+def _drafter_options(drafter_id: str, ctx: RuleContext) -> dict[str, Any]:
+    d = DRAFTERS[drafter_id]
+    spec = ctx.workload.spec
+    drafted = d.draft_tokens
+    if drafter_id == "mtp" and spec is not None and spec.mtp_layers:
+        drafted = spec.mtp_layers  # one token per MTP layer the checkpoint ships
+    return {"speculative_drafter": drafter_id, "speculative_draft_tokens": drafted,
+            "speculative_tokens_per_step": d.accepted_chat}
+
+
+def speculative_plan(ctx: RuleContext) -> Plan:
+    """Pick the drafter with the lowest request latency among those the engine runs for this model.
+
+    When the best one needs a checkpoint the user may not have (EAGLE-3 or Medusa heads, a
+    draft model), the n-gram drafter's figure is given beside it.
+    """
+    tried: list[tuple[float, str]] = []
+    for drafter_id in _drafters_here(ctx):
+        est = ctx.estimate_with({}, _drafter_options(drafter_id, ctx))
+        latency = est.times.request_latency_s
+        if latency is not None:
+            tried.append((latency, drafter_id))
+    if not tried:
+        return Plan(reject=f"{ctx.facts['engine_name']} runs no drafter for this model")
+    before = ctx.estimate.times.request_latency_s or 0.0
+    latency, best = min(tried)
+    chosen, options = DRAFTERS[best], _drafter_options(best, ctx)
+    notes = [f"drafter: {chosen.name}, {options['speculative_draft_tokens']} drafted and "
+             f"{chosen.accepted_chat:g} accepted tokens per target forward assumed (chat); "
+             f"request latency {latency:.3g} s"]
+    if chosen.needs:
+        ngram = next((t for t in tried if t[1] == "ngram"), None)
+        beside = (f"; without one, n-gram drafting: request latency {ngram[0]:.3g} s "
+                  f"({before / ngram[0]:.2f}x)" if ngram and before else "")
+        notes.append(f"needs {chosen.needs}{beside}")
+    others = [f"{DRAFTERS[d].name} {t:.3g} s" for t, d in sorted(tried) if d != best]
+    if others:
+        notes.append("other drafters: " + ", ".join(others))
+    return Plan(options=options, notes=notes, caveats=[chosen.caveat()])
 
 
 def max_batch_fit(ctx: RuleContext) -> Plan:
@@ -470,6 +529,7 @@ PLANNERS: dict[str, Callable[[RuleContext], Plan]] = {
     "context_plan": context_plan,
     "chunked_prefill_plan": chunked_prefill_plan,
     "serving_engine_plan": serving_engine_plan,
+    "speculative_plan": speculative_plan,
 }
 PREDICTORS: dict[str, Callable[[RuleContext], Predicted]] = {
     "pd_inter_token": pd_inter_token,

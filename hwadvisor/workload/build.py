@@ -330,6 +330,10 @@ def _gpu_layout(gpus: int | None, nodes: int | None,
     return gpus, nodes_n, per_node
 
 
+# --quality: the least precise weights (and KV cache) a plan may choose for speed.
+QUALITY_BUDGETS: tuple[str, ...] = ("lossless", "fp8", "int8", "int4")
+
+
 def build_workload(
     model: str | None = None,
     phase: str | None = None,
@@ -349,6 +353,7 @@ def build_workload(
     engine: str | None = None,
     engine_source: str | None = None,
     attention_kernel: str | None = None,
+    quality: str | None = None,
     device_memory_bytes: int | None = None,
     device_class: object = None,
 ) -> Workload:
@@ -401,6 +406,7 @@ def build_workload(
             engine=cast(EngineId, engine_v),
             attention_kernel=cast(Any, parse_choice("--attention-kernel", attention_kernel, None,
                                                    ("math", "flash"))),
+            quality=cast(Any, parse_choice("--quality", quality, "fp8", QUALITY_BUDGETS)),
             engine_source=engine_source or ("--engine" if engine is not None else None),
             activation_dtype=cast(Dtype, act_v),
             kv_dtype=cast(Dtype, kv_v),

@@ -31,6 +31,7 @@ class WorkloadRequest:
     engine: str | None = None  # an id, or id==version (--engine vllm==0.6.0)
     engine_options: tuple[str, ...] = ()  # --engine-option KEY=VALUE, as typed
     attention_kernel: str | None = None
+    quality: str | None = None  # --quality: lossless, fp8, int8 or int4 (the default fp8)
     host_memory_gb: float | None = None  # the planned host's RAM (not a Workload field)
 
     def with_changes(self, **changes: Any) -> WorkloadRequest:
