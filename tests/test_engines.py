@@ -39,7 +39,8 @@ VALUES: dict[str, object] = {
     "max_batch": 64, "prompt_len": 2048, "gen_len": 256, "context": 8192, "chunk": 4096,
     "kv_dtype": "fp8", "weights_dtype": "bf16", "spec_tokens": 4, "gpu_layers": 99,
     "grad_accum": 8, "lora_rank": 16, "threads": 8, "offload_fraction": 0.5,
-    "mtp_layers": 1, "soc_model": "SM8750", "mtp_draft_tokens": 2, "slot_context": 2304, "max_model_len": 8192,
+    "mtp_layers": 1, "soc_model": "SM8750",
+    "mtp_draft_tokens": 2, "slot_context": 2304, "max_model_len": 8192,
     "kv_pool_tokens": 147456, "fine_tune_type": "lora", "precision_fp16": True,
     "precision_bf16": True, "zero_stage": 3,
 }
