@@ -302,8 +302,11 @@ def smaller_model(goal: Goal, result: SearchResult, floor: float = USABLE_TOKENS
             usable = _usable(best[0], ctx.workload, floor)
             fitting.append((usable, same_vocab, params, preset, *best))
     fitting.sort(key=lambda f: (f[0], f[1], f[2], f[3]), reverse=True)
+    # Serving: every one that fits, with its speed (the trade-off is speed against size);
+    # training: the one answer.
+    shown = fitting if ctx.workload.phase == "inference" else fitting[:1]
     return [_smaller_alternative(goal, ctx, f, floor, first=i == 0)
-            for i, f in enumerate(fitting)]
+            for i, f in enumerate(shown[:SMALLER_MODELS_SHOWN])]
 
 
 def _smaller_alternative(goal: Goal, ctx: RuleContext,
@@ -327,6 +330,10 @@ def _smaller_alternative(goal: Goal, ctx: RuleContext,
         memory_per_gpu_bytes=est.memory.total_bytes,
         text=f"{preset} ({params / 1e9:.1f}B, {lead}): {units.gb(est.memory.total_bytes)}"
              f"{per_gpu(ctx.device)}, {metric_words(goal, est)}{speed_words}")
+
+
+# At most this many smaller presets are listed (the family's presets step down 8B, 3B, 1B).
+SMALLER_MODELS_SHOWN = 4
 
 
 # A smaller model is an answer when it is a step down a practitioner would take (8B -> 3B,
