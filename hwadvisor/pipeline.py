@@ -327,7 +327,8 @@ def _on_engine_defaults(workload: Workload, device: Device,
 
 
 def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest,
-                     calibration: Path | None = None) -> Report:
+                     calibration: Path | None = None,
+                     min_tokens_per_s: float | None = None) -> Report:
     """Resolve the hardware and workload, run the rules engine, and return the report.
 
     calibration: a report whose measurements of this device replace the datasheet figures in
@@ -358,7 +359,8 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     workload = build_workload(request, device.memory_total_bytes, device.device_class,
                               device.formats)
     outcome = recommend(workload, device, goal, host=target.host,
-                        estimator=_estimator(measured) if measured is not None else None)
+                        estimator=_estimator(measured) if measured is not None else None,
+                        min_tokens_per_s=min_tokens_per_s)
     if workload.is_default:
         notes.append(
             f"no --model given: recommending for the default workload {workload.model} "

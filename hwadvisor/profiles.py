@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hwadvisor.errors import UserError
 from hwadvisor.models import Device, DeviceClass, Interconnect, NvLinkInfo, PcieLink
-from hwadvisor.models.hardware import GpuLinkKind, NpuInfo
+from hwadvisor.models.hardware import ComputePath, GpuLinkKind, NpuInfo
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -209,6 +209,10 @@ class Profile(_ProfileBase):
     match: ProfileMatch = Field(default_factory=ProfileMatch)
     mobile: ProfileMobile | None = None
     npu: ProfileNpu | None = None
+    compute: list[ComputePath] = Field(
+        default_factory=list, description="On-device matmul rates by unit, delegate and dtype, "
+        "each with its basis and source (peak where the vendor publishes one, else effective "
+        "from a published run)")
     system: ProfileSystem | None = None
     variants: list[ProfileVariant] = Field(
         default_factory=list, description="Configurations sold; the top-level figures are the top"
@@ -751,6 +755,7 @@ def _profile_extras(profile: Profile) -> dict[str, Any]:
     return {
         "status": profile.status if profile.status != "shipping" else None,
         "npu": npu_info(profile),
+        "compute_paths": list(profile.compute),
         "sustained_fraction": profile.mobile.sustained_fraction if profile.mobile else None,
         "gpus_per_node": profile.system.gpus_per_node if profile.system else None,
         "max_gpus_per_node": profile.system.max_gpus_per_node if profile.system else None,

@@ -66,6 +66,10 @@ PINS: dict[str, Pin] = {
     "exllamav2": Pin("exllamav2", "0.3.2", "wheel"),
     "mlx": Pin("mlx-lm", "0.32.2", "wheel"),
     "executorch": Pin("executorch", "1.5.1", "cp311-cp311-manylinux_2_28_x86_64"),
+    # qnn and coreml render ExecuTorch exports with the QNN / Core ML delegate: export_llm's
+    # LlmConfig (backend.qnn.*, backend.coreml.*) at the same pin is their table.
+    "qnn": Pin("executorch", "1.5.1", "cp311-cp311-manylinux_2_28_x86_64"),
+    "coreml": Pin("executorch", "1.5.1", "cp311-cp311-manylinux_2_28_x86_64"),
     "mlc-llm": Pin("mlc-llm", MLC_LLM_COMMIT, "git"),
     "litert": Pin("litert-lm", "0.18.1", "wheel"),
     "torchtitan": Pin("torchtitan", "0.2.2", "wheel"),
@@ -1131,7 +1135,8 @@ Extractor = Callable[[Path], tuple[dict[str, Any], list[str]]]
 EXTRACTORS: dict[str, Extractor] = {
     "vllm": extract_vllm, "sglang": extract_sglang, "mlx": extract_mlx,
     "megatron": extract_megatron, "torchtitan": extract_torchtitan,
-    "executorch": extract_executorch, "deepspeed": extract_deepspeed,
+    "executorch": extract_executorch, "qnn": extract_executorch,
+    "coreml": extract_executorch, "deepspeed": extract_deepspeed,
     "exllamav2": extract_exllamav2, "litert": extract_litert, "llamacpp": extract_llamacpp,
 }
 

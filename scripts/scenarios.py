@@ -122,6 +122,13 @@ SCENARIOS: tuple[Scenario, ...] = (
              "snapdragon-8-elite", dict(model="llama-3-8b", prompt_len=512)),
     Scenario("serve-3b-iphone", "Llama-3.2-3B on an iPhone 15 Pro (A17 Pro).", "b", "a17-pro",
              dict(model="llama-3.2-3b", prompt_len=512)),
+    Scenario("serve-8b-iphone-16-pro", "Llama-3-8B on an iPhone 16 Pro (A18 Pro, 8 GB)?", "b",
+             "a18-pro", dict(model="llama-3-8b", prompt_len=512)),
+    Scenario("serve-3b-snapdragon-npu", "Llama-3.2-3B on the Hexagon NPU of a Snapdragon 8 Elite "
+             "phone (QNN / Genie).", "b", "snapdragon-8-elite",
+             dict(model="llama-3.2-3b", prompt_len=512, engine="qnn")),
+    Scenario("serve-8b-m1-max-coreml", "Llama-3.1-8B with Core ML on a MacBook Pro M1 Max.",
+             "b", "m1-max", dict(model="llama-3.1-8b", prompt_len=512, engine="coreml")),
     # ---- memory footprint
     Scenario("mem-8b-long-batch-4090", "Shrink memory for 8 users x 8k tokens of Llama-3-8B on "
              "an RTX 4090.", "c", "rtx-4090",

@@ -38,7 +38,7 @@ CLI_COMMANDS = {
     "litert": "litert-lm run", "megatron": "pretrain_gpt.py",
 }
 TABLE_COMMANDS = {"torchtitan": "job_config.toml", "deepspeed": "ds_config.json",
-                  "executorch": "export_llm"}
+                  "executorch": "export_llm", "qnn": "export_llm", "coreml": "export_llm"}
 
 
 @cache

@@ -47,7 +47,8 @@ SAMPLE_VALUES: dict[str, object] = {
     "weights_dtype": "bf16", "spec_tokens": 4,
     "spec_draft_tokens": 5, "gpu_layers": 33, "grad_accum": 2,
     "lora_rank": 16, "threads": 8, "offload_fraction": 0.5, "mtp_layers": 1,
-    "mtp_draft_tokens": 2, "slot_context": 1280, "max_model_len": 8192, "kv_pool_tokens": 5120,
+    "mtp_draft_tokens": 2, "soc_model": "SM8750",
+    "slot_context": 1280, "max_model_len": 8192, "kv_pool_tokens": 5120,
     "fine_tune_type": "lora", "zero_stage": 3, "precision_fp16": True, "precision_bf16": True,
     "context": 2048, "global_batch": 64,
 }

@@ -30,7 +30,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 EXPECTED_IDS = {"hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx", "executorch",
-                "mlc-llm", "litert", "torchtitan", "megatron", "deepspeed"}
+                "mlc-llm", "litert", "qnn", "coreml", "torchtitan", "megatron", "deepspeed"}
 
 # A full set of plan values: every placeholder filled, so every step of every engine renders.
 VALUES: dict[str, object] = {
@@ -40,7 +40,8 @@ VALUES: dict[str, object] = {
     "kv_dtype": "fp8", "weights_dtype": "bf16", "spec_tokens": 4,
     "spec_draft_tokens": 5, "gpu_layers": 99,
     "grad_accum": 8, "lora_rank": 16, "threads": 8, "offload_fraction": 0.5,
-    "mtp_layers": 1, "mtp_draft_tokens": 2, "slot_context": 2304, "max_model_len": 8192,
+    "mtp_layers": 1, "soc_model": "SM8750",
+    "mtp_draft_tokens": 2, "slot_context": 2304, "max_model_len": 8192,
     "kv_pool_tokens": 147456, "fine_tune_type": "lora", "precision_fp16": True,
     "precision_bf16": True, "zero_stage": 3, "global_batch": 64,
 }

@@ -34,11 +34,11 @@ def rows(published: ModuleType) -> list:
     return published.evaluate(published.load_figures() + published.e2e_figures())
 
 
-def test_the_data_file_has_its_95_figures_and_a_held_out_third(published: ModuleType) -> None:
+def test_the_data_file_has_its_110_figures_and_a_held_out_third(published: ModuleType) -> None:
     figures = published.load_figures()
-    assert len(figures) == 95
+    assert len(figures) == 110
     check = [f for f in figures if f.split == "check"]
-    assert 30 <= len(check) <= 35
+    assert 0.3 <= len(check) / len(figures) <= 0.4
     assert {f.split for f in figures} == {"tune", "check"}
 
 
@@ -52,7 +52,20 @@ def test_e2e_runs_are_figures_with_both_splits(published: ModuleType) -> None:
 def test_only_figures_without_a_profile_are_skipped(rows: list) -> None:
     skipped = [r for r in rows if r.skipped]
     assert all("no profile" in r.skipped for r in skipped)
-    assert len([r for r in rows if r.error is not None]) >= 95
+    assert len([r for r in rows if r.error is not None]) >= 110
+
+
+# On-device engines: ExecuTorch on a Snapdragon 8 Gen 3 phone, Genie on the 8 Elite's NPU,
+# Core ML on an M1 Max (issue: phones and NPUs). Median within 20%, none beyond 40%.
+ON_DEVICE = ("executorch", "qnn", "coreml", "litert", "mlc-llm")
+
+
+def test_phone_and_apple_runtime_figures_are_within_20_percent(rows: list) -> None:
+    mine = [r for r in rows if r.fig.engine in ON_DEVICE and r.error is not None]
+    assert len(mine) >= 15
+    errors = sorted(abs(r.error) for r in mine)
+    assert errors[len(errors) // 2] <= 0.20
+    assert errors[-1] <= 0.40, [(r.fig.id, round(r.error, 2)) for r in mine]
 
 
 @pytest.mark.parametrize("split", ["tune", "check"])

@@ -278,6 +278,17 @@ FailOnOpt = Annotated[
         case_sensitive=False,
     ),
 ]
+MinTokensPerSOpt = Annotated[
+    Optional[float],  # noqa: UP007, UP045
+    typer.Option(
+        "--min-tokens-per-s",
+        callback=lambda value: limit_callback("--min-tokens-per-s", value),
+        show_default=False,
+        help="The generation speed (tokens/s per sequence) a plan's answer must keep: a smaller "
+        "model is offered first when it reaches it (every smaller preset that fits is listed "
+        "with its speed either way) \\[default: 10].",
+    ),
+]
 MinBandwidthFractionOpt = Annotated[
     Optional[float],  # noqa: UP007, UP045
     typer.Option(

@@ -76,7 +76,7 @@ PLACEHOLDERS: frozenset[str] = frozenset({
     "kv_dtype", "weights_dtype", "spec_tokens", "spec_draft_tokens", "gpu_layers", "grad_accum",
     "lora_rank",
     "threads", "offload_fraction", "mtp_layers", "mtp_draft_tokens", "slot_context",
-    "max_model_len", "kv_pool_tokens", "fine_tune_type", "zero_stage",
+    "max_model_len", "kv_pool_tokens", "fine_tune_type", "zero_stage", "soc_model",
     "global_batch",
 })
 WEIGHT_FORMATS: tuple[str, ...] = (
@@ -92,11 +92,11 @@ ACCELERATORS: tuple[str, ...] = ("gpu", "cpu", "metal", "npu")
 VENDORS: tuple[str, ...] = ("nvidia", "amd", "apple", "qualcomm", "intel", "cpu")
 DEVICE_CLASSES: tuple[str, ...] = tuple(c.value for c in DeviceClass)
 PHASES: tuple[str, ...] = get_args(Phase)
-# The engines, in the order of engines.toml; the loader refuses a file with other ids. Kept as
+# The engines, one data file each (data/<id>.toml); the loader refuses other ids. Kept as
 # a constant so that naming them (e.g. in --help) does not read and validate the data file.
 ENGINE_IDS: tuple[str, ...] = (
     "hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx", "executorch", "mlc-llm",
-    "litert", "torchtitan", "megatron", "deepspeed",
+    "litert", "qnn", "coreml", "torchtitan", "megatron", "deepspeed",
 )
 
 Kind = Literal["serving", "on-device", "training"]
@@ -117,7 +117,7 @@ def placeholders(text: str) -> set[str]:
 
 def _sample_values() -> dict[str, object]:
     """Return stand-in values for every placeholder, to check that templates render."""
-    return {name: ("m" if name in {"model", "kv_dtype", "weights_dtype"} else 2)
+    return {name: ("m" if name in {"model", "kv_dtype", "weights_dtype", "soc_model"} else 2)
             for name in PLACEHOLDERS}
 
 
@@ -177,6 +177,11 @@ class Defaults(_Strict):
     host_overhead_s_per_step: float | None = Field(
         None, ge=0, description="Published CPU time per decode step; None: no published figure"
     )
+    compute_unit: Literal["cpu", "gpu", "npu"] | None = Field(
+        None, description="Where an on-device engine runs the matmuls by default (its delegate: "
+        "XNNPACK on the CPU, a GPU delegate, the Hexagon NPU or the Neural Engine); the profile's "
+        "[[compute]] figure for that unit and dtype sets prefill speed. None: the device's GPU "
+        "peaks (or its class's fallback)")
     notes: list[str] = Field(default_factory=list, description="How each value was established")
     sources: list[str] = Field(min_length=1, description="Where the defaults were read")
     version: str = Field(min_length=1, description="The engine version the defaults were read at")
@@ -240,11 +245,34 @@ def _check_setting(fmt: Format, setting: str) -> None:
 # GEMV_EFFICIENCY and friends); an engine's [kernels] and --engine-option kernel.* name one.
 KERNELS: tuple[str, ...] = (
     "cublas", "cutlass-fp8", "torch-scaled-mm", "marlin", "torch-int4", "exllamav2",
-    "mobile-int4", "llamacpp-f16", "mlx-f16",
+    "mobile-int4", "coreml-int4", "llamacpp-f16", "mlx-f16",
 )
 # Kernel kinds: dense 16-bit matmuls, FP8 W8A8, int4 weight-only (AWQ/GPTQ). GGUF, MLX and NF4
 # weights run their format's own kernels whatever the engine (perfmodel/efficiency.py).
 KERNEL_KINDS: tuple[str, ...] = ("dense", "fp8", "int4")
+
+
+class Recipe(_Strict):
+    """A published quantisation recipe: what each part of the model is stored in, as shipped.
+
+    ExecuTorch's quantised Llama recipe (SpinQuant, QAT+LoRA) keeps the embedding and the
+    classifier in 8 bits and writes the classifier out even where the checkpoint ties it to the
+    embedding; the size model must say so to match the published files.
+    """
+
+    name: str = Field(min_length=1, description="The recipe in the engine's words")
+    layer_bits: float = Field(gt=0, le=32, description="Bits per decoder-layer matmul weight, "
+                              "scales included")
+    embedding_bits: float = Field(gt=0, le=32)
+    output_bits: float = Field(gt=0, le=32)
+    output_untied: bool = Field(
+        False, description="The classifier is stored apart from a tied embedding")
+    compute_dtype: Literal["int8", "fp16", "bf16"] = Field(
+        description="What the matmuls compute in: int8 for dynamically quantised activations "
+        "(8da4w), fp16 for 16-bit activations (w4a16)")
+    variants: list[str] = Field(default_factory=list, description="Published variants of the "
+                                "same layout (SpinQuant, QAT+LoRA), each with its size note")
+    sources: list[str] = Field(min_length=1)
 
 
 class Costs(_Strict):
@@ -323,6 +351,9 @@ class Engine(_Strict):
         default_factory=dict,
         description="The engine's own file format for 4- and 8-bit weights (GGUF, MLX)")
     defaults: Defaults
+    quantization: dict[str, Recipe] = Field(
+        default_factory=dict, description="Published recipes by weight format (int4, int8): how "
+        "the engine's own export stores them")
     history: list[History] = Field(default_factory=list)
     costs: Costs
     kernels: Kernels
@@ -358,6 +389,7 @@ class Engine(_Strict):
         _unknown(self.unsupported_on, self.device_classes, "unsupported_on device class")
         _unknown(self.own_formats, ("int4", "int8"), "own_formats kind")
         _unknown(self.own_formats.values(), self.weight_formats, "own_formats format")
+        _unknown(self.quantization, self.weight_formats, "quantization format")
         for steps in self.unsupported_on.values():
             _unknown(steps, STEP_IDS, "unsupported_on step")
         both = sorted(set(self.applies) & set(self.unsupported))

@@ -162,6 +162,28 @@ class NpuInfo(Strict):
     note: str | None = None
 
 
+class ComputePath(Strict):
+    """One way an on-device engine computes matmuls: a unit, its delegate, a dtype, a rate.
+
+    Phones and the Neural Engine have no datasheet TFLOP/s the model can use: where the vendor
+    publishes a figure it is `peak`; otherwise the rate is `effective`, derived from a published
+    run (prompt tokens/s x FLOPs per token), and `basis` says which.
+    """
+
+    unit: Literal["cpu", "gpu", "npu"]
+    via: str = Field(description="The delegate / kernels: 'XNNPACK + KleidiAI (int8 dot)', "
+                     "'Hexagon HTP (QNN)', 'Neural Engine (Core ML)'")
+    dtype: Literal["int8", "fp16", "bf16", "fp32"] = Field(
+        description="What the matmuls compute in (int8: dynamically quantised activations)")
+    tflops: float = Field(gt=0, description="TFLOP/s (TOPS for int8)")
+    kind: Literal["peak", "effective"] = Field(
+        description="peak: a vendor figure; effective: from a published run (see basis)")
+    sustained_tflops: float | None = Field(
+        None, gt=0, description="After minutes of load, where published")
+    basis: str = Field(min_length=1, description="How the figure was read or derived")
+    source: str = Field(min_length=1)
+
+
 class Measured(Strict):
     """Figures measured on this device by the validator's trials (probe --measure)."""
 
@@ -214,6 +236,9 @@ class Device(Strict):
         None, description="'announced' for a part planned from announced, not shipping, figures"
     )
     npu: NpuInfo | None = None
+    compute_paths: list[ComputePath] = Field(
+        default_factory=list, description="On-device matmul rates by unit, delegate and dtype "
+        "(phones, the Neural Engine): the profile's [[compute]] entries")
     sustained_fraction: float | None = Field(
         None, gt=0, le=1, description="Share of peak a phone sustains after minutes of load "
         "(published throttling tests; see the profile's mobile.sustained_basis)"

@@ -17,7 +17,7 @@ Optimizer = Literal["adamw", "adamw-8bit", "sgd"]
 # The engines a workload can run on (hwadvisor/engines/data/<id>.toml describes each).
 EngineId = Literal[
     "hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx", "executorch", "mlc-llm",
-    "litert", "torchtitan", "megatron", "deepspeed",
+    "litert", "qnn", "coreml", "torchtitan", "megatron", "deepspeed",
 ]
 
 

@@ -19,6 +19,7 @@ from hwadvisor.perfmodel import efficiency as E
 from hwadvisor.perfmodel import formats
 from hwadvisor.perfmodel.context import Setup
 from hwadvisor.perfmodel.memory import (
+    engine_recipe,
     grad_bytes_per_param,
     kv_bytes_per_token_per_layer,
     score_bytes_per_layer,
@@ -309,12 +310,15 @@ def rates(setup: Setup) -> _Rates:
         peak16=peak16,
         vector=res.vector_tflops * 1e12 * C.GEMV_VECTOR_EFFICIENCY,
         kernel=kernel,
-        dequant=E.kernel_compute_fraction(kernel, family),
-        weight_only=formats.weight_format(weights).kind == "weight-only",
+        # An on-device path's rate is the quantised kernel's own (XNNPACK's int8 dot, the HTP's
+        # w4a16): no 16-bit dequantise share on top.
+        dequant=None if res.compute_path else E.kernel_compute_fraction(kernel, family),
+        weight_only=formats.weight_format(weights).kind == "weight-only"
+        and not res.compute_path,
         gemv=E.gemv_efficiency(kernel, family),
         act_bytes=setup.act_bytes,
         offload=setup.offload_fraction,
-        flat=E.kernel_flat_rate(kernel),
+        flat=E.kernel_flat_rate(kernel) and not res.compute_path,
         overlap_p=E.kernel_overlap_p(kernel),
         attention_rate=attention,
         kv_efficiency=E.kv_read_efficiency(backend),
@@ -351,7 +355,8 @@ def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float,
 
 
 def _layer_bits(setup: Setup) -> float:
-    fmt = formats.weight_format(working_weight_dtype(setup))
+    dtype = working_weight_dtype(setup)
+    fmt = formats.weight_format(dtype, engine_recipe(setup, dtype))
     return formats.layer_bits(fmt, setup.parts, setup.spec)
 
 
@@ -482,16 +487,18 @@ def _head_ops(setup: Setup, r: _Rates, tokens: float, logit_rows: float,
     spec, tp = setup.spec, setup.layout.tp
     h = float(spec.hidden_size)
     act = setup.act_bytes
-    fmt = formats.weight_format(working_weight_dtype(setup))
+    dtype = working_weight_dtype(setup)
+    fmt = formats.weight_format(dtype, engine_recipe(setup, dtype))
     head_params = (setup.parts.lm_head or setup.parts.embedding) / tp
-    head_bits = fmt.output_bits if setup.parts.lm_head else fmt.embedding_bits
+    head_bits = fmt.output_bits if setup.parts.lm_head or fmt.output_untied \
+        else fmt.embedding_bits
     norm = C.FINAL_NORM_BYTES[r.elementwise] * act / 2.0
     out = [(Op("embedding and norm", 0.0, tokens * h * (2.0 * act + norm), 1.0, r.stream), 1.0)]
     head = _gemm(setup, r, "lm_head", logit_rows, head_params, spec.vocab_size / tp, h,
                  head_bits)
-    if r.weight_only and setup.workload.weights_dtype not in formats.GGUF_FORMATS \
-            + formats.MLX_FORMATS:
-        # AWQ/GPTQ/NF4 keep the lm_head in 16 bits: a dense GEMM.
+    if r.weight_only and fmt.recipe is None and setup.workload.weights_dtype not in \
+            formats.GGUF_FORMATS + formats.MLX_FORMATS:
+        # AWQ/GPTQ/NF4 keep the lm_head in 16 bits: a dense GEMM (an engine recipe says otherwise).
         dense = _Rates(**{**r.__dict__, "dequant": None, "weight_only": False, "gemv":
                           E.gemv_efficiency("cublas", setup.res.family), "kernel": "cublas",
                           "gemm": r.act_gemm, "flat": False, "overlap_p": None})

@@ -130,7 +130,9 @@ KERNEL_FLOOR_S: dict[str, float] = {
 # what a large copy reaches. Hopper HBM3e: H200 memory-bandwidth trial, copy 4092 GB/s of
 # 4814 theoretical = 0.85 (docs/benchmarks.md runs: 4092-4239, 0.85-0.88). Apple tiers and
 # RDNA 3: fit to the tune split (llama.cpp and MLX decode: Max chips stream a smaller share of
-# their wider memory than Pro chips; base chips are taken as Pro). Others: assumptions (GDDR
+# their wider memory than Pro chips; base chips are taken as Pro). Phones: fit to the tune
+# split's ExecuTorch Llama 3.2 1B decode on a OnePlus 12 (bf16 19.2, 8da4w 50.2 tokens/s on
+# 76.8 GB/s LPDDR5X: 0.59 and 0.71 of it). Others: assumptions (GDDR
 # and HBM copies usually land at 80-92% of the datasheet).
 STREAM_BANDWIDTH_FRACTION: dict[str, float] = {
     "nvidia-hopper": 0.85,
@@ -143,7 +145,7 @@ STREAM_BANDWIDTH_FRACTION: dict[str, float] = {
     "apple-pro": 0.86,
     "apple-max": 0.73,
     "apple-ultra": 0.95,
-    "mobile": 0.6,
+    "mobile": 0.7,
     "cpu": 0.6,
     "default": 0.85,
 }
@@ -175,7 +177,10 @@ POWER_CAP_CLOCK_EXPONENT = 1.0 / 3.0
 # shapes (M=2048: qkv 694, gate_up 699, down 740 TFLOP/s; model 715, 723, 723). Apple GPUs
 # multiply in 8x8 simdgroup matrices inside 32-64-wide threadgroup tiles (MLX's steel GEMM,
 # llama.cpp's kernel_mul_mm): a 32-row half point (assumption).
-GEMM_HALF_DIM: dict[str, float] = {"apple": 32.0, "default": 128.0}
+# Phones run prefill on CPU micro-kernels a few rows tall (XNNPACK's int8 GEMMs tile 4-8 rows;
+# the Hexagon HTP and the ANE are fed whole chunks): a 4-row half point (assumption). Their
+# rates come from the profiles' [[compute]] paths, measured at 64-128-token prompts.
+GEMM_HALF_DIM: dict[str, float] = {"apple": 32.0, "mobile": 4.0, "default": 128.0}
 
 # Weight-streaming efficiency of a matmul at small M (decode), as a share of the achievable
 # stream bandwidth above, by kernel family (keys "kernel" or "kernel@family"). cublas: H200
@@ -189,7 +194,10 @@ GEMM_HALF_DIM: dict[str, float] = {"apple": 32.0, "default": 128.0}
 # vendor, CUTLASS-class fp8 on CDNA 3 (vLLM): fit to the tune split; MLX streams more of the
 # bandwidth than llama.cpp's Metal kernels on the same chip (above 1: capped at the datasheet).
 # CUTLASS fp8 on NVIDIA 0.85, ExLlamaV2 0.85, bitsandbytes' gemv_4bit 0.5, the on-device
-# engines' int4 GEMV 0.8, the llama.cpp and default rows: assumptions.
+# engines' int4 GEMV 0.8, the llama.cpp and default rows: assumptions. coreml-int4: Core ML's
+# int4 per-block GPU matmuls, fit to the one published run (Apple, "On Device Llama 3.1 with
+# Core ML", 2024: Llama-3.1-8B ~33 tokens/s on an M1 Max = ~150 GB/s, half the chip's 292 GB/s
+# stream figure); tune split, the only published Core ML LLM run with its setup stated.
 GEMV_EFFICIENCY: dict[str, float] = {
     "cublas": 0.93,
     "cutlass-fp8": 0.85,
@@ -200,6 +208,7 @@ GEMV_EFFICIENCY: dict[str, float] = {
     "exllamav2": 0.85,
     "bitsandbytes": 0.5,
     "mobile-int4": 0.8,
+    "coreml-int4": 0.52,
     "llamacpp": 0.85,
     "llamacpp@apple": 0.875,
     "llamacpp@nvidia": 0.96,

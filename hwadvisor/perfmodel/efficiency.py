@@ -25,7 +25,7 @@ from hwadvisor.perfmodel import constants as C
 from hwadvisor.perfmodel import formats
 
 if TYPE_CHECKING:
-    from hwadvisor.engines.schema import Costs, Kernels
+    from hwadvisor.engines.schema import Costs, Kernels, Recipe
 
 # --- device families --------------------------------------------------------------------------
 
@@ -257,6 +257,13 @@ def engine_time(workload: Workload) -> Costs:
     from hwadvisor.engines import engine_for
 
     return engine_for(workload).costs
+
+
+def engine_recipe(workload: Workload, weights_dtype: str) -> Recipe | None:
+    """Return the engine's published recipe for these weights (ExecuTorch's 8da4w), if any."""
+    from hwadvisor.engines import engine_for
+
+    return engine_for(workload).quantization.get(weights_dtype)
 
 
 def engine_kernels(workload: Workload) -> Kernels:

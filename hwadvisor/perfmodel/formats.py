@@ -6,16 +6,22 @@ table and the output layer on its own terms. Sizes below reproduce published fil
 - Llama-3-8B Q4_K_M 4.92 GB, IQ4_XS 4.45 GB (bartowski/Meta-Llama-3-8B-Instruct-GGUF);
 - Llama-2-7B Q4_0 3.83 GB, Q6_K 5.53 GB, Q8_0 7.16 GB (TheBloke/Llama-2-7B-GGUF);
 - Llama-3-8B AWQ 4-bit 5.7 GB, FP8 (llm-compressor) 9.1 GB (embeddings and lm_head in bf16).
+An engine's published recipe replaces a format's widths (engines/data/<id>.toml [quantization]):
+ExecuTorch's 8da4w keeps the embedding and the classifier in 8 bits (Llama 3.2 1B SpinQuant
+1,083 MiB, 3B 2,435 MiB).
 tests/test_formats.py pins each of these to within 2%.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
 
 from hwadvisor.models import ModelSpec
 from hwadvisor.workload.params import ParamBreakdown, expert_width, moe_layer_count
+
+if TYPE_CHECKING:
+    from hwadvisor.engines.schema import Recipe
 
 FormatKind = Literal["dense", "weight-only", "w8a8"]
 
@@ -48,6 +54,8 @@ class WeightFormat:
     upgraded_bits: float | None = None  # bits of the attn_v / ffn_down tensors a mix upgrades
     upgraded_share: float = 0.0  # share of those tensors upgraded
     family: str = "torch"  # who runs it natively: torch, gguf, mlx
+    output_untied: bool = False  # the classifier is stored apart from a tied embedding
+    recipe: str | None = None  # the engine recipe that set the widths, in its words
 
 
 FORMATS: dict[str, WeightFormat] = {
@@ -81,9 +89,14 @@ GGUF_FORMATS = tuple(k for k, f in FORMATS.items() if f.family == "gguf")
 MLX_FORMATS = tuple(k for k, f in FORMATS.items() if f.family == "mlx")
 
 
-def weight_format(dtype: str) -> WeightFormat:
-    """Return the format of a weights dtype (every Dtype has one)."""
-    return FORMATS[dtype]
+def weight_format(dtype: str, recipe: Recipe | None = None) -> WeightFormat:
+    """Return the format of a weights dtype, as the engine recipe (if any) stores it."""
+    fmt = FORMATS[dtype]
+    if recipe is None:
+        return fmt
+    return replace(fmt, layer_bits=recipe.layer_bits, embedding_bits=recipe.embedding_bits,
+                   output_bits=recipe.output_bits, output_untied=recipe.output_untied,
+                   recipe=recipe.name)
 
 
 def _upgradable_params(parts: ParamBreakdown, spec: ModelSpec) -> float:
@@ -104,13 +117,14 @@ def layer_bits(fmt: WeightFormat, parts: ParamBreakdown, spec: ModelSpec) -> flo
     return (fmt.layer_bits * (layers - upgraded) + fmt.upgraded_bits * upgraded) / layers
 
 
-def weight_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str) -> float:
-    """Bytes of all weights of the model in this format."""
-    fmt = weight_format(dtype)
+def weight_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str,
+                 recipe: Recipe | None = None) -> float:
+    """Bytes of all weights of the model in this format (as the engine's recipe stores it)."""
+    fmt = weight_format(dtype, recipe)
     layers = parts.total - parts.embeddings
-    output = fmt.output_bits if parts.lm_head else 0.0
+    output_params = parts.lm_head or (parts.embedding if fmt.output_untied else 0)
     return (layers * layer_bits(fmt, parts, spec) + parts.embedding * fmt.embedding_bits
-            + parts.lm_head * output) / 8.0
+            + output_params * fmt.output_bits) / 8.0
 
 
 def routed_expert_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str) -> float:

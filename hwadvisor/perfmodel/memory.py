@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from hwadvisor.models import MemoryEstimate, ModelSpec
 from hwadvisor.perfmodel import constants as C
+from hwadvisor.perfmodel import efficiency as E
 from hwadvisor.perfmodel import formats
 from hwadvisor.perfmodel.constants import bytes_per_element
 from hwadvisor.perfmodel.context import Setup
+
+if TYPE_CHECKING:
+    from hwadvisor.engines.schema import Recipe
 from hwadvisor.workload.params import (
     ParamBreakdown,
     attention_params_per_layer,
@@ -222,8 +227,16 @@ def working_weight_dtype(setup: Setup) -> str:
 
 
 def model_weight_bytes(setup: Setup) -> float:
-    """Bytes of the whole model's weights in the working dtype (unsharded)."""
-    return weight_bytes(setup.parts, setup.spec, working_weight_dtype(setup))
+    """Bytes of the whole model's weights in the working dtype (unsharded), as stored."""
+    dtype = working_weight_dtype(setup)
+    return formats.weight_bytes(setup.parts, setup.spec, dtype, engine_recipe(setup, dtype))
+
+
+def engine_recipe(setup: Setup, dtype: str) -> Recipe | None:
+    """Return the engine's published recipe for the working weights (inference only)."""
+    if setup.training:
+        return None
+    return E.engine_recipe(setup.workload, dtype)
 
 
 # FP8/FP4 training (torchao float8, Transformer Engine) keeps the trained weights in high
@@ -256,7 +269,8 @@ def largest_layer_weight_bytes(setup: Setup) -> float:
     if setup.parts.moe_layers:
         moe = setup.parts.per_expert * spec.num_experts + (
             setup.parts.shared_experts_and_router / setup.parts.moe_layers)
-    bits = formats.layer_bits(formats.weight_format(dtype), setup.parts, spec)
+    fmt = formats.weight_format(dtype, engine_recipe(setup, dtype))
+    bits = formats.layer_bits(fmt, setup.parts, spec)
     return (attention + max(dense, moe)) * bits / 8.0
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hwadvisor.models import Device, ModelOptions, Workload
+from hwadvisor.models.hardware import ComputePath
 from hwadvisor.perfmodel import constants as C
 from hwadvisor.perfmodel import efficiency as E
 from hwadvisor.perfmodel.calibration import Calibration
@@ -42,6 +43,7 @@ class Resources:
     host_transfer_gbps: float | None = None  # measured pinned host-to-device
     busbw_gbps: float | None = None  # measured all-reduce bus bandwidth
     sources: dict[str, str] = field(default_factory=dict)  # figure -> measured|datasheet|model
+    compute_path: str | None = None  # the profile's on-device path the matmuls run on, named
 
     @property
     def ridge_flop_per_byte(self) -> float:
@@ -138,6 +140,10 @@ def resolve(workload: Workload, device: Device, options: ModelOptions,
                      "(stated assumption, not a reading)")
 
     dtype = compute_dtype(workload, options, device)
+    path = _on_device_path(workload, device, dtype, notes)
+    if path is not None and not (device.measured and device.measured.matmul_tflops):
+        return _with_path(path, workload, device, cls, family, bandwidth, stream, notes,
+                          sources)
     peak, used, peak_measured = _peak(device, dtype, notes)
     if peak is None:
         peak = C.FALLBACK_TFLOPS.get(cls, 1.0)
@@ -181,26 +187,93 @@ def resolve(workload: Workload, device: Device, options: ModelOptions,
     sources.setdefault("host_transfer", "model")
 
     total = device.memory_total_bytes
-    usable: int | None = None
-    if device.app_memory_limit_bytes:
-        # A phone: the OS caps one app far below its RAM (probe/mobile.py computes the cap).
-        usable = int(device.app_memory_limit_bytes)
-        notes.append(f"usable memory: the per-app limit {usable / C.GB:.1f} GB of "
-                     f"{(total or 0) / C.GB:.1f} GB RAM (mobile OS)")
-    elif total:
-        fraction = C.USABLE_MEMORY_FRACTION.get(cls, 1.0)
-        usable = int(total * fraction)
-        if fraction < 1.0:
-            notes.append(f"usable memory: {fraction:.0%} of {total / C.GB:.1f} GB on a {cls} "
-                         "(OS / Metal working-set / app limits)")
-    else:
-        notes.append("device memory unknown: the fit is not checked")
+    usable = _usable_memory(device, cls, notes)
     return Resources(cls, bandwidth, peak, dtype, total, usable, notes, family=family,
                      stream_gbps=stream, gemm_tflops=gemm, act_peak_tflops=sheet,
                      act_gemm_tflops=act_gemm, kernel_floor_s=floor, host_scale=host_scale,
                      vector_tflops=float(device.peak_tflops.get("fp32") or sheet / 4.0),
                      attention_tflops=attention, host_transfer_gbps=transfer,
                      busbw_gbps=busbw, sources=sources)
+
+
+def _usable_memory(device: Device, cls: str, notes: list[str]) -> int | None:
+    """Return the memory one process may use: a phone's app limit, or a share of the total."""
+    total = device.memory_total_bytes
+    if device.app_memory_limit_bytes:
+        # A phone: the OS caps one app far below its RAM (probe/mobile.py computes the cap).
+        usable = int(device.app_memory_limit_bytes)
+        notes.append(f"usable memory: the per-app limit {usable / C.GB:.1f} GB of "
+                     f"{(total or 0) / C.GB:.1f} GB RAM (mobile OS)")
+        return usable
+    if not total:
+        notes.append("device memory unknown: the fit is not checked")
+        return None
+    fraction = C.USABLE_MEMORY_FRACTION.get(cls, 1.0)
+    if fraction < 1.0:
+        notes.append(f"usable memory: {fraction:.0%} of {total / C.GB:.1f} GB on a {cls} "
+                     "(OS / Metal working-set / app limits)")
+    return int(total * fraction)
+
+
+# Where an on-device engine that names no unit runs its matmuls: llama.cpp on Android runs on
+# the CPU (its GPU backends are opt-in builds); elsewhere the GPU peaks apply.
+_DEFAULT_UNIT: dict[str, str] = {"mobile-soc": "cpu"}
+# The dtype a compute path may stand in for when the exact one is not listed (stated).
+_PATH_FALLBACK: dict[str, tuple[str, ...]] = {"fp16": ("bf16",), "bf16": ("fp16",),
+                                             "fp32": ("fp16", "bf16"), "int8": ()}
+
+
+def _path_dtype(workload: Workload, dtype: str) -> str:
+    """Return the dtype the on-device matmuls compute in: the recipe's, or the compute dtype."""
+    recipe = E.engine_recipe(workload, workload.weights_dtype)
+    if recipe is not None:
+        return recipe.compute_dtype
+    return dtype if dtype in _PATH_FALLBACK else "fp16"
+
+
+def _on_device_path(workload: Workload, device: Device, dtype: str,
+                    notes: list[str]) -> ComputePath | None:
+    """Return the profile's compute path for the engine's unit and this dtype, if it lists one."""
+    if not device.compute_paths or workload.phase != "inference":
+        return None
+    from hwadvisor.engines import engine_for
+
+    cls = _device_class(device)
+    unit = engine_for(workload).defaults.compute_unit or _DEFAULT_UNIT.get(cls)
+    if unit is None:
+        return None
+    wanted = _path_dtype(workload, dtype)
+    for candidate in (wanted, *_PATH_FALLBACK.get(wanted, ())):
+        for path in device.compute_paths:
+            if path.unit == unit and path.dtype == candidate:
+                if candidate != wanted:
+                    notes.append(f"no {unit} {wanted} figure for {device.name}: used its "
+                                 f"{candidate} figure")
+                return path
+    notes.append(f"no {unit} figure for {wanted} matmuls on {device.name} in its profile: the "
+                 "class's fallback peak applies")
+    return None
+
+
+def _with_path(path: ComputePath, workload: Workload, device: Device, cls: str, family: str,
+               bandwidth: float, stream: float, notes: list[str],
+               sources: dict[str, str]) -> Resources:
+    """Resources whose matmul rate is the profile's on-device path (an NPU, XNNPACK int8 ...)."""
+    rate = path.tflops if path.kind == "effective" else \
+        path.tflops * E.gemm_peak_fraction(family, path.dtype)
+    sources[f"{path.dtype}_peak"] = "datasheet" if path.kind == "peak" else "published-run"
+    notes.append(f"compute: {path.unit} via {path.via}, {path.dtype} {path.tflops:g} "
+                 f"{'TOPS' if path.dtype == 'int8' else 'TFLOP/s'} ({path.kind}: {path.basis})")
+    sixteen = next((p for p in device.compute_paths if p.unit == path.unit
+                    and p.dtype in ("fp16", "bf16")), path)
+    act = sixteen.tflops if sixteen.kind == "effective" else \
+        sixteen.tflops * E.gemm_peak_fraction(family, sixteen.dtype)
+    usable = _usable_memory(device, cls, notes)
+    return Resources(cls, bandwidth, path.tflops, path.dtype, device.memory_total_bytes, usable,
+                     notes, family=family, stream_gbps=stream, gemm_tflops=rate,
+                     act_peak_tflops=act, act_gemm_tflops=act,
+                     kernel_floor_s=E.kernel_floor_s(family), vector_tflops=act / 4.0,
+                     sources=sources, compute_path=f"{path.unit} ({path.via})")
 
 
 def _power_cap_factor(device: Device) -> float:

@@ -272,57 +272,86 @@ def _alternative(goal: Goal, ctx: RuleContext, alt_id: str, title: str, workload
 
 # A model that fits but generates slower than this is no answer on a phone or laptop: people
 # read at ~5 words (~7 tokens) a second; 10 tokens/s keeps ahead of them (assumption, stated).
+# `recommend --min-tokens-per-s` replaces it; every smaller preset that fits is still shown.
 USABLE_TOKENS_PER_S = 10.0
 
 
-def _usable(est: Estimate, workload: Workload) -> bool:
+def _speed(est: Estimate) -> float | None:
+    """Return the generation speed of one sequence (tokens/s), or None outside inference."""
+    return 1.0 / est.times.tpot_s if est.times.tpot_s else None
+
+
+def _usable(est: Estimate, workload: Workload, floor: float) -> bool:
     if workload.phase != "inference" or not est.times.tpot_s:
         return True
-    return 1.0 / est.times.tpot_s >= USABLE_TOKENS_PER_S
+    return 1.0 / est.times.tpot_s >= floor
 
 
-def smaller_model(goal: Goal, result: SearchResult) -> PlanAlternative | None:
-    """Return the largest smaller preset of the family that fits with the plan at a usable speed.
+def smaller_model(goal: Goal, result: SearchResult, floor: float = USABLE_TOKENS_PER_S
+                  ) -> list[PlanAlternative]:
+    """Return every smaller preset of the family that fits with the plan, largest first.
 
-    Same family: the same model_type; the same tokenizer generation (vocabulary) first. Each is
-    tried with the plan and without its fit-only steps and changes of method, and keeps the
-    one that serves the goal better: a model that runs faster without offload runs without it,
-    as anyone would; for the memory goal the plan's cuts stay.
+    The first is the answer: the largest that fits at `floor` tokens/s or faster (same
+    vocabulary first); the others follow with their predicted speed, those below the floor said
+    so. Same family: the same model_type. Each is tried with the plan and without its fit-only
+    steps and changes of method, and keeps the one that serves the goal better: a model that
+    runs faster without offload runs without it, as anyone would; for the memory goal the
+    plan's cuts stay.
     """
     ctx = result.final
     spec = ctx.workload.spec
     presets = _smaller_presets(ctx.workload)
     if spec is None or not presets:
-        return None
+        return []
     lean, dropped = _without_fit_steps(result)
     states: list[tuple[RuleContext, list[str]]] = [(ctx, [])]
     if lean is not None:
         states.append((lean, dropped))
-    fitting: list[tuple[bool, int, str, Estimate, list[str]]] = []
+    fitting: list[tuple[bool, bool, int, str, Estimate, list[str]]] = []
     for preset, same_vocab, params in presets:
         best: tuple[Estimate, list[str]] | None = None
         for state, without in states:
             workload, est = _estimate_preset(state, preset)
-            if not (fits_limit(est, state.facts) and _usable(est, workload)):
+            if not fits_limit(est, state.facts):
                 continue
             if best is None or goal_gain(goal, best[0], est) > 1.0:
                 best = (est, without)
         if best is not None:
-            fitting.append((same_vocab, params, preset, *best))
-    if not fitting:
-        return None
-    _, params, preset, est, without = max(fitting, key=lambda f: (f[0], f[1], f[2]))
-    speed = ""
-    if est.times.tpot_s:
-        speed = f", {1.0 / est.times.tpot_s:.0f} tokens/s"
+            usable = _usable(best[0], ctx.workload, floor)
+            fitting.append((usable, same_vocab, params, preset, *best))
+    fitting.sort(key=lambda f: (f[0], f[1], f[2], f[3]), reverse=True)
+    # Serving: every one that fits, with its speed (the trade-off is speed against size);
+    # training: the one answer.
+    shown = fitting if ctx.workload.phase == "inference" else fitting[:1]
+    return [_smaller_alternative(goal, ctx, f, floor, first=i == 0)
+            for i, f in enumerate(shown[:SMALLER_MODELS_SHOWN])]
+
+
+def _smaller_alternative(goal: Goal, ctx: RuleContext,
+                         found: tuple[bool, bool, int, str, Estimate, list[str]], floor: float,
+                         first: bool) -> PlanAlternative:
+    """Return one fitting smaller preset as an alternative, with its speed and the floor."""
+    usable, _, params, preset, est, without = found
+    spec = ctx.workload.spec
+    speed = _speed(est)
+    speed_words = ""
+    if speed is not None and ctx.workload.phase == "inference":
+        below = "" if usable else f", below the {floor:g} tokens/s floor (--min-tokens-per-s)"
+        speed_words = f", {speed:.0f} tokens/s{below}"
     plan_words = f"this plan without {', '.join(without)}" if without else "this plan"
+    family = spec.model_type if spec is not None else "same-family"
+    lead = (f"the largest {family} preset that fits with {plan_words}" if first and usable
+            else f"also fits with {plan_words}")
     return PlanAlternative(
         id="smaller-model", title=f"A smaller model: {preset} ({params / 1e9:.1f}B)",
         changes={"model": preset}, fits=True, metric=goal_value(goal, est),
         memory_per_gpu_bytes=est.memory.total_bytes,
-        text=f"{preset} ({params / 1e9:.1f}B, the largest {spec.model_type} preset that fits "
-             f"with {plan_words}): {units.gb(est.memory.total_bytes)}{per_gpu(ctx.device)}, "
-             f"{metric_words(goal, est)}{speed}")
+        text=f"{preset} ({params / 1e9:.1f}B, {lead}): {units.gb(est.memory.total_bytes)}"
+             f"{per_gpu(ctx.device)}, {metric_words(goal, est)}{speed_words}")
+
+
+# At most this many smaller presets are listed (the family's presets step down 8B, 3B, 1B).
+SMALLER_MODELS_SHOWN = 4
 
 
 # A smaller model is an answer when it is a step down a practitioner would take (8B -> 3B,
@@ -387,8 +416,8 @@ def metric_words(goal: Goal, est: Estimate) -> str:
     return f"{label} {fmt_metric(goal, goal_value(goal, est))}"
 
 
-def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
-                 ) -> tuple[list[PlanAlternative], int | None]:
+def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule],
+                 floor: float = USABLE_TOKENS_PER_S) -> tuple[list[PlanAlternative], int | None]:
     """Other ways out when the plan does not fit: more GPUs, offload, LoRA, a smaller model."""
     ctx = result.final
     out: list[PlanAlternative] = []
@@ -448,14 +477,29 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule]
             and "int4-weights" not in in_plan:
         out.append(_alternative(goal, ctx, "int4-weights", "4-bit weights",
                                 {"weights_dtype": "int4"}, {}, "4-bit weights"))
-    smaller = smaller_model(goal, result)
-    if smaller is not None:
-        out.append(smaller)
+    out.extend(smaller_model(goal, result, floor))
     return [a for a in out if a.fits or a.id == "more-gpus"], count
 
 
 # llama.cpp pads each slot's context to 256 tokens (llama-context.cpp GGML_PAD(n_ctx_seq, 256)).
 _SLOT_PAD = 256
+
+
+# The QNN SDK's default SoC when the device names none (executorch LlmConfig QNNConfig.soc_model).
+_DEFAULT_SOC = "SM8650"
+
+
+def _soc_model(device: Device) -> str:
+    """Return the Qualcomm SoC part number (SM8750 ...) of the planned device, from its profile."""
+    import re
+
+    from hwadvisor import profiles
+
+    if device.profile_id and device.profile_id in profiles.ids():
+        for name in profiles.get(device.profile_id).match.names:
+            if re.fullmatch(r"SM\d{4}", name):
+                return name
+    return _DEFAULT_SOC
 
 
 def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
@@ -503,6 +547,7 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
         "lora_rank": opts.lora_rank, "threads": 8, "offload_fraction": opts.offload_fraction,
         "gpu_layers": _gpu_layers(wl, opts),
         "mtp_layers": mtp_layers, "mtp_draft_tokens": mtp_layers + 1,
+        "soc_model": _soc_model(ctx.device),
     }
     if layout is not None:
         # dp is the count of full replicas; FSDP's ranks are its shard degree, not replicas.
@@ -676,8 +721,13 @@ def recommend(
     host: HostInfo | None = None,
     estimator: Estimator | None = None,
     rules: list[Rule] | None = None,
+    min_tokens_per_s: float | None = None,
 ) -> Outcome:
-    """Search the goal's playbook for the plan on this workload and device; say the rest."""
+    """Search the goal's playbook for the plan on this workload and device; say the rest.
+
+    min_tokens_per_s: the speed a smaller model must reach to be the answer (None: the
+    USABLE_TOKENS_PER_S default); smaller ones that fit are listed either way.
+    """
     estimator = estimator or default_estimator()
     chosen = [r.for_goal(goal) for r in rules] if rules is not None else rules_for_goal(goal)
     start, options = baseline(workload, device)
@@ -700,7 +750,8 @@ def recommend(
     if not fits or leans:
         # Without a fit, what would; with a fit that leans on offload or a change of method,
         # what it takes without them (more GPUs), so the trade-off is in plain sight.
-        found, count = alternatives(goal, result, {r.id: r for r in chosen})
+        floor = USABLE_TOKENS_PER_S if min_tokens_per_s is None else min_tokens_per_s
+        found, count = alternatives(goal, result, {r.id: r for r in chosen}, floor)
         plan.alternatives = found
         plan.min_gpus = None if fits else count
     plan.engine_config = engine_config(final, plan)

@@ -53,6 +53,7 @@ LIMITS: dict[str, Limit] = {
     "--speculative-tokens": Limit(1, 64, "--speculative-tokens 2.5"),
     # the CI gates: a fraction of the datasheet bandwidth; a percent a figure may worsen
     "--min-bandwidth-fraction": Limit(0, 1, "--min-bandwidth-fraction 0.85"),
+    "--min-tokens-per-s": Limit(0, 100_000, "--min-tokens-per-s 5"),
     "--max-regression": Limit(0, 10_000, "--max-regression 5"),
 }
 

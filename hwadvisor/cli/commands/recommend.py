@@ -27,6 +27,7 @@ from hwadvisor.cli.options import (
     DeviceOpt,
     FailOnOpt,
     MinBandwidthFractionOpt,
+    MinTokensPerSOpt,
     calibration_options,
     workload_options,
 )
@@ -172,6 +173,7 @@ def register(app: typer.Typer) -> None:
         markdown_overwrite: MarkdownOverwriteOpt = False,
         fail_on: FailOnOpt = None,
         min_bw_fraction: MinBandwidthFractionOpt = None,
+        min_tokens_per_s: MinTokensPerSOpt = None,
     ) -> None:
         """Recommend optimizations for a goal, ranked by predicted gain, and say why not the rest.
 
@@ -180,7 +182,8 @@ def register(app: typer.Typer) -> None:
         from hwadvisor import pipeline
 
         report = pipeline.recommend_report(parse_goal(goal), device, request,
-                                           calibration=calibration)
+                                           calibration=calibration,
+                                           min_tokens_per_s=min_tokens_per_s)
         print_report_notes(report)
         if validate:
             from hwadvisor.trials.base import TORCH_MISSING, torch_missing
