@@ -42,7 +42,12 @@ def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
                    device_class: object, formats: list[str] | None = None) -> Workload:
     """Build the workload and settle its engine: --engine, the format's, or the default."""
     from hwadvisor.rules.engines import get_engine, pick_engine
+    from hwadvisor.trials.meta_model import describe_config
+    from hwadvisor.workload import generic
 
+    # A model_type the hand-written parsers lack is read from the module tree transformers
+    # builds on the meta device (torch and transformers load only then, never at start-up).
+    generic.use(describe_config)
     cls = str(getattr(device_class, "value", device_class) or "cpu")
     draft = request.build(device_memory_bytes, device_class)
     given_dtype = draft.weights_dtype if request.weights_dtype is not None else None

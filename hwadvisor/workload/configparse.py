@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from hwadvisor.errors import UserError
 from hwadvisor.models.workload import ModelSpec
+from hwadvisor.workload import generic
 from hwadvisor.workload.native import native_weights_dtype
 
 # A config.json is a few KB; refuse anything absurd before reading it into memory.
@@ -75,8 +76,8 @@ FAMILIES: dict[str, Family] = {
         sliding_default=4096,
         sliding_needs_flag=True,
     ),
+    # transformers 5's Qwen3MoeConfig has head_dim None (hidden // heads); releases set it.
     "qwen3_moe": Family(
-        head_dim_default=128,
         qk_norm=True,
         sliding="all",  # modeling_qwen3_moe.py applies config.sliding_window on every layer
         sliding_default=4096,
@@ -224,15 +225,26 @@ def parse_config(data: object, source: str) -> ModelSpec:
             hint=f"set model_type to one of: {', '.join(supported_model_types())}",
         )
     if not isinstance(model_type, str) or model_type not in FAMILIES:
-        shown = repr(model_type)[:60]
-        close = difflib.get_close_matches(str(model_type), list(FAMILIES), n=3)
-        hint = f"supported model_type values: {', '.join(supported_model_types())}"
-        if close:
-            hint = f"did you mean {', '.join(close)}? " + hint
-        raise UserError(f"{label}: model_type {shown} is not supported", hint=hint)
+        return _generic(data, label, model_type)
     family = FAMILIES[model_type]
     f = _Fields(data, label, model_type)
     return _build_spec(f, family, _name(data, source))
+
+
+def _generic(data: dict[str, Any], label: str, model_type: object) -> ModelSpec:
+    """Read a model_type the fast path lacks with the generic reader, or refuse it by name."""
+    shown = repr(model_type)[:60]
+    read = generic.reader()
+    if isinstance(model_type, str) and read is not None:
+        spec = read(data, label)
+        return spec.model_copy(update={"name": _name(data, label)})
+    close = difflib.get_close_matches(str(model_type), list(FAMILIES), n=3)
+    hint = (f"model types read without transformers: {', '.join(supported_model_types())}; "
+            "any other causal LM of transformers is read with pip install 'hwadvisor[hf]'")
+    if close:
+        hint = f"did you mean {', '.join(close)}? " + hint
+    raise UserError(f"{label}: model_type {shown} is not one hwadvisor reads from its config "
+                    "alone", hint=hint)
 
 
 def _name(data: dict[str, Any], source: str) -> str:
@@ -365,7 +377,9 @@ def _moe(f: _Fields, family: Family, layers: int, intermediate: int) -> dict:
         dense = 0
         out: dict[str, Any] = {}
     elif family.moe in ("qwen2_moe", "qwen3_moe"):
-        experts = f.int_("num_experts")
+        # transformers 5 saves qwen3_moe's expert count as num_local_experts (an attribute_map)
+        experts = f.int_("num_experts", default=f.int_("num_local_experts", default=_MISSING)
+                         if f.get("num_local_experts") not in (_MISSING, None) else _MISSING)
         moe_width = f.int_("moe_intermediate_size")
         step = f.int_("decoder_sparse_step", default=1)
         mlp_only = set(f.int_list("mlp_only_layers"))
