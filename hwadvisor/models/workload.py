@@ -105,6 +105,11 @@ class ModelSpec(Strict):
         "torch_dtype); None when the config does not say")
     native_dtype_source: str | None = Field(
         None, description="Where native_weights_dtype was read, in words")
+    checkpoint_bytes: int | None = Field(
+        None, ge=0, description="Bytes of the checkpoint's tensors, summed from its safetensors "
+        "headers (a model folder or the Hugging Face cache); used when planned in its own format")
+    checkpoint_source: str | None = Field(
+        None, description="The folder and files those bytes were read from, in words")
     source: str | None = Field(None, description="Preset id or config path, and its reference")
 
 

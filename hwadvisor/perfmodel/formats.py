@@ -105,7 +105,13 @@ def layer_bits(fmt: WeightFormat, parts: ParamBreakdown, spec: ModelSpec) -> flo
 
 
 def weight_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str) -> float:
-    """Bytes of all weights of the model in this format."""
+    """Bytes of all weights of the model in this format.
+
+    A checkpoint read from a folder planned in its own format takes what its safetensors
+    headers say (exact, scales and packed zeros included).
+    """
+    if spec.checkpoint_bytes and dtype == spec.native_weights_dtype:
+        return float(spec.checkpoint_bytes)
     fmt = weight_format(dtype)
     layers = parts.total - parts.embeddings
     output = fmt.output_bits if parts.lm_head else 0.0
