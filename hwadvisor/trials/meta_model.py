@@ -10,6 +10,7 @@ needs torch; workload/generic.py calls it only when the fast path refuses a mode
 
 from __future__ import annotations
 
+import difflib
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,10 +53,13 @@ def describe_config(data: dict[str, Any], source: str) -> ModelSpec:
     model_type = str(data.get("model_type"))
     version = transformers.__version__
     if model_type not in CONFIG_MAPPING:
+        close = difflib.get_close_matches(model_type, list(CONFIG_MAPPING.keys()), n=3)
+        hint = ("a newer transformers may know it; hwadvisor never runs a repo's own code "
+                "(trust_remote_code)")
         raise UserError(
-            f"{source}: model_type {model_type!r} is unknown to transformers {version}",
-            hint="a newer transformers may know it; hwadvisor never runs a repo's own code "
-            "(trust_remote_code)")
+            f"{source}: model_type {model_type!r} is not supported: transformers {version} "
+            "does not know it",
+            hint=f"did you mean {', '.join(close)}? {hint}" if close else hint)
     if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         raise UserError(
             f"{source}: model_type {model_type!r} has no causal language-model head in "
