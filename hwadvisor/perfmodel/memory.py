@@ -29,9 +29,9 @@ def expert_weight_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str) -> f
     return formats.routed_expert_bytes(parts, spec, dtype)
 
 
-# fp32 recurrent state: transformers' MambaCache and Mamba2 caches are created in the model's
-# dtype but vLLM (v0.10+, mamba_ssm_cache_dtype "auto" -> float32 for Mamba-2 hybrids) and the
-# mamba_ssm kernels accumulate in fp32; 4 bytes is the conservative size.
+# Recurrent state sized at 4 bytes an element: the mamba_ssm selective-scan kernels accumulate
+# the state in fp32 and engines may keep it so; transformers' caches use the model's dtype
+# (2 bytes), so this is the conservative end. An assumption, not yet measured here.
 RECURRENT_STATE_BYTES = 4.0
 
 
@@ -65,9 +65,8 @@ def window_layers(spec: ModelSpec) -> int:
 def recurrent_state_bytes(spec: ModelSpec, batch: float, tp: int = 1) -> float:
     """Constant per-sequence state of Mamba/SSM and linear-attention layers, `batch` sequences.
 
-    It does not grow with the context. Held in fp32, as transformers' Mamba caches and vLLM's
-    default mamba_ssm_cache_dtype for these models keep it (the recurrence accumulates), and
-    split over TP like the heads it belongs to.
+    It does not grow with the context. Sized in fp32 (RECURRENT_STATE_BYTES) and split over TP
+    like the heads it belongs to.
     """
     if not spec.recurrent_state_elements:
         return 0.0
