@@ -52,7 +52,12 @@ def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
         pick_engine,
         split_engine_spec,
     )
+    from hwadvisor.trials.meta_model import describe_config
+    from hwadvisor.workload import generic
 
+    # A model_type the hand-written parsers lack is read from the module tree transformers
+    # builds on the meta device (torch and transformers load only then, never at start-up).
+    generic.use(describe_config)
     cls = str(getattr(device_class, "value", device_class) or "cpu")
     name, version = split_engine_spec(request.engine) if request.engine else (None, None)
     draft = request.with_changes(engine=name).build(device_memory_bytes, device_class)

@@ -97,7 +97,9 @@ def _flag(flag: str, help_text: str, panel: str) -> Any:
 
 WORKLOAD_PARAMS: tuple[Param, ...] = (
     Param("model", _opt(
-        "--model", "Preset id or path to a Hugging Face config.json (or its folder). Presets: "
+        "--model", "Preset id, a config.json, a model folder (config.json + safetensors: exact "
+        "weight sizes and format) or a Hugging Face repo id in the local cache (docs/models.md)."
+        " Presets: "
         + ", ".join(list_presets()) + ".", str, _WORKLOAD_PANEL,
         "chosen for the device: llama-3-8b on a 24 GB+ GPU, else llama-3.2-1b")),
     Param("phase", _opt("--phase", " or ".join(PHASES), str, _WORKLOAD_PANEL, "inference")),

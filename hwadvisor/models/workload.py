@@ -41,11 +41,18 @@ class ModelSpec(Strict):
     o_bias: bool = False
     mlp_bias: bool = False
     gated_mlp: bool = True
-    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    norm: Literal["rmsnorm", "layernorm", "layernorm-nobias", "nonparametric"] = Field(
+        "rmsnorm", description="rmsnorm and layernorm-nobias: one weight per unit; layernorm: "
+        "weight and bias; nonparametric: none (OLMo)")
     norms_per_layer: int = Field(
         2, ge=0, description="Hidden-size norms per decoder layer (gemma2 has 4: pre/post attn+MLP)"
     )
     qk_norm: bool = Field(False, description="Per-head RMSNorm on q and k (head_dim weights each)")
+    qk_norm_scope: Literal["head", "full"] = Field(
+        "head", description="head: one head_dim norm shared by the heads; full: over all heads "
+        "(OLMo-2's q_norm of heads x head_dim and k_norm of kv_heads x head_dim)")
+    lm_head_bias: bool = Field(False, description="The output projection has a bias (GPT-J, phi)")
+    final_norm: bool = Field(True, description="A norm after the last decoder layer")
     # MLA (DeepSeek-V2/V3) low-rank projections
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None
@@ -76,6 +83,20 @@ class ModelSpec(Strict):
         "None: every layer from dense_layers on, every moe_layer_freq-th",
     )
     max_position_embeddings: int | None = None
+    # Per-sequence state: attention layers keep a KV cache that grows with the context;
+    # state-space (Mamba) and linear-attention layers keep a state of constant size instead.
+    attention_layers: int | None = Field(
+        None, ge=0, description="Decoder layers with softmax attention (a KV cache); None: all")
+    recurrent_layers: int = Field(
+        0, ge=0, description="Decoder layers with a constant-size recurrent state (Mamba/SSM, "
+        "linear attention) instead of a KV cache")
+    recurrent_state_elements: int = Field(
+        0, ge=0, description="Elements of recurrent state one sequence holds, all layers "
+        "together (convolution window plus SSM or linear-attention state)")
+    param_parts: dict[str, int] | None = Field(
+        None, description="Exact parameter counts by part, read from the module tree "
+        "(embedding, lm_head, attention, dense_mlp, router, routed_experts, shared_experts, "
+        "norms, other, routed_expert_params); None: counted from the fields above")
     mtp_layers: int = Field(
         0, ge=0, description="Multi-token-prediction heads shipped with the checkpoint "
         "(num_nextn_predict_layers; a built-in draft for speculative decoding)")
@@ -84,6 +105,11 @@ class ModelSpec(Strict):
         "torch_dtype); None when the config does not say")
     native_dtype_source: str | None = Field(
         None, description="Where native_weights_dtype was read, in words")
+    checkpoint_bytes: int | None = Field(
+        None, ge=0, description="Bytes of the checkpoint's tensors, summed from its safetensors "
+        "headers (a model folder or the Hugging Face cache); used when planned in its own format")
+    checkpoint_source: str | None = Field(
+        None, description="The folder and files those bytes were read from, in words")
     source: str | None = Field(None, description="Preset id or config path, and its reference")
 
 

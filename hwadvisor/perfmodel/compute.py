@@ -22,11 +22,13 @@ from hwadvisor.perfmodel.memory import (
     engine_recipe,
     grad_bytes_per_param,
     kv_bytes_per_token_per_layer,
+    recurrent_state_bytes,
     score_bytes_per_layer,
     window_layers,
     working_weight_dtype,
 )
 from hwadvisor.workload.params import (
+    attention_layer_count,
     attention_params_per_layer,
     expected_experts_touched,
     expert_width,
@@ -72,9 +74,10 @@ def attended_pairs(setup: Setup, start: float, end: float) -> float:
     """
     spec = setup.spec
     swa = window_layers(setup.spec)
-    full = spec.num_layers - swa
+    attention = attention_layer_count(spec)
+    full = attention - swa
     if setup.options.attention_kernel == "math" and end - start > 1:
-        return spec.num_layers * (end - start) * end
+        return attention * (end - start) * end
     window = float(spec.sliding_window) if spec.sliding_window else None
     return full * _causal_sum(start, end) + swa * _causal_sum(start, end, window)
 
@@ -99,7 +102,7 @@ def _decode_pairs(setup: Setup, context: float) -> float:
     spec = setup.spec
     swa = window_layers(spec)
     window = min(context, float(spec.sliding_window or context))
-    return (spec.num_layers - swa) * context + swa * window
+    return (attention_layer_count(spec) - swa) * context + swa * window
 
 
 def mean_decode_context(setup: Setup) -> float:
@@ -446,13 +449,13 @@ def attention_op(setup: Setup, r: _Rates, batch: float, start: float, end: float
     flops = batch * attended_pairs(setup, start, end) * attention_flops_per_pair(setup) / tp
     kv_token = kv_bytes_per_token_per_layer(spec, setup.workload.kv_dtype, tp)
     q_token = 2.0 * spec.num_heads * spec.head_dim / tp * setup.act_bytes  # Q in, O out
-    layers = spec.num_layers
+    layers = attention_layer_count(spec)
     nbytes = batch * layers * (new * (q_token + 2.0 * kv_token) + start * kv_token)
     if chunk and chunk < new:
         chunks = math.ceil(new / chunk)
         nbytes += batch * layers * kv_token * (chunks - 1) * (start + new / 2.0)
     if r.backend == "math":
-        scores = spec.num_layers * score_bytes_per_layer(setup, batch, new, end)
+        scores = layers * score_bytes_per_layer(setup, batch, new, end)
         nbytes += scores * C.SCORE_PASSES_FORWARD / 2.0
     return Op("attention", flops * layers_share, nbytes * layers_share, r.attention_rate,
               r.stream * r.kv_efficiency)
@@ -466,7 +469,10 @@ def decode_attention_op(setup: Setup, r: _Rates, batch: float, context: float,
     kv_token = kv_bytes_per_token_per_layer(spec, setup.workload.kv_dtype, tp)
     swa = window_layers(spec)
     window = min(context, float(spec.sliding_window or context))
-    cache = batch * kv_token * ((spec.num_layers - swa) * context + swa * window)
+    attention = attention_layer_count(spec)
+    # Recurrent layers read and write their constant state once per step (Mamba, delta-net).
+    state = 2.0 * recurrent_state_bytes(spec, batch, tp)
+    cache = batch * kv_token * ((attention - swa) * context + swa * window)
     engine = E.engine_time(setup.workload)
     extra = engine.kv_passes
     if spec.num_kv_heads >= spec.num_heads or spec.attention == "mla":
@@ -477,7 +483,7 @@ def decode_attention_op(setup: Setup, r: _Rates, batch: float, context: float,
         # A materialised path broadcasts each KV head to its query heads: K and V are read
         # once per query head of the group (llama.cpp without flash attention, torch's math).
         extra += max(1.0, spec.num_heads / spec.num_kv_heads) - 1.0
-    nbytes = cache * (1.0 + extra) + batch * tokens * kv_token * spec.num_layers
+    nbytes = cache * (1.0 + extra) + batch * tokens * kv_token * attention + state
     return Op("attention", flops, nbytes, r.attention_rate, r.stream * r.kv_efficiency)
 
 

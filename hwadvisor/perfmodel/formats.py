@@ -119,7 +119,13 @@ def layer_bits(fmt: WeightFormat, parts: ParamBreakdown, spec: ModelSpec) -> flo
 
 def weight_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str,
                  recipe: Recipe | None = None) -> float:
-    """Bytes of all weights of the model in this format (as the engine's recipe stores it)."""
+    """Bytes of all weights of the model in this format (as the engine's recipe stores it).
+
+    A checkpoint read from a folder planned in its own format takes what its safetensors
+    headers say (exact, scales and packed zeros included).
+    """
+    if spec.checkpoint_bytes and dtype == spec.native_weights_dtype:
+        return float(spec.checkpoint_bytes)
     fmt = weight_format(dtype, recipe)
     layers = parts.total - parts.embeddings
     output_params = parts.lm_head or (parts.embedding if fmt.output_untied else 0)

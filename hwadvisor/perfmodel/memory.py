@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from hwadvisor.engines.schema import Recipe
 from hwadvisor.workload.params import (
     ParamBreakdown,
+    attention_layer_count,
     attention_params_per_layer,
     expert_width,
     mlp_params,
@@ -31,6 +32,12 @@ def weight_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str) -> float:
 def expert_weight_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str) -> float:
     """Bytes of all routed experts (quantized like the other layer weights)."""
     return formats.routed_expert_bytes(parts, spec, dtype)
+
+
+# Recurrent state sized at 4 bytes an element: the mamba_ssm selective-scan kernels accumulate
+# the state in fp32 and engines may keep it so; transformers' caches use the model's dtype
+# (2 bytes), so this is the conservative end. An assumption, not yet measured here.
+RECURRENT_STATE_BYTES = 4.0
 
 
 # --- KV cache ---------------------------------------------------------------------------------
@@ -51,21 +58,37 @@ def kv_bytes_per_token_per_layer(spec: ModelSpec, dtype: str, tp: int = 1) -> fl
 
 
 def window_layers(spec: ModelSpec) -> int:
-    """Layers using a sliding window (all of them when only the window is given)."""
+    """Attention layers using a sliding window (all of them when only the window is given)."""
     if not spec.sliding_window:
         return 0
+    attention = attention_layer_count(spec)
     if spec.sliding_window_layers is None:
-        return spec.num_layers
-    return min(spec.sliding_window_layers, spec.num_layers)
+        return attention
+    return min(spec.sliding_window_layers, attention)
+
+
+def recurrent_state_bytes(spec: ModelSpec, batch: float, tp: int = 1) -> float:
+    """Constant per-sequence state of Mamba/SSM and linear-attention layers, `batch` sequences.
+
+    It does not grow with the context. Sized in fp32 (RECURRENT_STATE_BYTES) and split over TP
+    like the heads it belongs to.
+    """
+    if not spec.recurrent_state_elements:
+        return 0.0
+    return batch * spec.recurrent_state_elements * RECURRENT_STATE_BYTES / max(tp, 1)
 
 
 def kv_cache_bytes(spec: ModelSpec, dtype: str, batch: int, tokens: float, tp: int = 1) -> float:
-    """KV cache of `batch` sequences of `tokens` tokens; sliding-window layers hold the window."""
+    """KV cache of `batch` sequences of `tokens` tokens; sliding-window layers hold the window.
+
+    Only attention layers keep a KV cache; recurrent layers' constant state is added
+    (recurrent_state_bytes), so a hybrid model carries both.
+    """
     per = kv_bytes_per_token_per_layer(spec, dtype, tp)
     swa = window_layers(spec)
-    full = spec.num_layers - swa
+    full = attention_layer_count(spec) - swa
     windowed = min(tokens, float(spec.sliding_window or tokens))
-    return batch * per * (full * tokens + swa * windowed)
+    return batch * per * (full * tokens + swa * windowed) + recurrent_state_bytes(spec, batch, tp)
 
 
 # --- Activations ------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ def _spec_key(spec: Any) -> tuple[Any, ...]:
     found = _SPEC_KEYS.get(id(spec))
     if found is not None and found[0] is spec:
         return found[1]
-    key = tuple(spec.__dict__.values())
+    # param_parts (a model read from its module tree) is a dict: keyed by its items.
+    key = tuple(tuple(v.items()) if isinstance(v, dict) else v for v in spec.__dict__.values())
     if len(_SPEC_KEYS) > 4096:
         _SPEC_KEYS.clear()
     _SPEC_KEYS[id(spec)] = (spec, key)

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from hwadvisor.errors import UserError
 from hwadvisor.models.workload import Dtype, EngineId, ModelSpec, Optimizer, Phase, Workload
-from hwadvisor.workload import limits
+from hwadvisor.workload import checkpoint, limits
 from hwadvisor.workload.configparse import parse_config, read_config_file, supported_model_types
 from hwadvisor.workload.params import count_params, moe_layer_count, param_breakdown
 
@@ -155,12 +155,43 @@ def load_spec(model: str) -> ModelSpec:
     preset = _resolve_preset(model)
     # An explicit path wins over a preset of the same name; a bare name is a preset first.
     if path is not None and _looks_like_path(model):
-        return parse_config(read_config_file(path), str(path))
+        return _load_path(path)
     if preset is not None:
         return _load_preset(preset)
     if path is not None:
-        return parse_config(read_config_file(path), str(path))
+        return _load_path(path)
+    if checkpoint.looks_like_repo_id(model):
+        return _load_path(checkpoint.cached_snapshot(model), name=model)
     raise _unknown_model(model)
+
+
+def _load_path(path: Path, name: str | None = None) -> ModelSpec:
+    """Read a config.json, or a model folder: its config.json plus its safetensors headers."""
+    config_path = path / "config.json" if path.is_dir() else path
+    spec = parse_config(read_config_file(path), str(config_path))
+    if name is not None:
+        spec = spec.model_copy(update={"name": name})
+    if not path.is_dir():
+        return spec
+    ckpt = checkpoint.read_checkpoint(path)
+    if ckpt is None:
+        return spec
+    update: dict[str, Any] = {
+        "checkpoint_bytes": ckpt.tensor_bytes,
+        "checkpoint_source": f"{ckpt.files} safetensors file(s) in {path}: "
+        f"{ckpt.tensor_bytes / 1e9:.2f} GB of tensors",
+    }
+    found = checkpoint.format_from_tensors(ckpt)
+    if found is not None and spec.native_weights_dtype in (None, "bf16", "fp16", "fp32"):
+        # The tensors outrank a config.json that says nothing or only names torch_dtype.
+        update.update(native_weights_dtype=found[0], native_dtype_source=found[1])
+    elif spec.native_weights_dtype is None:
+        plain = max(ckpt.bytes_by_dtype, key=lambda d: ckpt.bytes_by_dtype[d])
+        dtype = {"BF16": "bf16", "F16": "fp16"}.get(plain)
+        if dtype is not None:
+            update.update(native_weights_dtype=dtype,
+                          native_dtype_source=f"{plain} tensors in the safetensors headers")
+    return spec.model_copy(update=update)
 
 
 def _user_path(model: str) -> Path | None:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from hwadvisor.errors import UserError
 from hwadvisor.models.workload import ModelSpec
+from hwadvisor.workload import generic
 from hwadvisor.workload.native import native_weights_dtype
 
 # A config.json is a few KB; refuse anything absurd before reading it into memory.
@@ -23,7 +24,8 @@ MAX_CONFIG_BYTES = 8 * 1024 * 1024
 # ~256k, hidden sizes ~16k), low enough that counts and FLOPs stay meaningful.
 MAX_FIELD = 1 << 24
 
-AttnBias = Literal["attention_bias", "qkv_always", "qkv_bias_key", "none"]
+AttnBias = Literal["attention_bias", "qkv_always", "qkv_bias_key", "use_bias", "all_always",
+                   "none"]
 Sliding = Literal["none", "all", "qwen2", "qwen2_moe", "alternate"]
 Moe = Literal["none", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek"]
 
@@ -41,6 +43,13 @@ class Family:
     sliding_default: int | None = None
     sliding_needs_flag: bool = False  # the window applies only with use_sliding_window: true
     qk_norm: bool = False
+    qk_norm_scope: Literal["head", "full"] = "head"
+    qk_norm_key: str | None = None  # the flag that turns qk_norm on (cohere, phi)
+    norm: Literal["rmsnorm", "layernorm", "layernorm-nobias"] = "rmsnorm"
+    gated: bool = True
+    mlp_bias_always: bool = False
+    mlp_bias_use_bias: bool = False  # starcoder2: one use_bias flag for attention and MLP
+    lm_head_bias: bool = False
     moe: Moe = "none"
     mla: bool = False
     router_score_bias: bool = False
@@ -52,6 +61,22 @@ class Family:
 # Defaults cite transformers 5.x models/<type>/configuration_<type>.py.
 FAMILIES: dict[str, Family] = {
     "llama": Family(mlp_bias_key=True),
+    # granite: llama's modules; its embedding/residual/logit multipliers change no shapes.
+    "granite": Family(mlp_bias_key=True),
+    # olmo2: RMSNorm over all q heads and all k heads (q_norm, k_norm), norms after attention
+    # and MLP instead of before (still two per layer).
+    "olmo2": Family(qk_norm=True, qk_norm_scope="full"),
+    # cohere: one weight-only LayerNorm per layer (attention and MLP run in parallel);
+    # use_qk_norm adds LayerNorms over (heads, head_dim) for q and (kv_heads, head_dim) for k.
+    "cohere": Family(tie_default=True, norm="layernorm-nobias", norms_per_layer=1,
+                     qk_norm_key="use_qk_norm", qk_norm_scope="full"),
+    # starcoder2: LayerNorm with bias, a plain (not gated) MLP, use_bias on every linear.
+    "starcoder2": Family(tie_default=True, attn_bias="use_bias", norm="layernorm", gated=False,
+                         mlp_bias_use_bias=True, sliding="all"),
+    # phi (phi-1/1.5/2): parallel block with one LayerNorm, biased q/k/v/dense, fc1/fc2 and
+    # lm_head; qk_layernorm adds a LayerNorm over head_dim for q and k.
+    "phi": Family(attn_bias="all_always", norm="layernorm", norms_per_layer=1, gated=False,
+                  mlp_bias_always=True, lm_head_bias=True, qk_norm_key="qk_layernorm"),
     # mistral/mixtral/phi3 build q/k/v/o without bias whatever attention_bias says.
     "mistral": Family(attn_bias="none", sliding="all", sliding_default=4096),
     "mixtral": Family(attn_bias="none", sliding="all", moe="mixtral"),
@@ -75,8 +100,8 @@ FAMILIES: dict[str, Family] = {
         sliding_default=4096,
         sliding_needs_flag=True,
     ),
+    # transformers 5's Qwen3MoeConfig has head_dim None (hidden // heads); releases set it.
     "qwen3_moe": Family(
-        head_dim_default=128,
         qk_norm=True,
         sliding="all",  # modeling_qwen3_moe.py applies config.sliding_window on every layer
         sliding_default=4096,
@@ -224,15 +249,26 @@ def parse_config(data: object, source: str) -> ModelSpec:
             hint=f"set model_type to one of: {', '.join(supported_model_types())}",
         )
     if not isinstance(model_type, str) or model_type not in FAMILIES:
-        shown = repr(model_type)[:60]
-        close = difflib.get_close_matches(str(model_type), list(FAMILIES), n=3)
-        hint = f"supported model_type values: {', '.join(supported_model_types())}"
-        if close:
-            hint = f"did you mean {', '.join(close)}? " + hint
-        raise UserError(f"{label}: model_type {shown} is not supported", hint=hint)
+        return _generic(data, label, model_type)
     family = FAMILIES[model_type]
     f = _Fields(data, label, model_type)
     return _build_spec(f, family, _name(data, source))
+
+
+def _generic(data: dict[str, Any], label: str, model_type: object) -> ModelSpec:
+    """Read a model_type the fast path lacks with the generic reader, or refuse it by name."""
+    shown = repr(model_type)[:60]
+    read = generic.reader()
+    if isinstance(model_type, str) and read is not None:
+        spec = read(data, label)
+        return spec.model_copy(update={"name": _name(data, label)})
+    close = difflib.get_close_matches(str(model_type), list(FAMILIES), n=3)
+    hint = (f"model types read without transformers: {', '.join(supported_model_types())}; "
+            "any other causal LM of transformers is read with pip install 'hwadvisor[hf]'")
+    if close:
+        hint = f"did you mean {', '.join(close)}? " + hint
+    raise UserError(f"{label}: model_type {shown} is not one hwadvisor reads from its config "
+                    "alone", hint=hint)
 
 
 def _name(data: dict[str, Any], source: str) -> str:
@@ -271,7 +307,14 @@ def _build_spec(f: _Fields, family: Family, name: str) -> ModelSpec:
         "vocab_size": vocab,
         "tied_embeddings": f.bool_("tie_word_embeddings", family.tie_default),
         "norms_per_layer": family.norms_per_layer,
-        "qk_norm": family.qk_norm,
+        "qk_norm": family.qk_norm or (
+            family.qk_norm_key is not None and f.bool_(family.qk_norm_key, False)),
+        "qk_norm_scope": family.qk_norm_scope,
+        "norm": family.norm,
+        "gated_mlp": family.gated,
+        "lm_head_bias": family.lm_head_bias,
+        "mlp_bias": family.mlp_bias_always or (
+            family.mlp_bias_use_bias and f.bool_("use_bias", True)),
         "max_position_embeddings": f.opt_int("max_position_embeddings", None),
         "source": f.label,
     }
@@ -295,6 +338,10 @@ def _attention(f: _Fields, family: Family, hidden: int, heads: int, kv_heads: in
         out["qkv_bias"] = True
     elif family.attn_bias == "qkv_bias_key":
         out["qkv_bias"] = f.bool_("qkv_bias", True)
+    elif family.attn_bias == "use_bias":
+        out["qkv_bias"] = out["o_bias"] = f.bool_("use_bias", True)
+    elif family.attn_bias == "all_always":
+        out["qkv_bias"] = out["o_bias"] = True
     if family.mla:
         rope = f.int_("qk_rope_head_dim")
         nope = f.int_("qk_nope_head_dim")
@@ -365,7 +412,9 @@ def _moe(f: _Fields, family: Family, layers: int, intermediate: int) -> dict:
         dense = 0
         out: dict[str, Any] = {}
     elif family.moe in ("qwen2_moe", "qwen3_moe"):
-        experts = f.int_("num_experts")
+        # transformers 5 saves qwen3_moe's expert count as num_local_experts (an attribute_map)
+        experts = f.int_("num_experts", default=f.int_("num_local_experts", default=_MISSING)
+                         if f.get("num_local_experts") not in (_MISSING, None) else _MISSING)
         moe_width = f.int_("moe_intermediate_size")
         step = f.int_("decoder_sparse_step", default=1)
         mlp_only = set(f.int_list("mlp_only_layers"))

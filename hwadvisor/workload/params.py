@@ -64,16 +64,34 @@ def _attention_params(spec: ModelSpec) -> int:
     if spec.o_bias:
         params += h
     if spec.qk_norm:
-        params += 2 * d
+        if spec.qk_norm_scope == "full":  # OLMo-2: q_norm over q_out, k_norm over kv_out
+            params += (q_out + kv_out) * _norm_weights(spec)
+        else:
+            params += 2 * d * _norm_weights(spec)
     return params
+
+
+def _norm_weights(spec: ModelSpec) -> int:
+    """Parameters per normalised unit: layernorm has a weight and a bias, OLMo's none."""
+    return {"rmsnorm": 1, "layernorm-nobias": 1, "layernorm": 2, "nonparametric": 0}[spec.norm]
+
+
+def attention_layer_count(spec: ModelSpec) -> int:
+    """Count the decoder layers with softmax attention (a KV cache); the rest are recurrent."""
+    if spec.attention_layers is None:
+        return spec.num_layers
+    return min(spec.attention_layers, spec.num_layers)
 
 
 def param_breakdown(spec: ModelSpec) -> dict[str, int]:
     """Count parameters by part, for the whole model.
 
     Keys: embedding, lm_head, attention, dense_mlp, router, routed_experts, shared_experts,
-    norms; and routed_expert_params, the size of one routed expert (not part of the total).
+    norms, other (Mamba mixers, a vision tower: what the generic reader found outside those);
+    and routed_expert_params, the size of one routed expert (not part of the total).
     """
+    if spec.param_parts is not None:
+        return _measured_parts(spec.param_parts)
     h = spec.hidden_size
     layers = spec.num_layers
     moe_layers = moe_layer_count(spec)
@@ -92,19 +110,30 @@ def param_breakdown(spec: ModelSpec) -> dict[str, int]:
             )
         if spec.shared_expert_gate:
             shared += h
-    norm_weights = 1 if spec.norm == "rmsnorm" else 2  # layernorm adds a bias
+    norm_weights = _norm_weights(spec)
+    head = 0 if spec.tied_embeddings else spec.vocab_size * h
     return {
         "embedding": spec.vocab_size * h,
-        "lm_head": 0 if spec.tied_embeddings else spec.vocab_size * h,
-        "attention": layers * _attention_params(spec),
+        "lm_head": head + (spec.vocab_size if spec.lm_head_bias else 0),
+        "attention": attention_layer_count(spec) * _attention_params(spec),
         "dense_mlp": dense_layers
         * _mlp_params(h, spec.intermediate_size, spec.gated_mlp, spec.mlp_bias),
         "router": moe_layers * router,
         "routed_experts": moe_layers * routed,
         "shared_experts": moe_layers * shared,
-        "norms": (layers * spec.norms_per_layer + 1) * h * norm_weights,
+        "norms": (layers * spec.norms_per_layer + int(spec.final_norm)) * h * norm_weights,
+        "other": 0,
         "routed_expert_params": one_expert,
     }
+
+
+PART_KEYS = ("embedding", "lm_head", "attention", "dense_mlp", "router", "routed_experts",
+             "shared_experts", "norms", "other", "routed_expert_params")
+
+
+def _measured_parts(parts: dict[str, int]) -> dict[str, int]:
+    """Return the generic reader's exact counts, every key present (a missing part is 0)."""
+    return {key: int(parts.get(key, 0)) for key in PART_KEYS}
 
 
 def count_params(spec: ModelSpec) -> tuple[int, int]:
@@ -134,12 +163,14 @@ class ParamBreakdown:
     norms: float
     moe_layers: int
     per_expert: float  # one routed expert of one layer
+    other: float = 0.0  # Mamba mixers, a vision tower: matmul weights outside the parts above
 
     @property
     def total(self) -> float:
         """All parameters."""
         return (self.embedding + self.lm_head + self.attention + self.dense_mlp
-                + self.routed_experts + self.shared_experts_and_router + self.norms)
+                + self.routed_experts + self.shared_experts_and_router + self.norms
+                + self.other)
 
     @property
     def embeddings(self) -> float:
@@ -152,12 +183,18 @@ class ParamBreakdown:
             self.embedding * factor, self.lm_head * factor, self.attention * factor,
             self.dense_mlp * factor, self.routed_experts * factor,
             self.shared_experts_and_router * factor, self.norms * factor,
-            self.moe_layers, self.per_expert * factor,
+            self.moe_layers, self.per_expert * factor, self.other * factor,
         )
 
 
 def attention_params_per_layer(spec: ModelSpec) -> float:
-    """Q, K, V, O projections (and MLA's low-rank factors and norms) of one layer."""
+    """Q, K, V, O projections (and MLA's low-rank factors and norms) of one layer.
+
+    For a model read from its module tree: its attention (or mixer) weights over its layers.
+    """
+    if spec.param_parts is not None:
+        parts = _measured_parts(spec.param_parts)
+        return float(parts["attention"] + parts["other"]) / max(spec.num_layers, 1)
     return float(_attention_params(spec))
 
 
@@ -191,6 +228,7 @@ def breakdown(spec: ModelSpec) -> ParamBreakdown:
         norms=float(parts["norms"]),
         moe_layers=moe_layer_count(spec),
         per_expert=float(parts["routed_expert_params"]),
+        other=float(parts["other"]),
     )
 
 
