@@ -279,7 +279,8 @@ def stored_weight_dtype(setup: Setup) -> str:
 
 def stored_weight_bytes(setup: Setup) -> float:
     """Bytes of the whole model's weights as held in memory (unsharded)."""
-    return weight_bytes(setup.parts, setup.spec, stored_weight_dtype(setup))
+    dtype = stored_weight_dtype(setup)
+    return formats.weight_bytes(setup.parts, setup.spec, dtype, engine_recipe(setup, dtype))
 
 
 def largest_layer_weight_bytes(setup: Setup) -> float:
