@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwadvisor.models import ModelOptions
+from hwadvisor.perfmodel.layout import resolve_layout, tp_fits_heads
 from hwadvisor.rules.facts import gb
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ def tp_plan(ctx: RuleContext) -> Plan:
     domain = _link_domain(ctx)
     best: tuple[float, int] | None = None
     for size in (2, 4, 8):
-        if size > domain or ctx.workload.gpus % size:
+        if size > domain or ctx.workload.gpus % size or not _splits_heads(ctx, size):
             continue
         change = {"sharding": "fsdp", "tp_size": size, "comm_overlap": True}
         if not ctx.fits_with({}, change):
@@ -272,7 +273,7 @@ def replicas_plan(ctx: RuleContext) -> Plan:
     total = ctx.workload.batch * current_dp
     best: tuple[float, int, int] | None = None
     for size in (1, 2, 4, 8, 16):
-        if size >= _current_tp(ctx) or gpus % size:
+        if size >= _current_tp(ctx) or gpus % size or not _splits_heads(ctx, size):
             continue
         replicas = gpus // size
         batch = max(1, math.ceil(total / replicas))
@@ -296,7 +297,13 @@ def replicas_plan(ctx: RuleContext) -> Plan:
 def _current_tp(ctx: RuleContext) -> int:
     if ctx.options.sharding != "tp":
         return 1
-    return ctx.options.tp_size or ctx.workload.gpus
+    return resolve_layout(ctx.workload, ctx.options).tp
+
+
+def _splits_heads(ctx: RuleContext, size: int) -> bool:
+    """Tell whether TP `size` splits the model's heads (an engine refuses it otherwise)."""
+    spec = ctx.workload.spec
+    return tp_fits_heads(size, (spec.num_heads, spec.num_kv_heads) if spec else None)
 
 
 def pipeline_plan(ctx: RuleContext) -> Plan:

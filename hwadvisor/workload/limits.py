@@ -54,6 +54,7 @@ LIMITS: dict[str, Limit] = {
     # the CI gates: a fraction of the datasheet bandwidth; a percent a figure may worsen
     "--min-bandwidth-fraction": Limit(0, 1, "--min-bandwidth-fraction 0.85"),
     "--max-regression": Limit(0, 10_000, "--max-regression 5"),
+    "--min-effect": Limit(0, 10_000, "--min-effect 20"),
 }
 
 
