@@ -63,7 +63,8 @@ class Layout:
     def _runnable(self, wanted: int, room: int) -> int:
         """Return the largest TP size <= wanted that splits the heads and divides room."""
         for size in range(max(1, wanted), 0, -1):
-            if room % size == 0 and tp_fits_heads(size, self.heads):
+            if room % size == 0 and tp_fits_heads(size, self.heads) \
+                    and tp_fits_node(size, self.gpus_per_node, self.nodes):
                 return size
         return 1
 
@@ -122,6 +123,19 @@ def tp_fits_heads(size: int, heads: tuple[int, int] | None) -> bool:
     if attention % size:
         return False
     return kv % size == 0 if kv >= size else size % kv == 0
+
+
+def tp_fits_node(size: int, gpus_per_node: int, nodes: int) -> bool:
+    """Tell whether TP groups of `size` tile the nodes: whole groups inside each node.
+
+    On 2 nodes x 6 GPUs a TP group of 4 would put GPUs of one group on both nodes (the
+    second group takes GPUs 4-7); sizes that divide the node's GPUs, or whole nodes, do not.
+    """
+    if nodes <= 1 or size <= 1:
+        return True
+    if size <= gpus_per_node:
+        return gpus_per_node % size == 0
+    return size % gpus_per_node == 0
 
 
 def resolve_layout(workload: Workload, options: ModelOptions) -> Layout:

@@ -159,7 +159,7 @@ def _write_stream(target: Target, data: bytes, append: bool, shown: Path) -> Non
             stream.write(data.decode("utf-8"))
         stream.flush()
         return
-    if append and target.kind == "stream" and _is_regular(target.path):
+    if append and target.kind in ("stream", "regular") and _is_regular(target.path):
         _append_whole(target.path, data, shown)
         return
     try:

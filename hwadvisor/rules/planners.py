@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwadvisor.models import ModelOptions
-from hwadvisor.perfmodel.layout import resolve_layout, tp_fits_heads
+from hwadvisor.perfmodel.layout import resolve_layout, tp_fits_heads, tp_fits_node
 from hwadvisor.rules.facts import gb
 
 if TYPE_CHECKING:
@@ -301,9 +301,12 @@ def _current_tp(ctx: RuleContext) -> int:
 
 
 def _splits_heads(ctx: RuleContext, size: int) -> bool:
-    """Tell whether TP `size` splits the model's heads (an engine refuses it otherwise)."""
+    """Tell whether TP `size` splits the model's heads and tiles the nodes (engines need both)."""
     spec = ctx.workload.spec
-    return tp_fits_heads(size, (spec.num_heads, spec.num_kv_heads) if spec else None)
+    wl = ctx.workload
+    per_node = wl.gpus_per_node or max(1, wl.gpus // max(wl.nodes, 1))
+    return tp_fits_heads(size, (spec.num_heads, spec.num_kv_heads) if spec else None) \
+        and tp_fits_node(size, per_node, wl.nodes)
 
 
 def pipeline_plan(ctx: RuleContext) -> Plan:
