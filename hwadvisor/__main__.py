@@ -20,6 +20,11 @@ def main() -> None:
     # hwadvisor never uses. A user who sets the variable keeps their own value.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     gc.set_threshold(*GC_THRESHOLD)
+    from hwadvisor.cli import streams
+
+    closed = streams.prepare()  # a closed stdout, a closed stderr, a non-UTF-8 terminal
+    if closed is not None:
+        _exit(closed)
     try:
         # Signals are handled from the first line: Ctrl-C or SIGTERM while the modules load
         # exits 130 / 143 with one line, not a KeyboardInterrupt traceback.
@@ -70,7 +75,8 @@ def _exit(code: object) -> None:
     try:
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
-            stream.flush()
+            if stream is not None:
+                stream.flush()
     except (OSError, ValueError):
         # A reader that went away while the last bytes were flushed: 141, as for a closed pipe.
         status = status or 141

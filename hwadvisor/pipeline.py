@@ -111,13 +111,16 @@ def split_into_nodes(request: WorkloadRequest, device: Device) -> tuple[Workload
     from hwadvisor.workload import limits
 
     limits.check("--gpus", request.gpus)  # before the split: the user's number, the user's name
-    per_node = device.max_gpus_per_node or device.gpus_per_node
+    most = device.max_gpus_per_node or device.gpus_per_node
     gpus = request.gpus
     if gpus is None or request.nodes is not None or request.gpus_per_node is not None \
-            or not per_node or gpus <= per_node or gpus % per_node:
+            or not most or gpus <= most:
         return request, None
-    nodes = gpus // per_node
-    note = (f"--gpus {gpus} is more than one {device.name} system holds ({per_node} per node): "
+    # The fewest nodes that hold the GPUs evenly: 12 on 8-GPU systems are 2 nodes x 6 (one
+    # NVLink domain holds 8, not 12); 13 have no even split but 13 x 1.
+    nodes = next(n for n in range(-(-gpus // most), gpus + 1) if gpus % n == 0)
+    per_node = gpus // nodes
+    note = (f"--gpus {gpus} is more than one {device.name} system holds ({most} per node): "
             f"planned as {nodes} nodes x {per_node} GPUs; pass --nodes and --gpus-per-node to "
             "plan another split")
     return request.with_changes(gpus=None, nodes=nodes, gpus_per_node=per_node), note
@@ -183,6 +186,7 @@ def load_calibration(path: Path | None, device: Device) -> tuple[Calibration | N
                         f"{device.name}",
                         hint="pass a report from the same device model (--device picks the "
                         "planned one), or drop --calibration")
+    _check_plausible(found, device, path)
     figures = [name for name, value in (
         ("memory bandwidth", found.memory_bandwidth_gbps),
         ("matmul " + "/".join(sorted(found.matmul_tflops)), found.matmul_tflops),
@@ -192,20 +196,33 @@ def load_calibration(path: Path | None, device: Device) -> tuple[Calibration | N
     return found, [f"calibration: {', '.join(figures)} measured on {found.device} ({path})"]
 
 
+def _check_plausible(found: Calibration, device: Device, path: Path) -> None:
+    """UserError (exit 2) when a calibration figure is outside the device's physical range."""
+    from hwadvisor.perfmodel.calibration import implausible
+
+    wrong = implausible(found, device)
+    if wrong:
+        raise UserError(f"--calibration {path}: {'; '.join(wrong[:3])}"
+                        + (f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""),
+                        hint="that is not a measurement of this device: pass the report "
+                        "'hwadvisor validate --output FILE' or 'probe --measure' wrote on it, "
+                        "or drop --calibration")
+
+
 def _has_network(report: Report) -> bool:
     from hwadvisor.cluster.calibration import inter_node_figure
 
     return inter_node_figure(report) is not None
 
 
-def network_calibration(request: WorkloadRequest, path: Path | None
-                        ) -> tuple[WorkloadRequest, list[str]]:
+def network_calibration(request: WorkloadRequest, path: Path | None,
+                        device: Device | None = None) -> tuple[WorkloadRequest, list[str]]:
     """--calibration of a cluster report: plan with its measured inter-node bandwidth."""
     if path is None:
         return request, []
     from hwadvisor.report.io import load_report
 
-    return calibrate_network(request, load_report(path), str(path))
+    return calibrate_network(request, load_report(path), str(path), device)
 
 
 def calibrated(device: Device, calibration: Calibration | None) -> Device:
@@ -296,7 +313,7 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
     device = primary_device(target)
     measured, calibration_notes = load_calibration(calibration, device)
     device = calibrated(device, measured)
-    request, network_notes = network_calibration(request, calibration)
+    request, network_notes = network_calibration(request, calibration, device)
     calibration_notes += network_notes
     request, split = split_into_nodes(request, device)
     workload = build_workload(request, device.memory_total_bytes, target.device_class,
@@ -350,7 +367,7 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     device = primary_device(target)
     measured, calibration_notes = load_calibration(calibration, device)
     device = calibrated(device, measured)
-    request, network_notes = network_calibration(request, calibration)
+    request, network_notes = network_calibration(request, calibration, device)
     notes = list(target.notes) + calibration_notes + network_notes
     request, split = split_into_nodes(request, device)
     target, host_note = planned_host(target, request)
@@ -390,8 +407,8 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     )
 
 
-def calibrate_network(request: WorkloadRequest, report: Report,
-                      source: str) -> tuple[WorkloadRequest, list[str]]:
+def calibrate_network(request: WorkloadRequest, report: Report, source: str,
+                      device: Device | None = None) -> tuple[WorkloadRequest, list[str]]:
     """Plan with the inter-node bus bandwidth a cluster report measured (--calibration).
 
     Returns the request with inter_node_gbps set and a note saying so; unchanged, with no
@@ -403,6 +420,7 @@ def calibrate_network(request: WorkloadRequest, report: Report,
     found = inter_node_figure(report)
     if found is None:
         return request, []
+    _check_network(report, found.gbps, source, device)
     if request.inter_node_gbps is not None:
         return request, [f"calibration: --inter-node-gbps {request.inter_node_gbps:g} given, "
                          f"so the {found.gbps:.1f} GB/s measured in {source} is not used"]
@@ -414,6 +432,34 @@ def calibrate_network(request: WorkloadRequest, report: Report,
                      f"{found.nodes} nodes x {found.ranks_per_node} GPUs (--nodes "
                      f"{found.nodes} --gpus-per-node {found.ranks_per_node} plans it)")
     return request.with_changes(inter_node_gbps=round(found.gbps, 3)), notes
+
+
+def _check_network(report: Report, gbps: float, source: str, device: Device | None) -> None:
+    """UserError (exit 2) for a network figure that cannot stand for the planned GPUs' network.
+
+    A CPU-only job (gloo over the host's sockets) measures the CPUs' path, not the GPUs'
+    network: it must not set a GPU plan's inter-node bandwidth. A figure outside the physical
+    range of a network (workload/limits.py's --inter-node-gbps) is not a measurement.
+    """
+    from hwadvisor.workload import limits
+
+    try:
+        limits.check("--inter-node-gbps", gbps)
+    except UserError:
+        raise UserError(f"--calibration {source}: its inter-node bandwidth {gbps:.4g} GB/s is "
+                        "outside the physical range of a network (0.1-100,000 GB/s per GPU)",
+                        hint="pass a cluster report written by 'hwadvisor validate' under "
+                        "torchrun or srun, or --inter-node-gbps") from None
+    planned_gpu = device is not None and device.vendor in ("nvidia", "amd")
+    cluster = report.cluster
+    ran_on_gpus = cluster is not None and cluster.backend == "nccl" and any(
+        r.device_index is not None for n in cluster.nodes for r in n.ranks)
+    if planned_gpu and not ran_on_gpus:
+        raise UserError(f"--calibration {source}: that job ran on CPUs only (no GPU in any "
+                        f"rank), so its {gbps:.3g} GB/s measures the host path, not the "
+                        f"network of {device.name if device else 'the planned GPUs'}",
+                        hint="calibrate with a cluster report of the GPUs' job, or pass "
+                        "--inter-node-gbps")
 
 
 def repredict(report: Report, rec: Recommendation, busbw_gbps: float) -> float | None:
@@ -507,6 +553,9 @@ def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: Wo
         report.notes.append(note)
     ctx = context_for(report, quick, nvls=nvls)
     ctx.device = target
+    cpu_only = cpu_torch_note(target)
+    if cpu_only:
+        report.notes.append(cpu_only)
     results, interrupted = run_trials(trial_ids or all_ids(), ctx, progress)
     attribute_trials(results, target)
     report.trials = results
@@ -515,6 +564,17 @@ def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: Wo
     if busy:
         report.notes.append(busy)
     return report
+
+
+def cpu_torch_note(target: Device | None) -> str | None:
+    """Return a note when torch cannot use the trials' GPU (they measure the CPU instead)."""
+    from hwadvisor.trials.environment import cuda_device_count
+    from hwadvisor.validator.runner import GPU_VENDORS, NO_GPU
+
+    if target is None or target.vendor not in GPU_VENDORS or cuda_device_count() > 0:
+        return None
+    return (f"{NO_GPU}: the trials ran on the CPU; their figures are the CPU's, not "
+            f"{target.name}'s")
 
 
 def _validate_report_for(hardware: Report, device: Device | None,

@@ -356,6 +356,11 @@ def _checked_peaks(value: dict[str, float]) -> dict[str, float]:
 # --- loading -------------------------------------------------------------------------------
 
 
+# No profile id is longer; a longer one is not looked up as a file (names over 255 bytes fail
+# with ENAMETOOLONG on Linux file systems).
+MAX_ID_CHARS = 100
+
+
 def _profile_file(file_name: str) -> bytes | None:
     """Read one profile file (package data, else the repo's profiles/); None if absent."""
     try:
@@ -375,8 +380,9 @@ def _load_one(profile_id: str) -> Profile | None:
     `recommend --device h200-sxm` reads one file, not all of them (load_all, which also checks
     ids across files, reads the rest when asked).
     """
-    if not profile_id.replace("-", "").replace("_", "").isalnum():
-        return None  # not a file name: never a path
+    if not profile_id.replace("-", "").replace("_", "").isalnum() \
+            or len(profile_id) > MAX_ID_CHARS:
+        return None  # not a file name: never a path (nor one the file system refuses)
     data = _profile_file(f"{profile_id}.toml")
     return None if data is None else parse_profile(f"{profile_id}.toml", data)
 

@@ -26,6 +26,9 @@ from hwadvisor.models import (
 )
 
 CRAFTED = "crafted test fixture: every figure is illustrative, not a measurement"
+# Eight readings around each crafted median (spread ~1%): enough for the median's 95% interval
+# (models/stats.py median_interval needs 6), so compare can gate on the crafted figures.
+SPREAD = (0.99, 0.995, 0.998, 1.0, 1.0, 1.002, 1.005, 1.01)
 H200_SOURCE_NOTE = "datasheet: NVIDIA H200 Tensor Core GPU product brief (SXM, dense)"
 
 
@@ -88,7 +91,7 @@ def matmul_trial(bf16_tflops: float = 760.0, fp8_tflops: float = 1310.0) -> Tria
 
     def m(fmt: str, tflops: float) -> Measurement:
         t = flops / (tflops * 1e12)
-        return Measurement(label=fmt, unit="s", samples=[t * f for f in (0.99, 1.0, 1.0, 1.01)],
+        return Measurement(label=fmt, unit="s", samples=[t * f for f in SPREAD],
                            value=tflops, value_unit="TFLOP/s",
                            params={"m": size, "n": size, "k": size, "input_sets": 2})
 
@@ -107,7 +110,7 @@ def bandwidth_trial(copy_gbps: float = 4150.0) -> TrialResult:
     t = moved / (copy_gbps * 1e9)
     return TrialResult(
         id="memory-bandwidth", status="ok",
-        measurements=[Measurement(label="copy", samples=[t * f for f in (0.995, 1.0, 1.005)],
+        measurements=[Measurement(label="copy", samples=[t * f for f in SPREAD],
                                   value=copy_gbps, value_unit="GB/s",
                                   params={"buffer_bytes": moved // 2, "bytes_moved": moved})],
         effect={"copy_gbps": copy_gbps},
@@ -122,8 +125,8 @@ def cuda_graphs_trial(speedup: float = 1.8, graph_s: float = 0.0021) -> TrialRes
     return TrialResult(
         id="cuda-graphs", status="ok",
         measurements=[
-            Measurement(label="eager", samples=[eager * f for f in (0.99, 1.0, 1.01)]),
-            Measurement(label="graph", samples=[graph_s * f for f in (0.99, 1.0, 1.01)]),
+            Measurement(label="eager", samples=[eager * f for f in SPREAD]),
+            Measurement(label="graph", samples=[graph_s * f for f in SPREAD]),
         ],
         effect={"speedup": speedup},
         summary=f"decode block, batch 1: graph replay {speedup:.2f}x faster",

@@ -411,7 +411,7 @@ JSON_COMMANDS: list[tuple[str, list[str], bool]] = [
     ("profiles-list", ["profiles", "list", "--json"], False),
     ("profiles-list-class", ["profiles", "list", "--class", "datacenter-gpu", "--json"], False),
     ("profiles-show", ["profiles", "show", "h200-sxm", "--json"], False),
-    ("compare", ["compare", str(REPORT), str(PROBE_REPORT), "--json"], False),
+    ("compare", ["compare", str(REPORT), str(PROBE_REPORT), "--json", "--allow-missing"], False),
     ("schema", ["schema"], False),
 ]
 NO_HEAVY_IMPORTS = {"recommend-here", "recommend-profile", "recommend-training", "estimate-here",

@@ -96,13 +96,20 @@ def test_refuted_to_confirmed_is_fine(tmp_path: Path) -> None:
 
 
 def test_device_measured_figures_are_compared(tmp_path: Path) -> None:
+    """probe --measure copies its trials' figures to device.measured: they gate on the trials'
+    intervals; without the trials behind them they are single readings, shown, not gated."""
     base = factory.probe_report(measured_bw_gbps=4150.0, measured_tflops={"bf16": 760.0})
     cur = factory.probe_report(measured_bw_gbps=4150.0, measured_tflops={"bf16": 700.0})
+    alone = json.loads(_run(tmp_path, base, cur).stdout)
+    bf16 = next(f for f in alone["figures"] if f["key"].endswith("matmul_tflops.bf16"))
+    assert not bf16["regressed"] and "single sample" in bf16["not_gated_why"]
+    base.trials = [factory.matmul_trial(760.0)]
+    cur.trials = [factory.matmul_trial(700.0)]
     result = _run(tmp_path, base, cur)
     assert result.exit_code == ExitCode.GATE_TRIPPED
     data = json.loads(result.stdout)
-    assert [f["key"] for f in data["figures"] if f["regressed"]] == [
-        "devices[0].measured.matmul_tflops.bf16"]
+    assert "devices[0].measured.matmul_tflops.bf16" in [
+        f["key"] for f in data["figures"] if f["regressed"]]
 
 
 def test_different_devices_are_noted(tmp_path: Path) -> None:

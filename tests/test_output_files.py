@@ -305,11 +305,21 @@ def test_read_only_summary_is_a_clean_error(tmp_path: Path, monkeypatch: pytest.
     def read_only_mkstemp(*args: object, **kw: object) -> object:
         raise OSError(errno.EROFS, "Read-only file system")
 
+    real_os_open = reportio.os.open
+
+    def read_only_os_open(file: object, flags: int, *args: object) -> int:
+        # the append opens with os.open (all or nothing: it cuts back a short write)
+        if str(file) == str(summary) and flags & (reportio.os.O_WRONLY | reportio.os.O_RDWR):
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_os_open(file, flags, *args)  # type: ignore[arg-type]
+
     monkeypatch.setattr("builtins.open", read_only_open)
+    monkeypatch.setattr(reportio.os, "open", read_only_os_open)
     monkeypatch.setattr(reportio.tempfile, "mkstemp", read_only_mkstemp)
     argv = ["probe", "--markdown", str(summary)] + (["--markdown-overwrite"] if overwrite else [])
     result = runner.invoke(app, argv)
     monkeypatch.setattr("builtins.open", real_open)
+    monkeypatch.setattr(reportio.os, "open", real_os_open)
     monkeypatch.setattr(reportio.tempfile, "mkstemp", real_mkstemp)
     assert result.exit_code == ExitCode.USAGE, result.output
     assert "Read-only file system" in result.output and "hint:" in result.output

@@ -254,15 +254,32 @@ def test_a_broken_kernel_fails_the_check(monkeypatch):
 def test_recommend_validate_sets_plan_validation_on_cpu():
     from hwadvisor.pipeline import validate_recommendations
 
-    report = _report("inference-latency", "h200-sxm", model="llama-3-8b", batch=1)
+    # planned for this CPU (a GPU plan is not measured on a CPU: the next test), with an
+    # engine and goal whose steps torch runs here (LoRA's train step)
+    report = _report("training-throughput", None, model="llama-3.2-1b", batch=1,
+                     phase="training", engine="hf")
     report = validate_recommendations(report, quick=True)
     v = report.plan.validation
     assert v is not None
     assert v.status in ("confirmed", "refuted", "inconclusive")
     assert v.ci is not None and v.measured_steps
-    assert v.predicted_ratio is None  # measured on this CPU, planned for an H200
     assert any(t.id == "plan-step" for t in report.trials)
     assert all(r.validation.status != "pending" for r in report.recommendations)
+
+
+@torch_needed
+def test_a_gpu_plan_is_not_validated_on_this_cpu():
+    """An H200 plan measured on a CPU-only torch would be CPU figures in the H200's name."""
+    from hwadvisor.pipeline import validate_recommendations
+    from hwadvisor.trials.base import cuda_available
+
+    if cuda_available():
+        pytest.skip("needs a torch that sees no GPU")
+    report = _report("inference-latency", "h200-sxm", model="llama-3-8b", batch=1)
+    report = validate_recommendations(report, quick=True)
+    assert report.plan.validation.status == "unsupported"
+    assert "torch sees no GPU" in (report.plan.validation.detail or "")
+    assert not any(t.id == "plan-step" for t in report.trials)
 
 
 def test_fp8_training_is_named_unmeasured_with_the_reason():

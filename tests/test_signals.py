@@ -145,6 +145,53 @@ def test_real_signal_while_the_modules_load(signum: int, code: int) -> None:
         assert stderr.strip().splitlines()[-1] in ("interrupted", "terminated (SIGTERM)")
 
 
+# A validate run whose first trial's lazy import "loses" the signal, as C code that clears
+# Python's error would (torch's libraries loading): the handler ran, the exception vanished.
+SWALLOWED_VALIDATE = """
+import os, signal, sys
+import hwadvisor.validator.runner as runner
+from hwadvisor.models import TrialResult
+
+OUT, SIGNUM = sys.argv[1], int(sys.argv[2])
+ran = []
+
+class Importer:
+    id, title, needs = "memory-bandwidth", "importer", "nothing"
+    def unsupported_reason(self, ctx):
+        try:
+            os.kill(os.getpid(), SIGNUM)  # arrives during the "import"
+            for _ in range(1000):
+                pass  # the handler runs here and raises ...
+        except BaseException:
+            pass  # ... and the import machinery drops it
+        return None
+    def run(self, ctx):
+        ran.append(self.id)
+        return TrialResult(id=self.id, status="ok")
+
+runner.get_trial = lambda trial_id: Importer()
+sys.argv = ["hwadvisor", "validate", "--trial", "memory-bandwidth", "--trial", "matmul-peak",
+            "-o", OUT]
+from hwadvisor.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_lost_during_a_lazy_import_is_honoured(tmp_path: Path, signum: int,
+                                                        code: int) -> None:
+    out = tmp_path / "report.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HWADVISOR_")}
+    done = subprocess.run([sys.executable, "-c", SWALLOWED_VALIDATE, str(out), str(int(signum))],
+                          cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+                          env=env)
+    assert done.returncode == code, done.stderr
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True
+    assert [t["id"] for t in report["trials"]][-1] == "matmul-peak"
+    assert report["trials"][-1]["status"] == "interrupted"  # the next trial did not run
+
+
 # --------------------------------------------------------------------------- in process
 
 

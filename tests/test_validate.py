@@ -233,6 +233,7 @@ def test_unsupported_error_info_and_missing_effect():
 def test_validate_report_runs_each_trial_once(monkeypatch):
     fake = FakeTrial("cuda-graphs", effect={"speedup": 1.5})
     monkeypatch.setattr(v, "get_trial", loader_for({"cuda-graphs": fake}))
+    monkeypatch.setattr(v.environment, "cuda_device_count", lambda: 1)  # as on the H200 host
     report = factory.probe_report()
     report.workload = Workload(model="llama-3-8b")
     report.recommendations = [
@@ -341,6 +342,7 @@ def test_cli_list_trials():
 def test_cli_validate_from_recommend_report(fake_registry, tmp_path, monkeypatch):
     fake_registry["cuda-graphs"] = FakeTrial("cuda-graphs", effect={"speedup": 0.9})
     monkeypatch.setitem(registry.TRIALS, "cuda-graphs", "fake:Fake")
+    monkeypatch.setattr(v.environment, "cuda_device_count", lambda: 1)  # as on the H200 host
     report = factory.probe_report()
     report.kind = "recommend"
     report.workload = Workload(model="llama-3-8b")

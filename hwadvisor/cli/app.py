@@ -22,6 +22,7 @@ from hwadvisor.cli import signals
 from hwadvisor.cli.commands import register_all
 from hwadvisor.cli.console import print_error
 from hwadvisor.cli.helpfmt import tidy, use_tidy_classes
+from hwadvisor.cli.streams import StdoutWriteError
 from hwadvisor.errors import EXIT_CODES_HELP, ExitCode, UserError
 
 ISSUES_URL = "https://github.com/hwadvisor/hwadvisor/issues"
@@ -111,6 +112,10 @@ class HwGroup(TyperGroup):
                 # rich met a closed pipe: it pointed stdout at /dev/null and exits 1
                 return int(ExitCode.BROKEN_PIPE)
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except OSError as exc:
+            if isinstance(exc, StdoutWriteError) or _stdout_broken():
+                return _stdout_failed(exc)
+            return _click_error(exc)
         except Exception as exc:
             return _click_error(exc)
         if isinstance(rv, int) and rv == ExitCode.INTERRUPTED and signals.received():
@@ -159,6 +164,28 @@ def _pipe_closed() -> int:
     except (OSError, ValueError, AttributeError):  # no real fd (a test runner's stream)
         pass
     return int(ExitCode.BROKEN_PIPE)
+
+
+def _stdout_broken() -> bool:
+    """Tell whether stdout cannot take what is written to it (a full device, an I/O error)."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        return True
+    return False
+
+
+def _stdout_failed(exc: OSError) -> int:
+    """Report a failed write to stdout (exit 2); its unwritten bytes are dropped."""
+    _print_error(f"cannot write to stdout: {exc.strerror or exc}",
+                 "free space where stdout goes, or redirect it elsewhere (> FILE), or use "
+                 "--output FILE")
+    _pipe_closed()  # stdout now points at /dev/null: the buffered bytes leave quietly
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    return int(ExitCode.USAGE)
 
 
 def _stdout_identity() -> tuple[int, int] | None:

@@ -98,26 +98,48 @@ err_console: Any = _LazyConsole(stderr=True)
 
 def emit_report(
     report: Report, as_json: bool, output: Path | None, markdown: Path | None = None,
-    markdown_overwrite: bool = False,
+    markdown_overwrite: bool = False, extra: list[tuple[Path, str]] | None = None,
 ) -> None:
-    """Write the report to --output and the summary to --markdown; JSON on --json.
+    """Write the report to --output, `extra` files, and the summary to --markdown; JSON on --json.
 
-    Call it only after the run succeeded: a failed run must leave no file behind.
+    Call it only after the run succeeded: a failed run must leave no file behind. Every target
+    is checked before the first write; the whole files (--output, extra) are written before
+    the --markdown append, and a failure on the way removes the files this call created.
     """
-    # Check both targets first, so a bad --output does not leave the --markdown file behind.
-    for path in (markdown, output):
+    files = list(extra or [])
+    for path in [markdown, output, *(p for p, _ in files)]:
         if path is not None:
             check_target(path)
-    if markdown is not None:
-        from hwadvisor.report.markdown import render_markdown
+    created: list[Path] = []
+    try:
+        if output is not None:
+            _write_new(output, report_json(report), created, report_file=report)
+        for path, text in files:
+            _write_new(path, text, created)
+        if markdown is not None:
+            from hwadvisor.report.markdown import render_markdown
 
-        write_markdown(markdown, render_markdown(report), markdown_overwrite)
-    if output is not None:
-        with signals.deferred():
-            write_report(output, report)
+            write_markdown(markdown, render_markdown(report), markdown_overwrite)
+    except BaseException:
+        for path in created:
+            path.unlink(missing_ok=True)
+        raise
     if as_json:
         sys.stdout.write(report_json(report))
         sys.stdout.flush()
+
+
+def _write_new(path: Path, text: str, created: list[Path],
+               report_file: Report | None = None) -> None:
+    """Write one whole file (atomically); remember it in `created` when it did not exist."""
+    existed = path.exists() or path.is_symlink()
+    with signals.deferred():
+        if report_file is not None:
+            write_report(path, report_file)
+        else:
+            write_text(path, text)
+    if not existed and path.is_file():
+        created.append(path)
 
 
 def write_markdown(path: Path, text: str, overwrite: bool = False) -> None:
@@ -142,9 +164,10 @@ def publish(
     output: Path | None,
     markdown: Path | None = None,
     markdown_overwrite: bool = False,
+    extra: list[tuple[Path, str]] | None = None,
 ) -> None:
     """Write the report (emit_report), then, unless --json, render it for people on stdout."""
-    emit_report(report, as_json, output, markdown, markdown_overwrite)
+    emit_report(report, as_json, output, markdown, markdown_overwrite, extra)
     if not as_json:
         render(report)
 
@@ -211,7 +234,13 @@ def exit_if_interrupted(report: Report) -> None:
 
 
 def mark_interruption(report: Report) -> None:
-    """Name the signal that cut the trials short (the validator writes Ctrl-C for both)."""
+    """Name the signal that cut the trials short (the validator writes Ctrl-C for both).
+
+    A signal received while no trial could see it (its exception lost in C code) still marks
+    the report interrupted: the run was asked to stop.
+    """
+    if signals.received() is not None:
+        report.interrupted = True
     if report.interrupted and signals.exit_code() == ExitCode.TERMINATED:
         for trial in report.trials:
             if trial.status == "interrupted":
@@ -234,9 +263,11 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | No
     """Yield a progress callback drawing a rich bar on stderr, or None when disabled.
 
     The validator calls it with (trial id, trials done, trials in all); id "" means done.
+    Drawn or not, the callback first honours a signal whose exception was lost (signals.check):
+    the validator calls it between trials.
     """
     if not enabled:
-        yield None
+        yield lambda _trial_id, _done, _total: signals.check()
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -248,6 +279,7 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | No
     from rich.markup import escape
 
     def update(trial_id: str, done: int, total: int) -> None:
+        signals.check()
         if not task:
             task.append(bar.add_task("trials", total=total))
         bar.update(task[0], completed=done, total=total,

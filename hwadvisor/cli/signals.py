@@ -92,6 +92,18 @@ def received() -> int | None:
     return _state.first
 
 
+def check() -> None:
+    """Raise Interrupted when a signal came but its exception was lost on the way.
+
+    A signal that lands while C code runs (a lazy `import torch` loading its libraries) raises
+    in the handler, but C code that clears Python errors can drop that exception: the run would
+    then finish and exit 0 as if nothing was asked. The handler has recorded the signal, so
+    checking between steps honours it.
+    """
+    if _state.first is not None and not _state.deferring:
+        raise Interrupted(_state.first)
+
+
 def exit_code(exc: BaseException | None = None) -> int:
     """Exit status for an interrupted run: 143 after SIGTERM, else 130 (Ctrl-C)."""
     signum = getattr(exc, "signum", None) or _state.first

@@ -17,6 +17,7 @@ Figures the report lacks stay the model's; Estimate.calibration says which is wh
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -177,3 +178,91 @@ def from_report(report: Report, device: Device, source: str = "") -> Calibration
         cal = Calibration(device=candidate.name, source=source, **values)  # type: ignore[arg-type]
         return None if cal.empty else cal
     return None
+
+
+# ---------------------------------------------------------------------------------------
+# Physical ranges: a calibration figure outside them is a broken or hostile report, not a
+# measurement (1e-300 GB/s planned a 301-digit latency; 1e300 TFLOP/s overflowed the model).
+# The bounds are wide on purpose: they refuse the impossible, not the unusual.
+# Upper bounds, with the fastest parts known when written:
+#   memory bandwidth: B200 HBM3e 8 TB/s (NVIDIA DGX B200 datasheet, 2024); M3 Ultra 819 GB/s
+#   (Apple, 2025); a 2-socket 12-channel DDR5-6400 server ~1.2 TB/s (AMD EPYC 9005 spec);
+#   matmul: B200 dense FP4 9 PFLOP/s (NVIDIA DGX B200 datasheet); a CPU socket with AMX
+#   ~0.2-0.4 PFLOP/s bf16 at most (Intel Xeon 6 product brief).
+#   host transfer: PCIe 6.0 x16 ~128 GB/s one way; NVLink-C2C 450 GB/s one way (GH200).
+#   bus bandwidth: NVLink 5 900 GB/s one way per GPU (B200).
+# Lower bounds: a figure under them is not a working device (0.1 GB/s is 1 Gb/s Ethernet).
+DATASHEET_SLACK = 1.25  # a measured figure may beat the datasheet this much (boost, rounding)
+
+
+@dataclass(frozen=True)
+class Range:
+    """The physically possible values of one calibration figure, in its unit."""
+
+    low: float
+    high: float
+    unit: str
+
+
+_GPU_RANGES: dict[str, Range] = {
+    "memory_bandwidth_gbps": Range(1.0, 20_000.0, "GB/s"),
+    "matmul_tflops": Range(0.01, 20_000.0, "TFLOP/s"),
+    "attention_tflops": Range(0.001, 20_000.0, "TFLOP/s"),
+    "kernel_floor_s": Range(1e-7, 1e-2, "s"),
+    "host_scale": Range(0.01, 100.0, "x"),
+    "host_transfer_gbps": Range(0.1, 1_000.0, "GB/s"),
+    "busbw_gbps": Range(0.1, 5_000.0, "GB/s"),
+}
+RANGES: dict[str, dict[str, Range]] = {
+    "datacenter-gpu": _GPU_RANGES,
+    "consumer-gpu": {**_GPU_RANGES, "memory_bandwidth_gbps": Range(1.0, 5_000.0, "GB/s"),
+                     "matmul_tflops": Range(0.01, 5_000.0, "TFLOP/s")},
+    "apple-silicon": {**_GPU_RANGES, "memory_bandwidth_gbps": Range(1.0, 2_000.0, "GB/s"),
+                      "matmul_tflops": Range(0.001, 500.0, "TFLOP/s")},
+    "mobile-soc": {**_GPU_RANGES, "memory_bandwidth_gbps": Range(0.5, 1_000.0, "GB/s"),
+                   "matmul_tflops": Range(0.0001, 200.0, "TFLOP/s")},
+    "cpu": {**_GPU_RANGES, "memory_bandwidth_gbps": Range(0.1, 2_000.0, "GB/s"),
+            "matmul_tflops": Range(0.00001, 1_000.0, "TFLOP/s"),
+            "attention_tflops": Range(0.000001, 1_000.0, "TFLOP/s")},
+}
+
+
+def _datasheet(device: Device, name: str, key: str | None) -> float | None:
+    """Return the datasheet figure a measured one may not exceed by much, if known."""
+    if name == "memory_bandwidth_gbps":
+        return device.memory_bandwidth_gbps or None
+    if name == "matmul_tflops" and key is not None:
+        return (device.peak_tflops or {}).get(key) or None
+    return None
+
+
+def _figures(cal: Calibration) -> list[tuple[str, str | None, float]]:
+    """(figure, format or backend, value) of every number in a calibration."""
+    out: list[tuple[str, str | None, float]] = []
+    for name in ("memory_bandwidth_gbps", "kernel_floor_s", "host_scale", "host_transfer_gbps",
+                 "busbw_gbps"):
+        value = getattr(cal, name)
+        if value is not None:
+            out.append((name, None, float(value)))
+    out += [("matmul_tflops", k, float(v)) for k, v in cal.matmul_tflops.items()]
+    out += [("attention_tflops", k, float(v)) for k, v in cal.attention_tflops.items()]
+    return out
+
+
+def implausible(cal: Calibration, device: Device) -> list[str]:
+    """Each figure of the calibration outside the physical range of the device (and class)."""
+    cls = str(getattr(device.device_class, "value", device.device_class) or "cpu")
+    ranges = RANGES.get(cls, RANGES["datacenter-gpu"])
+    found: list[str] = []
+    for name, key, value in _figures(cal):
+        limit = ranges[name]
+        label = f"{name}[{key}]" if key else name
+        if not math.isfinite(value) or not limit.low <= value <= limit.high:
+            found.append(f"{label} = {value:.4g} {limit.unit} is outside {limit.low:g}-"
+                         f"{limit.high:g} {limit.unit}, the physical range of a {cls}")
+            continue
+        sheet = _datasheet(device, name, key)
+        if sheet is not None and value > sheet * DATASHEET_SLACK:
+            found.append(f"{label} = {value:.4g} {limit.unit} is over {DATASHEET_SLACK:g}x "
+                         f"{device.name}'s datasheet {sheet:.4g} {limit.unit}")
+    return found

@@ -40,20 +40,33 @@ class Layout:
     cp: int = 1
     ep: bool = False
     notes: list[str] = field(default_factory=list)
+    heads: tuple[int, int] | None = None  # (attention heads, KV heads) of the model, if known
 
     @cached_property
     def tp(self) -> int:
-        """Tensor-parallel degree (fsdp/hsdp with a tp_size: 2-D, TP inside FSDP groups)."""
+        """Tensor-parallel degree (fsdp/hsdp with a tp_size: 2-D, TP inside FSDP groups).
+
+        Never one the engines refuse: the largest size up to the wanted one that splits the
+        model's heads (tp_fits_heads), and divides the GPUs it is taken from.
+        """
         room = max(1, self.gpus // (self.pp * self.cp))
         if self.strategy in ("fsdp", "hsdp") and self.tp_size is not None:
-            return max(1, min(self.tp_size, room))
+            return self._runnable(min(self.tp_size, room), room)
         if self.strategy != "tp":
             return 1
         if self.tp_size is not None:
-            return max(1, min(self.tp_size, room))
+            return self._runnable(min(self.tp_size, room), room)
         if self.training and self.nodes > 1:
-            return max(1, min(self.gpus_per_node, room))
-        return room
+            return self._runnable(min(self.gpus_per_node, room), room)
+        return self._runnable(room, room)
+
+    def _runnable(self, wanted: int, room: int) -> int:
+        """Return the largest TP size <= wanted that splits the heads and divides room."""
+        for size in range(max(1, wanted), 0, -1):
+            if room % size == 0 and tp_fits_heads(size, self.heads) \
+                    and tp_fits_node(size, self.gpus_per_node, self.nodes):
+                return size
+        return 1
 
     @cached_property
     def dp(self) -> int:
@@ -99,6 +112,36 @@ class Layout:
         return 1
 
 
+def tp_fits_heads(size: int, heads: tuple[int, int] | None) -> bool:
+    """Tell whether a tensor-parallel size splits the model's attention and KV heads.
+
+    The attention heads must divide evenly over the TP ranks; the KV heads too, or (fewer KV
+    heads than ranks) each KV head is copied to a whole number of ranks. vLLM checks exactly
+    this (vllm/config: ModelConfig.verify_with_parallel_config, "Total number of attention
+    heads must be divisible by tensor parallel size"; get_num_kv_heads replicates KV heads when
+    tp > num_kv_heads), as do SGLang and TensorRT-LLM.
+    """
+    if heads is None or size <= 1:
+        return True
+    attention, kv = heads
+    if attention % size:
+        return False
+    return kv % size == 0 if kv >= size else size % kv == 0
+
+
+def tp_fits_node(size: int, gpus_per_node: int, nodes: int) -> bool:
+    """Tell whether TP groups of `size` tile the nodes: whole groups inside each node.
+
+    On 2 nodes x 6 GPUs a TP group of 4 would put GPUs of one group on both nodes (the
+    second group takes GPUs 4-7); sizes that divide the node's GPUs, or whole nodes, do not.
+    """
+    if nodes <= 1 or size <= 1:
+        return True
+    if size <= gpus_per_node:
+        return gpus_per_node % size == 0
+    return size % gpus_per_node == 0
+
+
 def resolve_layout(workload: Workload, options: ModelOptions) -> Layout:
     """Pick the strategy: the option's, or the usual default when gpus > 1 and none is given."""
     notes: list[str] = []
@@ -119,9 +162,17 @@ def resolve_layout(workload: Workload, options: ModelOptions) -> Layout:
                      f"({'training default' if training else 'serving engines default'})")
     pp = max(1, min(options.pipeline_stages, gpus))
     cp = max(1, min(options.context_parallel, gpus // pp))
+    spec = workload.spec
+    heads = (spec.num_heads, spec.num_kv_heads) if spec is not None else None
     layout = Layout(gpus=gpus, strategy=strategy, nodes=nodes, gpus_per_node=per_node,
                     training=training, tp_size=options.tp_size, pp=pp, cp=cp,
-                    ep=options.expert_parallel and gpus > 1, notes=notes)
+                    ep=options.expert_parallel and gpus > 1, notes=notes, heads=heads)
+    wanted = options.tp_size if options.tp_size is not None else (
+        gpus // (pp * cp) if strategy == "tp" else None)
+    if wanted is not None and layout.tp < wanted and heads is not None \
+            and strategy in ("tp", "fsdp", "hsdp"):
+        notes.append(f"tensor parallel {layout.tp}, not {wanted}: {heads[0]} attention and "
+                     f"{heads[1]} KV heads do not split over {wanted} GPUs")
     if strategy in ("ddp", "fsdp", "hsdp") and training:
         notes.append(f"batch {workload.batch} per data-parallel rank: global batch "
                      f"{workload.batch * layout.dp * workload.grad_accum}")

@@ -6,12 +6,18 @@ and survives a missing `pynvml` module, a missing library or driver, and a GPU l
 The backend (the real `pynvml` module, or tests' `FakeNvml`) is injectable: anything with
 pynvml's functions, constants and `NVMLError` (errors carry pynvml's numeric `.value`).
 The shape follows nvitop's `nvmlQuery` (https://github.com/XuehaiPan/nvitop).
+
+Every call into the backend, nvmlInit included, runs on one worker thread behind a deadline
+(`_Door`): a wedged driver or a GPU stuck in reset can hang any NVML call, not only the first.
+A call still running at the deadline closes the door: NVML is not used again in this process,
+the call is named in the probe's note, and the probe carries on (the report is still written).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import queue
 import sys
 import threading
 from collections.abc import Callable
@@ -45,8 +51,8 @@ GPU_LOST_ERRORS: dict[int, str] = {
     ERROR_UNKNOWN: "NVML returned an unknown error",
 }
 
-# nvmlInit that never returns (a wedged driver, a GPU stuck in reset) must not hang every
-# command: start-up gets this long, then the probe carries on without NVML, with a note.
+# An NVML call that never returns (a wedged driver, a GPU stuck in reset) must not hang every
+# command: each call gets this long, then the probe carries on without NVML, with a note.
 INIT_TIMEOUT_S = 10.0
 INIT_TIMEOUT_ENV = "HWADVISOR_NVML_TIMEOUT_S"
 
@@ -100,6 +106,70 @@ def driver_absent() -> str | None:
     return None
 
 
+class NvmlStuck(Exception):
+    """An NVML call did not return within the deadline; NVML is not used again."""
+
+    def __init__(self, function: str, timeout_s: float) -> None:
+        super().__init__(
+            f"NVML call {function} did not return within {timeout_s:g} s (a hung driver or "
+            f"GPU?); carrying on without NVML (set {INIT_TIMEOUT_ENV} to wait longer)")
+        self.function = function
+
+
+class _Door:
+    """Runs backend calls on one daemon worker thread, each with a deadline.
+
+    One long-lived worker rather than a thread per call: a probe makes about a hundred NVML
+    calls, and starting a thread for each would cost the probe's start-up. A worker stuck in a
+    call is left behind (a daemon: it cannot be killed and does not keep the process alive);
+    the door then stays closed and names the call that hung.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.stuck: NvmlStuck | None = None
+        self._jobs: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...], list[Any],
+                                            threading.Event] | None] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
+
+    def _serve(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            func, args, box, done = job
+            try:
+                box.append((True, func(*args)))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+                box.append((False, exc))
+            done.set()
+
+    def call(self, name: str, func: Callable[..., Any], *args: Any) -> Any:
+        """Return func(*args) run on the worker; NvmlStuck past the deadline (and from then on)."""
+        if self.stuck is not None:
+            raise self.stuck
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._serve, name="hwadvisor-nvml",
+                                            daemon=True)
+            self._worker.start()
+        box: list[Any] = []
+        done = threading.Event()
+        self._jobs.put((func, args, box, done))
+        if not done.wait(self.timeout_s):
+            self.stuck = NvmlStuck(name, self.timeout_s)
+            raise self.stuck
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        """Let an idle worker end (a stuck one is left behind)."""
+        if self._worker is not None and self.stuck is None:
+            self._jobs.put(None)
+        self._worker = None
+
+
 def _import_pynvml() -> Any:
     import pynvml  # imported on first use only: keeps `import hwadvisor` light
 
@@ -117,6 +187,7 @@ class Nvml:
         # Only the real library is skipped on a host without a driver; injected ones run.
         self._driver_check = driver_absent if backend is None and loader is None else None
         self._init_timeout_s = init_timeout_s
+        self._door: _Door | None = None
         self._started = False
         self._reason: str | None = None
         self._handles: dict[int, Any] = {}
@@ -144,34 +215,31 @@ class Nvml:
         return self._reason is None
 
     def _init_within_deadline(self) -> str | None:
-        """Run nvmlInit in a thread with a deadline; return why NVML is unusable, or None.
-
-        A thread that is still in nvmlInit at the deadline is left behind (a daemon: it
-        cannot be killed, and it does not keep the process alive); NVML is then never used.
-        """
+        """Run nvmlInit through the door; return why NVML is unusable, or None."""
         timeout = self._init_timeout_s if self._init_timeout_s is not None else init_timeout()
-        outcome: list[BaseException | None] = []
-
-        def init() -> None:
-            try:
-                self._backend.nvmlInit()
-                outcome.append(None)
-            except BaseException as exc:  # noqa: BLE001 - reported to the caller below
-                outcome.append(exc)
-
-        worker = threading.Thread(target=init, name="hwadvisor-nvml-init", daemon=True)
-        worker.start()
-        worker.join(timeout)
-        if not outcome:
+        self._door = _Door(timeout)
+        try:
+            self._call("nvmlInit")
+        except NvmlStuck:
             self._backend = None  # never call into a library stuck in its start-up
             return (f"NVML did not start within {timeout:g} s (a hung driver or GPU?); "
                     f"carrying on without it (set {INIT_TIMEOUT_ENV} to wait longer)")
-        error = outcome[0]
-        if error is None:
-            return None
-        if not isinstance(error, Exception):  # KeyboardInterrupt and the like: not ours
-            raise error
-        return self._library_reason(error)  # any failure to start means "no NVML here"
+        except Exception as exc:
+            return self._library_reason(exc)  # any failure to start means "no NVML here"
+        return None
+
+    def _call(self, function: str, *args: Any) -> Any:
+        """Call the backend's `function(*args)` through the door (its deadline); bytes decoded."""
+        func = getattr(self._backend, function)
+        if self._door is None:  # not started through start(): no deadline to keep
+            return _decode(func(*args))
+        return _decode(self._door.call(function, func, *args))
+
+    @property
+    def stuck(self) -> str | None:
+        """The NVML function that did not return in time, if one hung."""
+        stuck = self._door.stuck if self._door is not None else None
+        return stuck.function if stuck is not None else None
 
     @property
     def backend(self) -> Any:
@@ -198,14 +266,19 @@ class Nvml:
         """Shut NVML down if it was started (safe to call twice)."""
         if self._started and self._reason is None and self._backend is not None:
             try:
-                self._backend.nvmlShutdown()
+                self._call("nvmlShutdown")
             except Exception:  # shutting down must never fail the probe
                 pass
+        if self._door is not None:
+            self._door.close()
+            self._door = None
         self._started = False
         self._reason = None
         self._handles.clear()
 
     def _library_reason(self, exc: Exception) -> str:
+        if isinstance(exc, NvmlStuck):
+            return str(exc)
         code = getattr(exc, "value", None)
         if isinstance(code, int) and code in LIBRARY_ERRORS:
             return LIBRARY_ERRORS[code]
@@ -219,7 +292,7 @@ class Nvml:
         if not self.start():
             return 0
         try:
-            return int(self._backend.nvmlDeviceGetCount())
+            return int(self._call("nvmlDeviceGetCount"))
         except Exception as exc:
             self._reason = self._library_reason(exc)
             return 0
@@ -231,7 +304,7 @@ class Nvml:
         if not self.start() or index in self.lost:
             return None
         try:
-            handle = self._backend.nvmlDeviceGetHandleByIndex(index)
+            handle = self._call("nvmlDeviceGetHandleByIndex", index)
         except Exception as exc:
             self._classify(index, "handle", exc)
             return None
@@ -243,7 +316,7 @@ class Nvml:
         if not self.start():
             return None
         try:
-            return _decode(getattr(self._backend, function)(*args))
+            return self._call(function, *args)
         except Exception as exc:
             self._classify(-1, field, exc)
             return None
@@ -259,7 +332,7 @@ class Nvml:
             self.note_missing(index, field)
             return None
         try:
-            return _decode(func(handle, *args))
+            return self._call(function, handle, *args)
         except Exception as exc:  # see _classify
             self._classify(index, field, exc)
             return None
@@ -276,7 +349,7 @@ class Nvml:
             if handle is None:
                 return None
             try:
-                return _decode(getattr(self._backend, function)(handle, *args))
+                return self._call(function, handle, *args)
             except Exception as exc:
                 if self._is_fatal(index, field, exc):
                     return None
@@ -294,13 +367,17 @@ class Nvml:
         if func is None:
             return None
         try:
-            return _decode(func(handle, *args))
+            return self._call(function, handle, *args)
         except Exception as exc:
             self._is_fatal(index, function, exc)
             return None
 
     def _is_fatal(self, index: int, field: str, exc: Exception) -> bool:
-        """Record a lost GPU or a dead library; True when that happened."""
+        """Record a lost GPU, a dead library or a hung call; True when that happened."""
+        if isinstance(exc, NvmlStuck):
+            self._reason = str(exc)
+            self._handles.clear()
+            return True
         code = getattr(exc, "value", None)
         if isinstance(code, int) and code in GPU_LOST_ERRORS:
             self.lost.setdefault(index, f"{GPU_LOST_ERRORS[code]} while reading {field}")
@@ -376,8 +453,9 @@ class Nvml:
     def process_name(self, pid: int) -> str | None:
         """Name a GPU process: NVML's name (the driver's PID view), else psutil's."""
         try:
-            name = _decode(self._backend.nvmlSystemGetProcessName(pid))
-        except Exception:  # the name is a nicety; psutil may still know it
+            name = self._call("nvmlSystemGetProcessName", pid) if self.start() else None
+        except Exception as exc:  # the name is a nicety; psutil may still know it
+            self._is_fatal(-1, "process_name", exc)
             name = None
         if name:
             return str(name).rsplit("/", 1)[-1]

@@ -1,16 +1,29 @@
-"""Compare two reports: measured figures (with a regression threshold and noise) and verdicts.
+"""Compare two reports: measured figures (gated on their intervals), lost figures and verdicts.
 
 Which way is better follows the unit: GB/s, TFLOP/s, tokens/s and speedups are better higher;
 seconds are better lower. A figure whose direction cannot be told is shown but never gates.
 
-A figure regresses only when it got worse by more than the threshold (--max-regression) *and*
-by more than the noise of the two runs: each run's relative spread (interquartile range over
-median of the raw samples the figure comes from) added. Two runs of the same code on a busy
-CPU differ by several percent; a change inside that spread is not evidence of a regression.
-A figure's spread: a measurement's median and derived value use that measurement's samples;
-an effect equal to a measurement's value uses that one; any other effect (a speedup, a ratio
-of two timings) adds the two largest spreads of its trial's measurements, as relative errors
-of a ratio add; device.measured figures use the trial effect they were copied from.
+What gates (exit 1 in `hwadvisor compare`):
+
+- a figure that got worse by more than the threshold (--max-regression) *and* whose change is
+  real by the evidence of both runs: each run's 95% interval of the figure (the median's
+  distribution-free interval from its raw samples, or the effect's own interval) lies wholly on
+  one side of the other's, so the two runs disagree by more than either's noise. With
+  --min-effect, a change larger than that percentage counts as real even where the intervals
+  overlap (a user who knows the machine's run-to-run drift says how much is too much);
+- a figure only one run has an interval for, or neither (a single sample: a compile time, a
+  first call), is reported with its change but never gates: one reading carries no noise
+  estimate, and a compile time of 1.04 s against 1.11 s says nothing on its own;
+- compile and first-call times never gate unless asked (--gate-compile): they measure the
+  compiler and the caches of the machine more than the code;
+- a figure, trial or verdict the baseline had and the current report lost (the trial is now
+  unsupported, failed, was interrupted or is gone; a confirmed recommendation is no longer
+  decided by a measurement) is a regression, named in the text, unless --allow-missing: a
+  driver or torch upgrade that drops a kernel must not go green;
+- a confirmed recommendation now refuted.
+
+The noise column (each run's interquartile range over median, added) is shown for people;
+the intervals decide.
 """
 
 from __future__ import annotations
@@ -22,6 +35,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, computed_field
 
 from hwadvisor.models import Measurement, Report, TrialResult
+from hwadvisor.models.stats import median_interval
 
 Better = Literal["higher", "lower"]
 
@@ -62,6 +76,13 @@ class FigureDelta(BaseModel):
         0.0, description="The two runs' relative spreads added, in %: a change within it is "
         "noise, not a regression")
     noisy: bool = False
+    baseline_ci: list[float] | None = Field(
+        None, description="95% interval of the baseline figure (null: a single sample or too "
+        "few to tell)")
+    current_ci: list[float] | None = None
+    gated: bool = Field(False, description="The figure could gate: both runs carry an interval "
+                        "and it is not a compile or first-call time (or --gate-compile)")
+    not_gated_why: str | None = Field(None, description="Why the figure is shown but cannot gate")
     regressed: bool = False
 
 
@@ -88,8 +109,13 @@ class Comparison(BaseModel):
     max_regression_pct: float
     figures: list[FigureDelta] = Field(default_factory=list)
     verdicts: list[VerdictChange] = Field(default_factory=list)
+    min_effect_pct: float | None = None
+    allow_missing: bool = False
     only_in_baseline: list[str] = Field(default_factory=list)
     only_in_current: list[str] = Field(default_factory=list)
+    lost: list[str] = Field(
+        default_factory=list, description="What the baseline measured and the current report "
+        "does not, in words: a regression unless --allow-missing")
     notes: list[str] = Field(default_factory=list)
 
     @computed_field  # type: ignore[prop-decorator]
@@ -104,6 +130,8 @@ class Comparison(BaseModel):
         ]
         out += [f"recommendation {v.id}: {v.baseline} → {v.current}"
                 for v in self.verdicts if v.regressed]
+        if not self.allow_missing:
+            out += [f"lost: {line}" for line in self.lost]
         return out
 
 
@@ -116,6 +144,18 @@ class Figure:
     better: Better | None
     noisy: bool = False
     spread: float = 0.0  # relative: interquartile range / median of the samples behind it
+    interval: tuple[float, float] | None = None  # 95%; None for a single sample or too few
+    startup: bool = False  # a compile or first-call time: never gates by default
+
+
+# Compile and first-call times: what a figure's label or name says when it is one of them.
+STARTUP_WORDS = ("compil", "first call", "first_call", "first-call", "warmup", "cold start")
+
+
+def _startup(*names: str) -> bool:
+    """Tell whether a figure is a compile or first-call time (by its label or effect name)."""
+    text = " ".join(names).lower()
+    return any(word in text for word in STARTUP_WORDS)
 
 
 def _relative_spread(m: Measurement) -> float:
@@ -125,21 +165,50 @@ def _relative_spread(m: Measurement) -> float:
     return abs(spread / med)
 
 
-def _effect_spread(trial: TrialResult, value: float) -> float:
-    """Relative noise of an effect: its measurement's, or a ratio's (two largest added)."""
+def _median_ci(m: Measurement) -> tuple[float, float] | None:
+    """95% interval of a measurement's median from its raw samples (None under 6 samples)."""
+    return median_interval(list(m.samples)) if m.samples else None
+
+
+def _value_ci(m: Measurement) -> tuple[float, float] | None:
+    """95% interval of a measurement's derived rate (amount / median time), when it has one."""
+    found = _median_ci(m)
+    if found is None or m.value is None or not m.median or m.unit != "s":
+        return None
+    low_t, high_t = found
+    if low_t <= 0 or high_t <= 0:
+        return None
+    scale = m.value * m.median
+    return scale / high_t, scale / low_t
+
+
+def _effect_noise(trial: TrialResult, name: str, value: float
+                  ) -> tuple[float, tuple[float, float] | None, bool]:
+    """(relative spread, 95% interval, startup) of an effect.
+
+    Its own interval when the trial gave one; else that of the measurement whose value it is;
+    else none (a figure derived from single readings, or from two medians without pairing).
+    """
+    effect = trial.effect_of(name)
     for m in trial.measurements:
         if m.value is not None and m.value == value:
-            return _relative_spread(m)
+            ci = (tuple(effect.ci) if effect is not None and effect.ci else _value_ci(m))
+            return _relative_spread(m), ci, _startup(name, m.label)  # type: ignore[return-value]
     spreads = sorted((_relative_spread(m) for m in trial.measurements), reverse=True)
-    return sum(spreads[:2])
+    ci = (float(effect.ci[0]), float(effect.ci[1])) if effect is not None and effect.ci else None
+    matched = [m for m in trial.measurements if m.median is not None and m.median == value]
+    startup = _startup(name, *(m.label for m in matched))
+    return sum(spreads[:2]), ci, startup
 
 
 def _trial_figures(trial: TrialResult) -> dict[str, Figure]:
     figures: dict[str, Figure] = {}
     base = f"trials.{trial.id}"
     for effect in trial.effects:
+        spread, ci, startup = _effect_noise(trial, effect.name, effect.value)
         figures[f"{base}.effect.{effect.name}"] = Figure(
-            effect.value, effect.unit, effect.better, spread=_effect_spread(trial, effect.value))
+            effect.value, effect.unit, effect.better, spread=spread, interval=ci,
+            startup=startup)
     seen: dict[str, int] = {}
     effect_values = trial.effect.values()
     for m in trial.measurements:
@@ -148,23 +217,29 @@ def _trial_figures(trial: TrialResult) -> dict[str, Figure]:
         if seen[label] > 1:
             label = f"{label}#{seen[label]}"
         spread = _relative_spread(m)
+        startup = _startup(m.label)
         if m.median is not None:
             figures[f"{base}.{label}.median"] = Figure(
-                m.median, m.unit, better_direction(m.unit, m.label), m.noisy, spread)
+                m.median, m.unit, better_direction(m.unit, m.label), m.noisy, spread,
+                _median_ci(m), startup)
         # A derived value the trial also reports as an effect (matmul's bf16_tflops) is shown
         # once, as the effect.
         if m.value is not None and m.value not in effect_values:
             figures[f"{base}.{label}.value"] = Figure(
-                m.value, m.value_unit, better_direction(m.value_unit, m.label), m.noisy, spread)
+                m.value, m.value_unit, better_direction(m.value_unit, m.label), m.noisy, spread,
+                _value_ci(m), startup)
     return figures
 
 
-def _copied_spread(report: Report, value: float) -> float:
+def _copied(report: Report, value: float) -> tuple[float, tuple[float, float] | None]:
     """Noise of a device.measured figure: that of the trial effect it was copied from."""
     for trial in report.trials:
-        if trial.status == "ok" and value in trial.effect.values():
-            return _effect_spread(trial, value)
-    return 0.0
+        if trial.status == "ok":
+            for name, effect_value in trial.effect.items():
+                if effect_value == value:
+                    spread, ci, _ = _effect_noise(trial, name, value)
+                    return spread, ci
+    return 0.0, None
 
 
 def measured_figures(report: Report) -> dict[str, Figure]:
@@ -176,11 +251,13 @@ def measured_figures(report: Report) -> dict[str, Figure]:
         base = f"devices[{d.index}].measured"
         bandwidth = d.measured.memory_bandwidth_gbps
         if bandwidth is not None:
+            spread, ci = _copied(report, bandwidth)
             figures[f"{base}.memory_bandwidth_gbps"] = Figure(
-                bandwidth, "GB/s", "higher", spread=_copied_spread(report, bandwidth))
+                bandwidth, "GB/s", "higher", spread=spread, interval=ci)
         for fmt, value in d.measured.matmul_tflops.items():
+            spread, ci = _copied(report, value)
             figures[f"{base}.matmul_tflops.{fmt}"] = Figure(
-                value, "TFLOP/s", "higher", spread=_copied_spread(report, value))
+                value, "TFLOP/s", "higher", spread=spread, interval=ci)
     for trial in report.trials:
         if trial.status == "ok":
             figures.update(_trial_figures(trial))
@@ -191,11 +268,38 @@ def _finite(*values: float | None) -> bool:
     return all(v is not None and math.isfinite(v) for v in values)
 
 
-def _delta(key: str, base: Figure, cur: Figure, max_regression_pct: float) -> FigureDelta:
+def _apart(base: tuple[float, float], cur: tuple[float, float]) -> bool:
+    """Tell whether two intervals are disjoint: each run lies outside the other's noise."""
+    return max(cur) < min(base) or min(cur) > max(base)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """How a comparison gates: the threshold, the optional minimum effect, compile times."""
+
+    max_regression_pct: float = 5.0
+    min_effect_pct: float | None = None
+    gate_compile: bool = False
+
+
+def _not_gated_why(base: Figure, cur: Figure, gate: Gate) -> str | None:
+    """Why a figure cannot gate (None when it can)."""
+    if (base.startup or cur.startup) and not gate.gate_compile:
+        return "a compile or first-call time (--gate-compile gates it)"
+    if base.interval is None or cur.interval is None:
+        return "a single sample (or too few for an interval) in " + (
+            "both runs" if base.interval is None and cur.interval is None
+            else "the baseline" if base.interval is None else "the current run")
+    return None
+
+
+def _delta(key: str, base: Figure, cur: Figure, gate: Gate) -> FigureDelta:
     unit = base.unit or cur.unit
     better = base.better or cur.better
     delta = FigureDelta(key=key, unit=unit, better=better, baseline=base.value,
-                        current=cur.value, noisy=base.noisy or cur.noisy)
+                        current=cur.value, noisy=base.noisy or cur.noisy,
+                        baseline_ci=list(base.interval) if base.interval else None,
+                        current_ci=list(cur.interval) if cur.interval else None)
     if base.value == 0 or not _finite(base.value, cur.value):
         return delta  # no relative change from zero (or from a non-number); shown, never gates
     change = (cur.value - base.value) / abs(base.value) * 100.0
@@ -208,8 +312,22 @@ def _delta(key: str, base: Figure, cur: Figure, max_regression_pct: float) -> Fi
         delta.worse_pct = -change
     elif better == "lower":
         delta.worse_pct = change
-    if delta.worse_pct is not None:
-        delta.regressed = delta.worse_pct > max(max_regression_pct, noise)
+    if delta.worse_pct is None:
+        delta.not_gated_why = "which way is better is unknown"
+        return delta
+    delta.not_gated_why = _not_gated_why(base, cur, gate)
+    delta.gated = delta.not_gated_why is None
+    if not delta.gated or delta.worse_pct <= gate.max_regression_pct:
+        return delta
+    assert base.interval is not None and cur.interval is not None
+    # Evidence of a real change: the 95% intervals lie apart *and* the change exceeds the two
+    # runs' spreads (IQR / median, added). Intervals of medians narrow as samples grow, and a
+    # report has ~70 figures: with intervals alone, chance alone trips a same-code pair now
+    # and then (2 in 20 resampled pairs of a real CPU run did).
+    evidence = _apart(base.interval, cur.interval) and delta.worse_pct > noise
+    real = evidence or (
+        gate.min_effect_pct is not None and delta.worse_pct > gate.min_effect_pct)
+    delta.regressed = real
     return delta
 
 
@@ -238,24 +356,66 @@ def _device_notes(baseline: Report, current: Report) -> list[str]:
     return notes
 
 
-def compare_reports(
-    baseline: Report, current: Report, max_regression_pct: float = 5.0
-) -> Comparison:
-    """Compare current with baseline; a figure worse by over max_regression_pct regresses.
+_DECIDED = ("confirmed", "refuted")
 
-    ... and by more than the two runs' noise (see the module docstring).
-    """
+
+def _lost_trials(baseline: Report, current: Report) -> tuple[list[str], set[str]]:
+    """Trials ok in the baseline and not ok (or gone) now, in words; and their ids."""
+    now = {t.id: t for t in current.trials}
+    lines: list[str] = []
+    ids: set[str] = set()
+    for trial in baseline.trials:
+        if trial.status != "ok" or trial.id in ids:
+            continue
+        after = now.get(trial.id)
+        if after is not None and after.status == "ok":
+            continue
+        ids.add(trial.id)
+        if after is None:
+            lines.append(f"trial {trial.id} measured in the baseline is not in the current report")
+        else:
+            reason = f": {after.reason}" if after.reason else ""
+            lines.append(f"trial {trial.id}: ok → {after.status}{reason}")
+    return lines, ids
+
+
+def _lost_verdicts(changes: list[VerdictChange]) -> list[str]:
+    """Recommendations a measurement decided in the baseline and none decides now."""
+    return [f"recommendation {v.id}: {v.baseline} → {v.current or 'absent'} (no longer "
+            "decided by a measurement)"
+            for v in changes if v.baseline in _DECIDED and v.current not in _DECIDED
+            and v.current != "inconclusive"]
+
+
+def compare_reports(
+    baseline: Report, current: Report, max_regression_pct: float = 5.0,
+    min_effect_pct: float | None = None, gate_compile: bool = False,
+    allow_missing: bool = False,
+) -> Comparison:
+    """Compare current with baseline (see the module docstring for what gates)."""
+    gate = Gate(max_regression_pct, min_effect_pct, gate_compile)
     base_figs = measured_figures(baseline)
     cur_figs = measured_figures(current)
     figures = [
-        _delta(key, base_figs[key], cur_figs[key], max_regression_pct)
+        _delta(key, base_figs[key], cur_figs[key], gate)
         for key in base_figs if key in cur_figs
     ]
+    verdicts = _verdicts(baseline, current)
+    lost, lost_ids = _lost_trials(baseline, current)
+    only_in_baseline = [k for k in base_figs if k not in cur_figs]
+    # A lost trial is named once; figures lost from trials that still ran are named each.
+    lost += [f"figure {k} measured in the baseline is not in the current report"
+             for k in only_in_baseline
+             if not any(k.startswith(f"trials.{t}.") for t in lost_ids)]
+    lost += _lost_verdicts(verdicts)
     return Comparison(
         max_regression_pct=max_regression_pct,
+        min_effect_pct=min_effect_pct,
+        allow_missing=allow_missing,
         figures=figures,
-        verdicts=_verdicts(baseline, current),
-        only_in_baseline=[k for k in base_figs if k not in cur_figs],
+        verdicts=verdicts,
+        only_in_baseline=only_in_baseline,
         only_in_current=[k for k in cur_figs if k not in base_figs],
+        lost=lost,
         notes=_device_notes(baseline, current),
     )

@@ -37,6 +37,10 @@ def trial_device(report: Report, trial: TrialResult) -> Device | None:
                 return device
         return None  # it ran on a GPU this report does not list: attribute it to none
     where = (trial.environment.device or "").lower()
+    if where.startswith("cpu"):
+        # torch ran it on the CPU (older reports wrote 'cpu (<planned device>)'): its
+        # figures belong to no GPU of the report.
+        return None
     for device in report.devices:
         if where and device.name.lower() in where:
             return device

@@ -159,12 +159,62 @@ def _write_stream(target: Target, data: bytes, append: bool, shown: Path) -> Non
             stream.write(data.decode("utf-8"))
         stream.flush()
         return
+    if append and target.kind in ("stream", "regular") and _is_regular(target.path):
+        _append_whole(target.path, data, shown)
+        return
     try:
         with open(target.path, "ab" if append else "wb") as handle:
             handle.write(data)
     except OSError as exc:
         raise _fail(shown, exc, "check the path and free disk space, or pass another output "
                     "path") from None
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # a new file: created by the append
+
+
+def _append_whole(path: Path, data: bytes, shown: Path) -> None:
+    """Append data to a regular file all or nothing: a full disk leaves the file as it was.
+
+    A short write (ENOSPC midway) would leave half a summary in $GITHUB_STEP_SUMMARY; the
+    file is cut back to its old size instead, and an empty file this call created is removed.
+    """
+    existed = path.exists()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise _fail(shown, exc, "check the path and free disk space, or pass another output "
+                    "path") from None
+    start = os.fstat(fd).st_size
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except OSError as exc:
+        _cut_back(fd, start)
+        os.close(fd)
+        if not existed and start == 0:
+            path.unlink(missing_ok=True)
+        raise _fail(shown, exc, "check the path and free disk space, or pass another output "
+                    "path") from None
+    except BaseException:
+        _cut_back(fd, start)
+        os.close(fd)
+        raise
+    os.close(fd)
+
+
+def _cut_back(fd: int, size: int) -> None:
+    try:
+        os.ftruncate(fd, size)
+    except OSError:  # nothing more can be done; the write's own error is reported
+        pass
 
 
 def write_bytes(path: Path | str, data: bytes) -> None:

@@ -255,8 +255,9 @@ def render_comparison_markdown(comparison: Comparison) -> str:
         rows = []
         for f in comparison.figures:
             change = None if f.change_pct is None else f"{f.change_pct:+.1f}%"
-            status = "❌ regressed" if f.regressed else ("direction unknown" if f.better is None
-                                                       else "ok")
+            status = "❌ regressed" if f.regressed else (
+                "direction unknown" if f.better is None
+                else "not gated" if not f.gated else "ok")
             rows.append([f.key, f.unit, f.better, num(f.baseline, 4), num(f.current, 4), change,
                          status + (" (noisy)" if f.noisy else "")])
         lines += ["", "## Measured figures", ""]
@@ -268,6 +269,9 @@ def render_comparison_markdown(comparison: Comparison) -> str:
                        [[v.id, v.baseline, v.current, "❌ regressed" if v.regressed
                          else ("❔ no longer decided" if v.undecided else "ok")]
                         for v in comparison.verdicts])
+    if comparison.lost and comparison.allow_missing:
+        lines += ["", "## Lost (allowed by --allow-missing)", ""]
+        lines += [f"- {line}" for line in comparison.lost]
     if comparison.notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in comparison.notes]
     return "\n".join(lines) + "\n"

@@ -250,15 +250,19 @@ def plot_roofline(report: Report, path: Path, device_index: int | None = None) -
     matplotlib.use("Agg")  # no display on CI runners and GPU servers
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 6.5), dpi=120)
-    try:
-        fmt = _check_format(fig, Path(path))
-        _draw(ax, data)
-        fig.tight_layout()
-        image = io.BytesIO()
-        fig.savefig(image, format=fmt)
-    finally:
-        plt.close(fig)
+    # Names come from the report (a GPU, a model path): "$x$" in one is text, not mathtext,
+    # which would render it as a formula or fail on a malformed one (text.parse_math:
+    # matplotlib >= 3.5).
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        fig, ax = plt.subplots(figsize=(10, 6.5), dpi=120)
+        try:
+            fmt = _check_format(fig, Path(path))
+            _draw(ax, data)
+            fig.tight_layout()
+            image = io.BytesIO()
+            fig.savefig(image, format=fmt)
+        finally:
+            plt.close(fig)
     write_bytes(path, image.getvalue())  # the one write path: atomic, devices and links handled
     return data
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwadvisor.models import ModelOptions
 from hwadvisor.perfmodel.drafters import DRAFTERS
+from hwadvisor.perfmodel.layout import resolve_layout, tp_fits_heads, tp_fits_node
 from hwadvisor.rules.facts import gb
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ def tp_plan(ctx: RuleContext) -> Plan:
     domain = _link_domain(ctx)
     best: tuple[float, int] | None = None
     for size in (2, 4, 8):
-        if size > domain or ctx.workload.gpus % size:
+        if size > domain or ctx.workload.gpus % size or not _splits_heads(ctx, size):
             continue
         change = {"sharding": "fsdp", "tp_size": size, "comm_overlap": True}
         if not ctx.fits_with({}, change):
@@ -302,7 +303,7 @@ def replicas_plan(ctx: RuleContext) -> Plan:
     total = ctx.workload.batch * current_dp
     best: tuple[float, int, int] | None = None
     for size in (1, 2, 4, 8, 16):
-        if size >= _current_tp(ctx) or gpus % size:
+        if size >= _current_tp(ctx) or gpus % size or not _splits_heads(ctx, size):
             continue
         replicas = gpus // size
         batch = max(1, math.ceil(total / replicas))
@@ -326,7 +327,16 @@ def replicas_plan(ctx: RuleContext) -> Plan:
 def _current_tp(ctx: RuleContext) -> int:
     if ctx.options.sharding != "tp":
         return 1
-    return ctx.options.tp_size or ctx.workload.gpus
+    return resolve_layout(ctx.workload, ctx.options).tp
+
+
+def _splits_heads(ctx: RuleContext, size: int) -> bool:
+    """Tell whether TP `size` splits the model's heads and tiles the nodes (engines need both)."""
+    spec = ctx.workload.spec
+    wl = ctx.workload
+    per_node = wl.gpus_per_node or max(1, wl.gpus // max(wl.nodes, 1))
+    return tp_fits_heads(size, (spec.num_heads, spec.num_kv_heads) if spec else None) \
+        and tp_fits_node(size, per_node, wl.nodes)
 
 
 def pipeline_plan(ctx: RuleContext) -> Plan:

@@ -32,12 +32,16 @@ def torch_version() -> str | None:
 
 
 def device_name(device: str, ctx: TrialContext) -> str:
-    """Return the GPU's name as torch reports it, or 'cpu (<planned device>)' on the CPU."""
+    """Return the GPU's name as torch reports it, else torch's device itself ('cpu', 'mps').
+
+    What the trial ran on, never the planned device's name: a CPU figure recorded under a
+    GPU's name would be read as that GPU's.
+    """
     if device.startswith("cuda"):
         import torch
 
         return str(torch.cuda.get_device_name(torch.device(device)))
-    return f"cpu ({ctx.device.name})" if ctx.device is not None else "cpu"
+    return device
 
 
 def cuda_context_pending() -> bool:

@@ -30,6 +30,8 @@ from hwadvisor.validator.plan import PlanCheck, plan_verdict
 from hwadvisor.validator.verdicts import spec_for, trial_for, verdict
 
 INTERRUPTED = "interrupted by Ctrl-C"
+NO_GPU = "torch sees no GPU (CPU-only build?)"
+GPU_VENDORS = ("nvidia", "amd")  # torch reaches both through its CUDA API (ROCm: HIP)
 PIDS_BEFORE = "gpu_pids_before"  # TrialContext.extra key: GPU process ids before the first trial
 PLAN_REQUEST = "plan"  # TrialContext.extra key of the plan's stacked-step spec (plan_step.py)
 
@@ -175,16 +177,19 @@ def run_trials(ids: Iterable[str], ctx: TrialContext, progress: Progress | None 
     results: list[TrialResult] = []
     _pids_before(ctx)
     for done, trial_id in enumerate(ids):
-        if progress:
-            progress(trial_id, done, len(ids))
         try:
+            if progress:  # inside the guard: the CLI's callback raises for a pending signal
+                progress(trial_id, done, len(ids))
             results.append(run_one(trial_id, ctx, loader))
         except KeyboardInterrupt:
             environment.free_device_memory()
             results.append(TrialResult(id=trial_id, status="interrupted", reason=INTERRUPTED))
             return results, True
     if progress:
-        progress("", len(ids), len(ids))
+        try:
+            progress("", len(ids), len(ids))
+        except KeyboardInterrupt:  # a signal whose exception was lost during the last trial
+            return results, True
     return results, False
 
 
@@ -219,6 +224,8 @@ def validate_report(report: Report, progress: Progress | None = None, quick: boo
     """
     from hwadvisor.trials.registry import PLAN_TRIAL_ID, TRIALS
 
+    if gpu_unreachable(report):
+        return _unsupported_without_gpu(report)
     wanted: list[str] = []
     for rec in report.recommendations:
         trial_id = trial_for(rec)
@@ -254,6 +261,33 @@ def validate_report(report: Report, progress: Progress | None = None, quick: boo
     report.interrupted = report.interrupted or interrupted
     note = busy_note(results)
     if note and note not in report.notes:
+        report.notes.append(note)
+    return report
+
+
+def gpu_unreachable(report: Report) -> bool:
+    """Tell whether the report's device is a GPU torch cannot use (a CPU-only torch build).
+
+    Trials would then run on the CPU: their figures say nothing of the GPU the advice is for.
+    """
+    device = report.devices[0] if report.devices else None
+    if device is None or device.vendor not in GPU_VENDORS:
+        return False
+    return environment.cuda_device_count() == 0
+
+
+def _unsupported_without_gpu(report: Report) -> Report:
+    """Mark every recommendation (and the plan) unsupported: nothing here can measure them."""
+    from hwadvisor.models import PlanValidation
+
+    name = report.devices[0].name if report.devices else "the GPU"
+    detail = f"{NO_GPU}: no trial can measure advice for {name} on this CPU"
+    for rec in report.recommendations:
+        rec.validation = Validation(status="unsupported", detail=detail)
+    if report.plan is not None:
+        report.plan.validation = PlanValidation(status="unsupported", detail=detail)
+    note = f"{NO_GPU}: the advice for {name} was not validated (no trial ran)"
+    if note not in report.notes:
         report.notes.append(note)
     return report
 

@@ -55,6 +55,7 @@ LIMITS: dict[str, Limit] = {
     "--min-bandwidth-fraction": Limit(0, 1, "--min-bandwidth-fraction 0.85"),
     "--min-tokens-per-s": Limit(0, 100_000, "--min-tokens-per-s 5"),
     "--max-regression": Limit(0, 10_000, "--max-regression 5"),
+    "--min-effect": Limit(0, 10_000, "--min-effect 20"),
 }
 
 

@@ -116,16 +116,25 @@ def rejected_table(report: Report) -> Table:
     return table
 
 
-def _emit(report: Report, path: Path) -> None:
-    """Write the plan's engine config to path (atomically), as its engine reads it."""
-    from hwadvisor.report.io import write_text_atomic
-
+def _emit_text(report: Report) -> str:
+    """Return the plan's engine config as its engine reads it; UserError when there is none."""
     config = report.plan.engine_config if report.plan is not None else None
     if config is None:
         raise UserError("--emit: the plan has no engine config to write",
                         hint="pass --engine with an engine hwadvisor can write a config for")
-    text = config.text if config.text.endswith("\n") else config.text + "\n"
-    write_text_atomic(path, text)
+    return config.text if config.text.endswith("\n") else config.text + "\n"
+
+
+def goal_for(goal: str | None, phase: str | None) -> tuple[str | None, str | None]:
+    """Return the goal to plan for, and a note when --phase chose it (no --goal given).
+
+    --phase training without --goal means training throughput (goal A): planning a training
+    run for inference latency answers a question nobody asked.
+    """
+    if goal is None and phase == "training":
+        return "training-throughput", ("no --goal given: --phase training plans for "
+                                       "training-throughput (goal A); pass --goal to change it")
+    return goal, None
 
 
 def render(report: Report) -> None:
@@ -180,10 +189,19 @@ def register(app: typer.Typer) -> None:
         Without options: inference-latency advice for this machine and a default model.
         """
         from hwadvisor import pipeline
+        from hwadvisor.report.io import check_target
 
+        # Every output target is checked before anything runs or is written: a run that exits
+        # 2 leaves no file behind (--emit, --markdown and --output alike).
+        for path in (emit, markdown, output):
+            if path is not None:
+                check_target(path)
+        goal, goal_note = goal_for(goal, request.phase)
         report = pipeline.recommend_report(parse_goal(goal), device, request,
                                            calibration=calibration,
                                            min_tokens_per_s=min_tokens_per_s)
+        if goal_note:
+            report.notes.insert(0, goal_note)
         print_report_notes(report)
         if validate:
             from hwadvisor.trials.base import TORCH_MISSING, torch_missing
@@ -195,8 +213,7 @@ def register(app: typer.Typer) -> None:
                 report = pipeline.validate_recommendations(report, progress=progress)
             mark_interruption(report)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
-        if emit is not None:
-            _emit(report, emit)
-        publish(report, render, as_json, output, markdown, markdown_overwrite)
+        extra = [(emit, _emit_text(report))] if emit is not None else None
+        publish(report, render, as_json, output, markdown, markdown_overwrite, extra)
         exit_if_interrupted(report)
         exit_for_gates(report)

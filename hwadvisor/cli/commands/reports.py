@@ -54,6 +54,8 @@ def _comparison_tables(comparison: Comparison) -> list[Table]:
             status = "[bold red]REGRESSED[/]"
         elif f.better is None:
             status = "[dim]direction unknown[/]"
+        elif not f.gated:
+            status = "[dim]not gated[/]"
         elif f.worse_pct is not None and f.worse_pct < 0:
             status = "[green]better[/]"
         else:
@@ -98,8 +100,18 @@ def compare(
     current: ReportArg,
     max_regression: Annotated[float, typer.Option(
         "--max-regression", callback=_limit("--max-regression"),
-        help="Percent a measured figure may get worse before exit 1 (0-10,000); it must also "
-        "get worse by more than the runs' own noise.")] = 5.0,
+        help="Percent a measured figure may get worse before exit 1 (0-10,000); the two runs' "
+        "95% intervals must also lie apart.")] = 5.0,
+    min_effect: Annotated[float | None, typer.Option(
+        "--min-effect", callback=_limit("--min-effect"), show_default=False,
+        help="Percent worse that counts as a real change even where the runs' intervals "
+        "overlap (0-10,000); default: the intervals alone decide.")] = None,
+    allow_missing: Annotated[bool, typer.Option(
+        "--allow-missing", help="Do not fail when figures, trials or verdicts of the baseline "
+        "are missing, unsupported or failed now (they are still listed).")] = False,
+    gate_compile: Annotated[bool, typer.Option(
+        "--gate-compile", help="Gate compile and first-call times too (by default they are "
+        "shown, never gated).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.",
                                           rich_help_panel=OUTPUT_PANEL)] = False,
     output: Annotated[Path | None, typer.Option(
@@ -110,28 +122,34 @@ def compare(
 ) -> None:
     """Compare CURRENT against BASELINE: measured figures and verdicts.
 
-    Exit 1 when a measured figure got worse by more than --max-regression percent and by more
-    than the two runs' own noise (the interquartile ranges of their samples, added), or a
-    confirmed recommendation is now refuted; 2 for unreadable or incompatible reports.
+    Exit 1 when a measured figure got worse by more than --max-regression percent and the
+    two runs' 95% intervals lie apart (both runs need repeated samples: a single reading is
+    shown, never gated), when a figure, trial or verdict of the baseline is lost (unsupported,
+    failed or gone; --allow-missing accepts that), or when a confirmed recommendation is now
+    refuted; 2 for unreadable or incompatible reports.
     """
     from hwadvisor.report.compare import compare_reports
-    from hwadvisor.report.io import load_report
+    from hwadvisor.report.io import check_target, load_report
 
+    for path in (output, markdown):  # before any file is written: exit 2 leaves none behind
+        if path is not None:
+            check_target(path)
     base = load_report(baseline)
     cur = load_report(current)
-    comparison = compare_reports(base, cur, max_regression)
+    comparison = compare_reports(base, cur, max_regression, min_effect_pct=min_effect,
+                                 gate_compile=gate_compile, allow_missing=allow_missing)
     comparison.baseline_path, comparison.current_path = str(baseline), str(current)
     loader_notes = [n for n in base.notes + cur.notes if "does not know" in n]
     comparison.notes = loader_notes + comparison.notes
     for line in comparison.notes:
         note(line)
     comparison_json = comparison.model_dump_json(indent=2) + "\n"
+    if output is not None:  # the whole file first; the append last (see emit_report)
+        write_output(output, comparison_json)
     if markdown is not None:
         from hwadvisor.report.markdown import render_comparison_markdown
 
         write_markdown(markdown, render_comparison_markdown(comparison), markdown_overwrite)
-    if output is not None:
-        write_output(output, comparison_json)
     if as_json:
         sys.stdout.write(comparison_json)
     else:
@@ -139,6 +157,9 @@ def compare(
             console.print(table)
         if not comparison.figures:
             note("no measured figure is in both reports (run validate or probe --measure)")
+    if comparison.allow_missing:
+        for line in comparison.lost:
+            note(f"lost (allowed by --allow-missing): {line}")
     if comparison.regressions:
         for line in comparison.regressions:
             err_console.print(f"[bold red]regression:[/] {escape(one_line(line, 2000))}",
