@@ -26,7 +26,9 @@ def _report(goal: str, device: str, **request):
 
 
 def test_spec_reads_the_plan_knobs_and_lists_what_it_cannot_run():
-    report = _report("inference-latency", "h200-sxm", model="llama-3-8b", batch=1)
+    # --quality int4 lets the plan take 4-bit weights (the default budget keeps FP8)
+    report = _report("inference-latency", "h200-sxm", model="llama-3-8b", batch=1,
+                     quality="int4")
     ids = [s.id for s in report.plan.steps]
     assert "int4-weights" in ids and "speculative-decoding" in ids
     from hwadvisor.probe.target import primary_device

@@ -204,7 +204,7 @@ def test_pci_id_of_another_vendor_does_not_match():
     ("NVIDIA A100-SXM4", 39.4, "a100-40gb"),
     ("NVIDIA H100 80GB HBM3", 79.6, "h100-sxm"),
     ("NVIDIA H100 PCIe", 79.6, "h100-pcie"),
-    ("NVIDIA H100 NVL", 93.0, None),
+    ("NVIDIA H100 NVL", 93.0, "h100-nvl"),  # its own profile (PCIe, bridged pairs)
     ("NVIDIA H200 NVL", 140.0, None),
     ("NVIDIA GeForce RTX 4090", 23.99, "rtx-4090"),
     ("NVIDIA GeForce RTX 4090 D", 23.99, None),
