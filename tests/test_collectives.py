@@ -10,7 +10,7 @@ import pytest
 from hwadvisor.models import ModelSpec, Workload
 from hwadvisor.trials import collectives
 from hwadvisor.trials._collective_worker import BUS_FACTOR
-from hwadvisor.trials.base import TrialContext
+from hwadvisor.trials.base import CollectiveSettings, TrialContext
 
 torch = pytest.importorskip("torch")
 
@@ -19,7 +19,8 @@ requires_two_cuda = pytest.mark.skipif(
     reason="needs >= 2 CUDA GPUs",
 )
 
-GLOO = TrialContext(quick=True, extra={"backend": "gloo", "world_size": 2, "timeout_s": 120})
+GLOO = TrialContext(quick=True, collective=CollectiveSettings(backend="gloo", world_size=2,
+                                                                timeout_s=120))
 
 
 def test_gloo_launch_two_ranks_checks_values_and_returns_results():

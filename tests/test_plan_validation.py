@@ -186,7 +186,7 @@ def _run(request: dict, **ctx_args) -> TrialResult:
     from hwadvisor.workload.request import WorkloadRequest
 
     wl = build_workload(WorkloadRequest(model="llama-3-8b"), None, "cpu")
-    ctx = TrialContext(workload=wl, quick=True, budget_s=1.0, extra={"plan": request},
+    ctx = TrialContext(workload=wl, quick=True, budget_s=1.0, plan_spec=request,
                        **ctx_args)
     return PlanStepTrial().run(ctx)
 

@@ -209,7 +209,7 @@ def test_torch_compile_harness_with_eager_backend():
     """The harness (compile timing kept apart, correctness, speedup) with dynamo's eager
     backend: it traces the block but generates no code, so this is fast on a 2-core CI machine.
     It does not measure inductor; test_torch_compile_inductor_cpu (slow) does."""
-    ctx = TrialContext(quick=True, budget_s=1.0, extra={"compile_backend": "eager"})
+    ctx = TrialContext(quick=True, budget_s=1.0, compile_backend="eager")
     r = compile.TorchCompileTrial().run(ctx)
     assert r.status == "ok", r.reason
     assert r.max_error is not None and r.max_error <= 1e-6

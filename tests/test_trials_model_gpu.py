@@ -115,7 +115,7 @@ def test_kv_cache_speed_on_fp8_gpu():
 
 
 def _plan_step(request, quick=False):
-    ctx = TrialContext(budget_s=3.0, quick=quick, extra={"plan": request})
+    ctx = TrialContext(budget_s=3.0, quick=quick, plan_spec=request)
     return get_trial("plan-step").run(ctx)
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
+from hwadvisor.trials.base import Requires, TrialContext, torch_device
 
 TRIAL_ID = "attention-backends"
 BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
@@ -46,19 +46,11 @@ class AttentionBackendsTrial:
     title = "Attention backends: flash / cuDNN / memory-efficient / math SDPA"
     needs = "torch >= 2.3 (torch.nn.attention.sdpa_kernel); a CUDA GPU for the fused kernels"
 
+    requires = Requires(torch_features=(("nn.attention.sdpa_kernel", "needs >= 2.3"),))
+
     def unsupported_reason(self, ctx: TrialContext) -> str | None:
         """Need torch with torch.nn.attention."""
-        missing = torch_missing()
-        if missing:
-            return missing
-        try:
-            from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: F401
-        except ImportError:
-            import torch
-
-            return (f"torch {torch.__version__} has no torch.nn.attention.sdpa_kernel "
-                    "(needs >= 2.3)")
-        return None
+        return self.requires.reason()
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Run every backend; see the module docstring."""

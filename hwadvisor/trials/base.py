@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from hwadvisor.models import Device, TrialResult, Workload
 
 TORCH_MISSING = "torch is not installed: pip install 'hwadvisor[validate]'"
 NO_CUDA = "no CUDA GPU visible to torch (torch.cuda.is_available() is False)"
+
+
+@dataclass(frozen=True)
+class CollectiveSettings:
+    """How the collectives trial launches its ranks (validate, the cluster job, tests)."""
+
+    backend: str = "nccl"  # "gloo" runs the same launcher on CPU processes (tests, CI)
+    world_size: int | None = None  # None: every GPU torch sees (two processes for gloo)
+    timeout_s: float | None = None  # None: the trial's own deadline
+    sizes: tuple[tuple[str, int], ...] | None = None  # (label, bytes); None: the workload's
 
 
 @dataclass
@@ -24,7 +34,13 @@ class TrialContext:
     # torch's index of the device when it is not device.index (NVML's numbering): a rank
     # under a launcher whose CUDA_VISIBLE_DEVICES hides or reorders GPUs
     cuda_index: int | None = None
-    extra: dict[str, object] = field(default_factory=dict)
+    # GPU processes seen before the first trial (the runner's check for others on the GPU)
+    gpu_pids_before: set[int] | None = None
+    # the plan's stacked-step spec (rules/plancheck.PlanTrialSpec as a dict): plan-step's input
+    plan_spec: dict[str, Any] | None = None
+    collective: CollectiveSettings = field(default_factory=CollectiveSettings)
+    compile_mode: str | None = None  # torch.compile mode instead of the trial's default
+    compile_backend: str | None = None  # e.g. "eager": exercises the path without a compiler
 
 
 class Trial(Protocol):
@@ -208,6 +224,65 @@ def cuda_reason(min_cc: tuple[int, int] | None = None, what: str = "") -> str | 
             return (f"{what or 'this trial'} needs compute capability >= {need}; "
                     f"this GPU is {cc[0]}.{cc[1]}")
     return None
+
+
+C_COMPILERS = ("cc", "gcc", "clang", "c++", "g++")
+
+
+@dataclass(frozen=True)
+class Requires:
+    """What a trial needs, said once; `reason()` names the first missing piece, or None.
+
+    torch first, then a CUDA GPU (and its compute capability), then torch features by their
+    attribute path (`torch._scaled_mm`, `torch.nn.attention.sdpa_kernel`), then a C compiler.
+    """
+
+    cuda: bool = False
+    min_cc: tuple[int, int] | None = None
+    what: str = ""  # the trial's subject, for the compute-capability message
+    torch_features: tuple[tuple[str, str], ...] = ()  # (dotted attribute, "needs >= 2.x")
+    c_compiler: bool = False
+
+    def reason(self) -> str | None:
+        """Return why the trial cannot run here, or None."""
+        missing = torch_missing()
+        if missing:
+            return missing
+        if self.cuda or self.min_cc is not None:
+            reason = cuda_reason(self.min_cc, self.what)
+            if reason:
+                return reason
+        for path, since in self.torch_features:
+            if not _has_torch_feature(path):
+                import torch
+
+                return f"torch {torch.__version__} has no torch.{path} ({since})"
+        if self.c_compiler:
+            import shutil
+
+            if not any(shutil.which(c) for c in C_COMPILERS):
+                return ("no C/C++ compiler on PATH (cc, gcc, clang): torch.compile's inductor "
+                        "needs one; install gcc or clang")
+        return None
+
+
+def _has_torch_feature(path: str) -> bool:
+    """Whether torch has this dotted attribute (a submodule is imported to look)."""
+    import importlib
+
+    import torch
+
+    node: Any = torch
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        if not hasattr(node, part):
+            try:
+                node = importlib.import_module("torch." + ".".join(parts[:i + 1]))
+                continue
+            except ImportError:
+                return False
+        node = getattr(node, part)
+    return True
 
 
 def free_device_bytes(device: str) -> int | None:

@@ -23,9 +23,9 @@ multicast objects can leave the GPUs unusable until the host is reset, so off is
 default. On a healthy NVSwitch system (HGX H100/H200/B200) NVLS raises all-reduce bus bandwidth,
 so with it off the trial under-reports what NCCL reaches there; the result says which it was.
 
-ctx.extra: "backend" ("nccl" by default; "gloo" runs the same launcher on CPU processes for
-tests), "world_size" (default: every visible GPU; 2 for gloo), "sizes" ([[label, bytes], ...]),
-"timeout_s".
+ctx.collective (base.CollectiveSettings): the backend ("nccl" by default; "gloo" runs the same
+launcher on CPU processes for tests), the world size (default: every visible GPU; 2 for gloo),
+the sizes ((label, bytes) pairs) and the timeout.
 
 Effect keys:
 - busbw_gbps: all-reduce bus bandwidth at 1 GiB (or the largest size run)
@@ -83,7 +83,7 @@ class CollectivesTrial:
         import torch
         import torch.distributed as dist
 
-        backend = str(ctx.extra.get("backend", "nccl"))
+        backend = ctx.collective.backend
         if not dist.is_available():
             return "this torch build has no torch.distributed"
         if backend == "gloo":
@@ -103,19 +103,23 @@ class CollectivesTrial:
         if reason:
             return common.unsupported(TRIAL_ID, reason)
         started = time.perf_counter()
-        backend = str(ctx.extra.get("backend", "nccl"))
+        backend = ctx.collective.backend
         try:
             world = _world_size(ctx, backend)
             config = run_config(ctx, backend, world)
-            timeout = float(ctx.extra.get("timeout_s", DEFAULT_TIMEOUT_S))  # type: ignore[arg-type]
-            data = launch(world, config, timeout_s=timeout)
+            data = launch(world, config, timeout_s=_timeout(ctx))
         except Exception as exc:  # the runner records the failure; the next trial still runs
             return common.failed(TRIAL_ID, exc, started)
         return to_result(data, started)
 
 
+def _timeout(ctx: TrialContext) -> float:
+    given = ctx.collective.timeout_s
+    return float(given) if given is not None else DEFAULT_TIMEOUT_S
+
+
 def _world_size(ctx: TrialContext, backend: str) -> int:
-    requested = ctx.extra.get("world_size")
+    requested = ctx.collective.world_size
     if backend == "gloo":
         return int(requested) if isinstance(requested, int) else 2
     import torch
@@ -147,7 +151,7 @@ def sizes_for(workload: Workload | None) -> list[tuple[str, int]]:
 
 def run_config(ctx: TrialContext, backend: str, world: int) -> dict[str, Any]:
     """Return the ranks' config: ops, sizes (the workload's, or small ones for gloo), repeats."""
-    sizes = ctx.extra.get("sizes")
+    sizes: Any = ctx.collective.sizes
     if sizes is None:
         sizes = [("4kib", 4096), ("256kib", 256 * 1024)] if backend == "gloo" or ctx.quick \
             else sizes_for(ctx.workload)
@@ -156,11 +160,11 @@ def run_config(ctx: TrialContext, backend: str, world: int) -> dict[str, Any]:
         "backend": backend,
         "dtype": "bf16",
         "ops": list(OPS),
-        "sizes": [[str(label), int(n)] for label, n in sizes],  # type: ignore[union-attr,attr-defined]
+        "sizes": [[str(label), int(n)] for label, n in sizes],
         "warmup": 2 if quick else 5,
         "iters": 2 if quick else 10,
         "repeats": 3 if quick else 10,
-        "timeout_s": float(ctx.extra.get("timeout_s", DEFAULT_TIMEOUT_S)),  # type: ignore[arg-type]
+        "timeout_s": _timeout(ctx),
         "nvls": bool(ctx.nvls),
     }
 

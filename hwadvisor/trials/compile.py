@@ -3,7 +3,7 @@
 The workload's block (heads capped, batch x seq capped) runs forward under no_grad. The
 compiled module uses mode "max-autotune-no-cudagraphs" when the budget allows it on a GPU
 (ctx.budget_s >= MAX_AUTOTUNE_BUDGET_S; autotuning takes minutes), else "default";
-ctx.extra["compile_mode"] overrides. ctx.extra["compile_backend"] (e.g. "eager", which runs
+ctx.compile_mode overrides. ctx.compile_backend (e.g. "eager", which runs
 dynamo's graph capture without inductor) exists for fast tests of this harness; results name
 the backend they used. The first compiled call (compilation plus one run) is
 timed on its own and reported as compile_s; the timed samples start after it and after the
@@ -22,17 +22,15 @@ Effect keys:
 
 from __future__ import annotations
 
-import shutil
 import time
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.models.stats import LogEstimate
 from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
+from hwadvisor.trials.base import Requires, TrialContext, torch_device
 
 TRIAL_ID = "torch-compile"
 MAX_AUTOTUNE_BUDGET_S = 120.0
-C_COMPILERS = ("cc", "gcc", "clang", "c++", "g++")
 
 
 class TorchCompileTrial:
@@ -42,19 +40,11 @@ class TorchCompileTrial:
     title = "torch.compile: one transformer block, eager vs. compiled"
     needs = "torch >= 2.0 and a C/C++ compiler (inductor's CPU code and Triton's launcher)"
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Need torch and a C compiler."""
-        missing = torch_missing()
-        if missing:
-            return missing
-        if not any(shutil.which(c) for c in C_COMPILERS):
-            return ("no C/C++ compiler on PATH (cc, gcc, clang): torch.compile's inductor needs "
-                    "one; install gcc or clang")
-        import torch
+    requires = Requires(torch_features=(("compile", "needs >= 2.0"),), c_compiler=True)
 
-        if not hasattr(torch, "compile"):
-            return f"torch {torch.__version__} has no torch.compile (needs >= 2.0)"
-        return None
+    def unsupported_reason(self, ctx: TrialContext) -> str | None:
+        """Need torch with torch.compile and a C compiler."""
+        return self.requires.reason()
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Compile and compare; see the module docstring."""
@@ -73,7 +63,7 @@ def _reset_dynamo() -> None:
 
 def compile_mode(ctx: TrialContext, device: str) -> str:
     """Pick the torch.compile mode for this budget and device."""
-    override = ctx.extra.get("compile_mode")
+    override = ctx.compile_mode
     if isinstance(override, str):
         return override
     if device.startswith("cuda") and ctx.budget_s >= MAX_AUTOTUNE_BUDGET_S and not ctx.quick:
@@ -105,7 +95,7 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
     block = blocks.build_block(shape, device, dtype, seed=31).eval()
     x = blocks.random_hidden(shape, device, dtype, seed=32)
 
-    backend = ctx.extra.get("compile_backend")
+    backend = ctx.compile_backend
     _reset_dynamo()
     if isinstance(backend, str) and backend != "inductor":
         mode = "n/a"  # modes are inductor's; other backends take none

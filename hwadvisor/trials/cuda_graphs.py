@@ -21,7 +21,7 @@ from typing import Any
 
 from hwadvisor.models import TrialResult
 from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, cuda_reason, torch_device
+from hwadvisor.trials.base import Requires, TrialContext, torch_device
 
 TRIAL_ID = "cuda-graphs"
 MAX_CONTEXT = 4096
@@ -35,9 +35,11 @@ class CudaGraphsTrial:
     title = "CUDA graphs: batch-1 decode step, eager vs. graph replay"
     needs = "a CUDA GPU"
 
+    requires = Requires(cuda=True, what="CUDA graphs")
+
     def unsupported_reason(self, ctx: TrialContext) -> str | None:
         """CUDA graphs need a CUDA GPU."""
-        return cuda_reason(what="CUDA graphs")
+        return self.requires.reason()
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Measure both variants; see the module docstring."""

@@ -20,8 +20,8 @@ from typing import Any
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.models.stats import LogEstimate
 from hwadvisor.trials.base import (
+    Requires,
     TrialContext,
-    cuda_reason,
     has_fp8,
     release_memory,
     torch_device,
@@ -158,19 +158,15 @@ class Fp8GemmTrial:
     title = "FP8 GEMM vs bf16 (workload shapes)"
     needs = "CUDA GPU with FP8 tensor cores (cc >= 8.9) and torch._scaled_mm"
 
+    requires = Requires(min_cc=FP8_MIN_CC, what="FP8 GEMM", torch_features=(
+        ("_scaled_mm", "needs >= 2.1"), ("float8_e4m3fn", "needs >= 2.1")))
+
     def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Needs torch, CUDA, cc >= 8.9 and torch._scaled_mm with float8_e4m3fn."""
-        reason = cuda_reason(FP8_MIN_CC, "FP8 GEMM")
-        if reason:
-            return reason
-        import torch
-
-        if not has_fp8("cuda:0"):
+        """Needs torch, CUDA, cc >= 8.9, FP8 matrix cores and torch._scaled_mm."""
+        reason = self.requires.reason()
+        if reason is None and not has_fp8("cuda:0"):
             return "this GPU has no FP8 matrix cores (NVIDIA cc >= 8.9, AMD MI300 or newer)"
-
-        if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
-            return f"torch {torch.__version__} has no torch._scaled_mm / float8_e4m3fn"
-        return None
+        return reason
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Check and time bf16, fp8 per-tensor and fp8 row-wise per shape and phase."""

@@ -40,7 +40,7 @@ from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, has_fp8, torch_device, torch_missing
+from hwadvisor.trials.base import Requires, TrialContext, has_fp8, torch_device
 
 TRIAL_ID = "kv-cache-quantization"
 MAX_CONTEXT = 8192
@@ -57,16 +57,11 @@ class KvCacheQuantizationTrial:
     title = "FP8 KV cache: bytes saved and attention output error"
     needs = "torch >= 2.1 (torch.float8_e4m3fn); any device"
 
+    requires = Requires(torch_features=(("float8_e4m3fn", "needs >= 2.1"),))
+
     def unsupported_reason(self, ctx: TrialContext) -> str | None:
         """Need torch with float8 dtypes."""
-        missing = torch_missing()
-        if missing:
-            return missing
-        import torch
-
-        if not hasattr(torch, "float8_e4m3fn"):
-            return f"torch {torch.__version__} has no torch.float8_e4m3fn (needs >= 2.1)"
-        return None
+        return self.requires.reason()
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Quantise, attend, compare; see the module docstring."""

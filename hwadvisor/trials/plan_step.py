@@ -1,6 +1,6 @@
 """Trial `plan-step`: the plan's stacked step on a few real layers against the baseline's.
 
-The validator hands over the baseline's knobs and the plan's (ctx.extra["plan"], the
+The validator hands over the baseline's knobs and the plan's (ctx.plan_spec, the
 PlanTrialSpec of models/plan.py): both sides are built from the same random weights on the
 workload's block widths (a few layers, full widths on a GPU, tiny on a CPU) and run the same
 step, each with its own knobs stacked:
@@ -57,7 +57,6 @@ from hwadvisor.trials.base import (
 )
 
 TRIAL_ID = "plan-step"
-REQUEST_KEY = "plan"  # TrialContext.extra key of the PlanTrialSpec (a dict)
 LAYERS = 4
 LAYERS_QUICK = 2
 MAX_CONTEXT = 4096
@@ -99,7 +98,7 @@ class PlanStepTrial:
         missing = torch_missing()
         if missing:
             return missing
-        if not isinstance(ctx.extra.get(REQUEST_KEY), dict):
+        if not isinstance(ctx.plan_spec, dict):
             return "no plan to measure: run it through recommend --validate"
         return None
 
@@ -526,7 +525,7 @@ def _unsupported_nothing(dropped: dict[str, str]) -> TrialResult:
 
 
 def _run(ctx: TrialContext, started: float) -> TrialResult:
-    request = dict(ctx.extra[REQUEST_KEY])  # type: ignore[call-overload]
+    request = dict(ctx.plan_spec or {})
     phase = str(request.get("phase", "inference"))
     device = torch_device(ctx)
     base, plan, dropped = runnable(knobs_of(request.get("baseline")),

@@ -11,9 +11,9 @@ from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.trials.base import (
+    Requires,
     TrialContext,
     available_host_bytes,
-    cuda_reason,
     release_memory,
     torch_device,
 )
@@ -57,9 +57,11 @@ class HostTransferTrial:
     title = "Host-to-device copy: pinned vs pageable"
     needs = "CUDA GPU"
 
+    requires = Requires(cuda=True)
+
     def unsupported_reason(self, ctx: TrialContext) -> str | None:
         """Needs torch and a CUDA GPU."""
-        return cuda_reason()
+        return self.requires.reason()
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Time the same copy from a pageable and from a pinned host tensor."""

@@ -32,8 +32,6 @@ from hwadvisor.validator.verdicts import spec_for, trial_for, verdict
 INTERRUPTED = "interrupted by Ctrl-C"
 NO_GPU = "torch sees no GPU (CPU-only build?)"
 GPU_VENDORS = ("nvidia", "amd")  # torch reaches both through its CUDA API (ROCm: HIP)
-PIDS_BEFORE = "gpu_pids_before"  # TrialContext.extra key: GPU process ids before the first trial
-PLAN_REQUEST = "plan"  # TrialContext.extra key of the plan's stacked-step spec (plan_step.py)
 
 # Told (trial id, trials done, trials in all) as trials run; the CLI draws a progress bar.
 Progress = Callable[[str, int, int], None]
@@ -59,7 +57,7 @@ def trial_environment(ctx: TrialContext, device: str | None) -> TrialEnvironment
         env.other_processes = [
             f"{p.pid} {p.name or '?'}"
             + (f" ({p.used_memory_bytes / 2**30:.1f} GiB)" if p.used_memory_bytes else "")
-            for p in others(procs, ctx.extra.get(PIDS_BEFORE))
+            for p in others(procs, ctx.gpu_pids_before)
         ]
     except Exception:  # the environment is context; a failed read must not fail a trial
         pass
@@ -108,12 +106,12 @@ _process_pids_before: set[int] | None = None
 def _pids_before(ctx: TrialContext) -> None:
     """Record the GPU's processes before this process creates a CUDA context (see others)."""
     global _process_pids_before
-    if PIDS_BEFORE in ctx.extra:
+    if ctx.gpu_pids_before is not None:
         return
     try:
         if not environment.cuda_context_pending():
             if _process_pids_before is not None:
-                ctx.extra[PIDS_BEFORE] = set(_process_pids_before)
+                ctx.gpu_pids_before = set(_process_pids_before)
             return
         from hwadvisor.probe import nvml
 
@@ -121,7 +119,7 @@ def _pids_before(ctx: TrialContext) -> None:
         procs = nvml.gpu_processes(index)
         if procs is not None:
             _process_pids_before = {p.pid for p in procs}
-            ctx.extra[PIDS_BEFORE] = set(_process_pids_before)
+            ctx.gpu_pids_before = set(_process_pids_before)
     except Exception:  # context only; without it every non-self PID counts
         pass
 
@@ -235,7 +233,7 @@ def validate_report(report: Report, progress: Progress | None = None, quick: boo
     runs_plan = plan_check is not None and plan_check.spec is not None
     if runs_plan:
         assert plan_check is not None and plan_check.spec is not None
-        ctx.extra[PLAN_REQUEST] = plan_check.spec.model_dump()
+        ctx.plan_spec = plan_check.spec.model_dump()
         wanted.append(PLAN_TRIAL_ID)
     results, interrupted = run_trials(wanted, ctx, progress)
     by_id = {r.id: r for r in results}
