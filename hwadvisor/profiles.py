@@ -733,16 +733,91 @@ def _mobile_os(profile: Profile) -> str | None:
     return "ios" if profile.vendor == "apple" else "android"
 
 
+# --- the per-app memory limit of phones -------------------------------------------------
+
+@dataclass(frozen=True)
+class AppMemoryRule:
+    """The share of RAM one app can count on, with why and where it comes from."""
+
+    fraction: float
+    basis: str
+    sources: tuple[str, ...]
+
+
+# Per-app memory rules by mobile OS. Neither Apple nor Google publishes a fixed limit, so
+# these are estimates; the datasheet profiles (profiles/*.toml [mobile]) use the same figure
+# and, when a phone matches one, its fraction wins (see app_memory_limit_bytes below).
+APP_MEMORY_RULES: dict[str, AppMemoryRule] = {
+    "ios": AppMemoryRule(
+        fraction=0.5,
+        basis=(
+            "iOS ends a foreground app past its jetsam limit, which Apple does not publish; "
+            "developers measure about 50-60% of RAM with the increased-memory-limit "
+            "entitlement, so half of RAM is the planning figure. Read the real headroom on the "
+            "device with os_proc_available_memory()."
+        ),
+        sources=(
+            "https://developer.apple.com/documentation/bundleresources/entitlements/com.apple.developer.kernel.increased-memory-limit",
+            "https://developer.apple.com/documentation/os/3191911-os_proc_available_memory",
+        ),
+    ),
+    "android": AppMemoryRule(
+        fraction=0.5,
+        basis=(
+            "Android sets no fixed cap on native memory; the low-memory killer (lmkd) ends apps "
+            "under pressure, so an app can rely on roughly half of RAM on a flagship phone. "
+            "Java heap limits (ActivityManager.getMemoryClass) do not apply to native tensors."
+        ),
+        sources=(
+            "https://developer.android.com/topic/performance/memory-overview",
+            "https://source.android.com/docs/core/perf/lmkd",
+        ),
+    ),
+}
+
+
+def mobile_os_of(device: Device) -> str | None:
+    """'ios' or 'android' for a mobile-soc device (Apple phones run iOS); None otherwise."""
+    if device.device_class != DeviceClass.MOBILE_SOC.value:
+        return None
+    return "ios" if device.vendor == "apple" else "android"
+
+
+def app_memory_limit_for(memory_total_bytes: int | None, mobile_os: str,
+                         profile_fraction: float | None = None) -> int | None:
+    """Compute the per-app limit for this much RAM: the profile's share, else the OS rule's.
+
+    This is the one place the limit is computed. None when the RAM is unknown.
+    """
+    if not memory_total_bytes:
+        return None
+    rule = APP_MEMORY_RULES.get(mobile_os)
+    fraction = profile_fraction if profile_fraction is not None else (
+        rule.fraction if rule is not None else None)
+    return int(memory_total_bytes * fraction) if fraction is not None else None
+
+
+def app_memory_limit_bytes(device: Device, profile_fraction: float | None = None) -> int | None:
+    """Per-app memory limit a phone implies: its RAM times the profile's or the OS rule's share.
+
+    The caller passes the profile's share when a profile matched (hwadvisor.profiles does, as
+    it builds or enriches the device); without one the OS rule applies. None for devices that
+    are not phones or whose RAM is unknown.
+    """
+    mobile_os = mobile_os_of(device)
+    if mobile_os is None or not device.memory_total_bytes:
+        return None
+    return app_memory_limit_for(device.memory_total_bytes, mobile_os, profile_fraction)
+
+
 def mobile_app_memory_limit_bytes(profile: Profile) -> int | None:
     """Estimate the per-app memory limit on a phone (None for other classes).
 
-    The rule lives in hwadvisor.probe.mobile; this applies it to the profile's nominal RAM.
+    The rule is APP_MEMORY_RULES above; this applies it to the profile's nominal RAM.
     """
     mobile_os = _mobile_os(profile)
     if mobile_os is None:
         return None
-    from hwadvisor.probe.mobile import app_memory_limit_for
-
     fraction = profile.mobile.app_memory_limit_fraction if profile.mobile else None
     return app_memory_limit_for(profile.memory_total_bytes, mobile_os, fraction)
 
@@ -750,8 +825,6 @@ def mobile_app_memory_limit_bytes(profile: Profile) -> int | None:
 def _device_app_memory_limit(device: Device, profile: Profile) -> int | None:
     if _mobile_os(profile) is None or device.device_class != DeviceClass.MOBILE_SOC.value:
         return None
-    from hwadvisor.probe.mobile import app_memory_limit_bytes
-
     fraction = profile.mobile.app_memory_limit_fraction if profile.mobile else None
     return app_memory_limit_bytes(device, profile_fraction=fraction)
 

@@ -25,6 +25,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "report": ("cli", "rules", "trials", "validator", "cluster"),
     # the job under torchrun or srun: the pipeline hands it each rank's work
     "cluster": ("cli", "rules", "validator", "report", "workload", "perfmodel"),
+    # datasheets and the hardware rules that go with them (phones' per-app memory)
+    "profiles": ("probe", "workload", "perfmodel", "rules", "validator", "trials", "report",
+                 "cli", "cluster", "pipeline", "engines"),
     # an engine is data and its renderer: every stage reads it, it reads none of them
     "engines": ("probe", "workload", "perfmodel", "rules", "validator", "trials", "report",
                 "cli", "cluster", "pipeline"),
