@@ -448,7 +448,9 @@ def _moe(setup: Setup, r: _Rates, tokens: float, h: float, bits: float, copies: 
     here: float = touched
     per_expert: float = setup.parts.per_expert / tp
     width: float = expert_width(spec) / tp
-    if layout.ep and tp > 1:
+    if layout.ep and tp > 1 and not setup.training:
+        # serving EP spreads the experts over the TP group (training EP meshes are the
+        # training planners' business and keep the sliced count here)
         here = busiest_rank_experts(spec, tokens, tp)
         per_expert, width = float(setup.parts.per_expert), float(expert_width(spec))
     out = [(op, n * here) for op, n in _mlp(setup, r, "routed experts", rows, per_expert,
