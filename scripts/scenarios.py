@@ -83,6 +83,9 @@ SCENARIOS: tuple[Scenario, ...] = (
              "h100-sxm", dict(model="llama-3-70b", batch=32, gpus=8)),
     Scenario("serve-deepseek-v3-8xh200", "DeepSeek-V3 (FP8 checkpoint) on 8 H200s.", "b",
              "h200-sxm", dict(model="deepseek-v3", gpus=8)),
+    Scenario("serve-deepseek-v3-8xh200-b64", "DeepSeek-V3 on 8 H200s at batch 64: the MoE "
+             "layout of the engines' DeepSeek recipes.", "b", "h200-sxm",
+             dict(model="deepseek-v3", gpus=8, batch=64)),
     Scenario("serve-mixtral-2xa100", "Mixtral-8x7B on 2 A100-80GB for 8 users.", "b",
              "a100-80gb", dict(model="mixtral-8x7b", gpus=2, batch=8)),
     Scenario("serve-8b-128k-prompt", "Llama-3.1-8B with 128k-token prompts on one H100.", "b",

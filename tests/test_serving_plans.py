@@ -183,3 +183,77 @@ def test_no_marlin_on_rocm():
     report = plan("mi300x", B, model="llama-3-70b", batch=1, quality="int4")
     for r in report.recommendations:
         assert "Marlin kernels" not in r.title and "assumes Marlin" not in r.why, r.why
+
+
+# --- 2. MoE serving layouts -------------------------------------------------------------------
+
+
+def _moe_estimate(batch: int, model: str = "deepseek-v3", **extra: object):  # noqa: ANN202
+    dev = profiles.device_from_profile("h200-sxm")
+    wl = build_workload(model, phase="inference", batch=batch, gpus=8, engine="vllm",
+                        device_memory_bytes=dev.memory_total_bytes,
+                        device_class=dev.device_class)
+    opts = baseline_options(wl, dev).model_copy(update={"sharding": "tp", **extra})
+    return estimate(wl, dev, opts)
+
+
+def test_deepseek_v3_on_8_h200_is_served_as_its_recipes_serve_it():
+    # it used to convert the FP8 checkpoint to int4 or split it into TP4 x 2 replicas, with EP
+    # and DP attention judged "+0%"
+    for engine, flags in (("vllm", ("--data-parallel-size 8", "--enable-expert-parallel")),
+                          ("sglang", ("--tp-size 8", "--dp-size 8", "--enable-dp-attention",
+                                      "--ep-size 8"))):
+        report = plan("h200-sxm", B, model="deepseek-v3", batch=64, gpus=8, engine=engine)
+        assert report.plan is not None and report.plan.engine_config is not None
+        ids = step_ids(report)
+        assert "int4-weights" not in ids and "data-parallel-replicas" not in ids
+        assert report.plan.layout.tp == 8 and report.plan.layout.ep
+        assert {"dp-attention", "expert-parallel"} & set(ids)
+        text = report.plan.engine_config.text
+        assert all(f in text for f in flags), text
+        assert "--quantization" not in text  # the checkpoint's FP8, as it ships
+    vllm = plan("h200-sxm", B, model="deepseek-v3", batch=64, gpus=8, engine="vllm")
+    assert vllm.plan is not None and vllm.plan.engine_config is not None
+    assert "--tensor-parallel-size" not in vllm.plan.engine_config.text  # DP8+EP: TP 1 per rank
+
+
+def test_mla_kv_is_replicated_under_tp_and_split_under_dp_attention():
+    tp = _moe_estimate(64)
+    dpa = _moe_estimate(64, dp_attention=True, expert_parallel=True)
+    assert tp.memory.kv_cache_bytes == pytest.approx(8 * dpa.memory.kv_cache_bytes, rel=0.01)
+    # the attention weights are copied on every GPU instead
+    assert dpa.memory.weights_bytes > tp.memory.weights_bytes
+    # heavy load: data-parallel attention reads 1/8 of the caches and wins clearly
+    heavy_tp = _moe_estimate(256)
+    heavy_dpa = _moe_estimate(256, dp_attention=True, expert_parallel=True)
+    assert heavy_dpa.times.tpot_s < 0.85 * heavy_tp.times.tpot_s
+    assert "ep_decode_s" in heavy_dpa.communication
+
+
+def test_expert_parallelism_waits_for_the_busiest_gpu():
+    from hwadvisor.workload.params import busiest_rank_experts
+
+    spec = build_workload("deepseek-v3").spec
+    assert spec is not None
+    # one token: 8 experts over 8 GPUs land 2.5 on the busiest; TP reads one expert's worth
+    assert busiest_rank_experts(spec, 1, 8) == pytest.approx(2.54, abs=0.05)
+    assert busiest_rank_experts(spec, 1024, 8) == pytest.approx(32, abs=0.01)
+    # so EP is slower at batch 1 and pays off once every GPU's experts are busy
+    assert _moe_estimate(1, expert_parallel=True).times.tpot_s > \
+        _moe_estimate(1).times.tpot_s
+    assert _moe_estimate(64, expert_parallel=True).times.tpot_s < \
+        _moe_estimate(64).times.tpot_s
+
+
+def test_all_to_all_crosses_the_network_between_nodes():
+    dev = profiles.device_from_profile("h200-sxm")
+    times = []
+    for nodes in (1, 2):
+        wl = build_workload("deepseek-v3", phase="inference", batch=256, gpus=8 * nodes,
+                            nodes=nodes, gpus_per_node=8,
+                            engine="vllm", device_memory_bytes=dev.memory_total_bytes,
+                            device_class=dev.device_class)
+        opts = baseline_options(wl, dev).model_copy(update={
+            "sharding": "tp", "dp_attention": True, "expert_parallel": True})
+        times.append(estimate(wl, dev, opts).communication["ep_decode_s"])
+    assert times[1] > 2 * times[0]

@@ -37,7 +37,7 @@ STEP_IDS: tuple[str, ...] = (
     "flash-attention", "prefix-caching", "fp8-weights", "int8-weights", "fp4-weights",
     "int4-weights", "cuda-graphs", "speculative-decoding", "paged-kv-continuous-batching",
     "chunked-prefill", "pd-disaggregation", "kv-cache-quantization", "data-parallel-replicas",
-    "expert-parallel", "smaller-model", "torch-compile", "bf16-mixed-precision",
+    "expert-parallel", "dp-attention", "smaller-model", "torch-compile", "bf16-mixed-precision",
     "fp16-mixed-precision", "fp8-training", "fsdp2-zero3", "hsdp", "tensor-parallel-in-node",
     "pipeline-parallel", "context-parallel", "fused-adamw", "activation-checkpointing", "lora",
     "qlora", "optimizer-8bit", "optimizer-offload", "cpu-offload", "mmap-weights",
@@ -76,7 +76,7 @@ PLACEHOLDERS: frozenset[str] = frozenset({
     "kv_dtype", "weights_dtype", "spec_tokens", "spec_draft_tokens", "gpu_layers", "grad_accum",
     "lora_rank",
     "threads", "offload_fraction", "mtp_layers", "mtp_draft_tokens", "slot_context",
-    "max_model_len", "kv_pool_tokens", "fine_tune_type", "zero_stage", "soc_model",
+    "max_model_len", "kv_pool_tokens", "fine_tune_type", "zero_stage", "attn_dp", "soc_model",
     "global_batch",
 })
 WEIGHT_FORMATS: tuple[str, ...] = (
@@ -198,6 +198,12 @@ class EngineConfig(_Strict):
     )
     not_expressed: dict[str, str] = Field(
         default_factory=dict, description="Steps with no setting in this engine, and why"
+    )
+    dp_attention_tp: Literal["group", "attention"] = Field(
+        "group", description="What the engine's tensor-parallel flag counts under data-parallel "
+        "attention: the whole group the experts spread over (SGLang --tp-size 8 --dp-size 8 "
+        "--enable-dp-attention) or the attention's own degree (vLLM --data-parallel-size 8 "
+        "--enable-expert-parallel, tensor-parallel size 1)"
     )
     merge_flags: dict[str, str] = Field(
         default_factory=dict, description="cli: flags whose values join into one, by separator"

@@ -126,6 +126,11 @@ class ModelOptions(Strict):
         "shrinks by this factor")
     context_parallel: int = Field(1, ge=1, description="GPUs one sequence is split over")
     expert_parallel: bool = Field(False, description="MoE experts spread over the GPUs (EP)")
+    dp_attention: bool = Field(
+        False, description="Data-parallel attention with expert parallelism (SGLang "
+        "--enable-dp-attention, vLLM --data-parallel-size with --enable-expert-parallel): each "
+        "GPU of the tensor-parallel group runs attention for its own share of the sequences "
+        "with the attention weights replicated, so an MLA KV cache is not copied on every GPU")
     comm_overlap: bool = Field(False, description="Communication overlapped behind compute")
     offload_fraction: Finite = Field(0.0, ge=0.0, le=1.0, description="Weights kept in host RAM")
     prefix_cache_hit: Finite = Field(

@@ -82,6 +82,8 @@ class PlanLayout(Strict):
     cp: int = 1
     dp: int = 1
     ep: bool = False
+    attn_dp: int = Field(1, ge=1, description="GPUs of the TP group attention runs "
+                         "data-parallel over (DP attention); 1: tensor-parallel attention")
     sharding: str = "none"
 
     def shard_degree(self) -> int:

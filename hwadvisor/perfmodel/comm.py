@@ -274,6 +274,9 @@ def _tensor_parallel(setup: Setup, link: Link, busy_s: dict[str, float],
     start, end = setup.workload.prompt_len * setup.options.prefix_cache_hit, wl.prompt_len
     prefill_tokens = setup.batch * max(1.0, end - start)
     decode_tokens = setup.batch * setup.verify_tokens
+    if setup.layout.attn_dp > 1:
+        _dp_attention(setup, link, prefill_tokens, decode_tokens, busy_s, result)
+        return
     result.prefill = phase(prefill_tokens, 2.0, busy_s.get("prefill", 0.0))
     result.decode = phase(decode_tokens, 2.0, busy_s.get("decode", 0.0))
     result.details.update(
@@ -282,3 +285,42 @@ def _tensor_parallel(setup: Setup, link: Link, busy_s: dict[str, float],
         tp_decode_bytes=spec.num_layers * 2.0 * 2.0 * (n - 1) / n * decode_tokens * h_bytes,
         tp_decode_s=result.decode.total_s,
     )
+
+
+def all_to_all_s(nbytes: float, n: int, link: Link) -> float:
+    """One all-to-all where each GPU holds nbytes for all n GPUs: it sends (n-1)/n of them."""
+    busbw = link.gbps * C.GB * E.collective_op_efficiency("all_to_all")
+    return (n - 1) / n * nbytes / busbw + _fixed_s(nbytes, link)
+
+
+def _dp_attention(setup: Setup, link: Link, prefill_tokens: float, decode_tokens: float,
+                  busy_s: dict[str, float], result: CommResult) -> None:
+    """Data-parallel attention with expert parallelism: all-to-alls around every MoE layer.
+
+    No all-reduce after attention (each GPU owns its sequences). Each MoE layer dispatches the
+    GPU's own tokens to the experts' GPUs (k copies of the hidden state) and combines them back:
+    two all-to-alls of local tokens x k x hidden. Dense layers (DeepSeek's first three) run
+    their MLP tensor-parallel over the gathered tokens: one all-reduce-sized exchange each. Over
+    NVLink/xGMI inside a node at the node's bus bandwidth; across nodes at the network's.
+    """
+    spec, n = setup.spec, setup.layout.tp
+    h_bytes = spec.hidden_size * setup.act_bytes
+    k = max(1, min(spec.experts_per_token, spec.num_experts))
+    moe_layers = min(float(setup.parts.moe_layers), float(spec.num_layers))
+    dense_layers = spec.num_layers - moe_layers
+    overlap = setup.options.comm_overlap
+    frac = C.TP_OVERLAPPABLE_COMPUTE_FRACTION
+
+    def phase(tokens: float, busy: float) -> PhaseComm:
+        local = tokens / n * k * h_bytes
+        total = moe_layers * 2.0 * all_to_all_s(local, n, link) + \
+            dense_layers * allreduce_s(tokens * h_bytes, n, link)
+        return PhaseComm(total, _exposed(total, frac * busy, overlap))
+
+    result.prefill = phase(prefill_tokens, busy_s.get("prefill", 0.0))
+    result.decode = phase(decode_tokens, busy_s.get("decode", 0.0))
+    result.details.update(
+        ep_all_to_all_decode_bytes=moe_layers * 2.0 * (n - 1) / n * decode_tokens / n * k
+        * h_bytes, ep_decode_s=result.decode.total_s, ep_prefill_s=result.prefill.total_s)
+    result.notes.append(f"data-parallel attention + expert parallelism over {n} GPUs: two "
+                        "all-to-alls (dispatch, combine) per MoE layer")

@@ -30,6 +30,7 @@ from hwadvisor.perfmodel.memory import (
 from hwadvisor.workload.params import (
     attention_layer_count,
     attention_params_per_layer,
+    busiest_rank_experts,
     expected_experts_touched,
     expert_width,
     matmul_params_per_token,
@@ -334,10 +335,11 @@ def rates(setup: Setup) -> _Rates:
 
 
 def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float, k: float,
-          bits: float, copies: float = 0.0) -> Op:
+          bits: float, copies: float = 0.0, stream_share: float = 1.0) -> Op:
     """Build a GEMM of M rows against `params` weights of shape (N, K), `bits` per weight.
 
     copies: extra passes over a 16-bit copy of the weights (a dequantise-then-GEMM kernel).
+    stream_share: the share of the streaming rate the kernel keeps (grouped MoE tiles, below).
     """
     act = r.act_bytes
     weight_bytes = params * bits / 8.0
@@ -353,7 +355,7 @@ def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float,
         else:
             compute = (r.act_gemm if r.weight_only else r.gemm) * shape
         compute = max(compute, r.vector)
-    memory = min(r.stream * r.gemv, r.theoretical)
+    memory = min(r.stream * r.gemv, r.theoretical) * stream_share
     return Op(name, flops, nbytes, compute, memory, r.overlap_p, host, r.host_rate)
 
 
@@ -376,13 +378,16 @@ def layer_gemms(setup: Setup, r: _Rates, tokens: float, layers: float,
     bits = _layer_bits(setup)
     copies = C.DEQUANT_COPY_BYTES_PER_WEIGHT if frozen_dequant else _copies(r, tokens)
     out: list[tuple[Op, float]] = []
-    attn = attention_params_per_layer(spec) / tp
-    qkv_n = (spec.num_heads + 2 * spec.num_kv_heads) * spec.head_dim / tp
-    share_qkv = qkv_n / (qkv_n + h / tp) if qkv_n else 0.5
-    out.append((_gemm(setup, r, "attention projections", tokens, attn * share_qkv, qkv_n, h,
+    # Data-parallel attention: each GPU projects its own share of the tokens with the whole
+    # (replicated) attention weights; TP attention: all tokens with a 1/tp slice.
+    atp, local = setup.layout.attn_tp, tokens / setup.layout.attn_dp
+    attn = attention_params_per_layer(spec) / atp
+    qkv_n = (spec.num_heads + 2 * spec.num_kv_heads) * spec.head_dim / atp
+    share_qkv = qkv_n / (qkv_n + h / atp) if qkv_n else 0.5
+    out.append((_gemm(setup, r, "attention projections", local, attn * share_qkv, qkv_n, h,
                       bits, copies), layers))
-    out.append((_gemm(setup, r, "attention projections", tokens, attn * (1 - share_qkv), h,
-                      spec.num_heads * spec.head_dim / tp, bits, copies), layers))
+    out.append((_gemm(setup, r, "attention projections", local, attn * (1 - share_qkv), h,
+                      spec.num_heads * spec.head_dim / atp, bits, copies), layers))
     moe_layers = min(float(setup.parts.moe_layers), float(spec.num_layers))
     dense_layers = layers * (1.0 - moe_layers / spec.num_layers)
     moe_here = layers * moe_layers / spec.num_layers
@@ -396,30 +401,65 @@ def layer_gemms(setup: Setup, r: _Rates, tokens: float, layers: float,
 
 
 def _mlp(setup: Setup, r: _Rates, name: str, tokens: float, params: float, inter: float,
-         h: float, bits: float, copies: float, layers: float) -> list[tuple[Op, float]]:
-    """Up (gate + up) and down GEMMs of an MLP of `params` weights and width `inter`."""
+         h: float, bits: float, copies: float, layers: float,
+         grouped: bool = False) -> list[tuple[Op, float]]:
+    """Up (gate + up) and down GEMMs of an MLP of `params` weights and width `inter`.
+
+    grouped: the GEMMs of a grouped MoE kernel, whose tiles stream a K-deep column of one
+    expert's slice each (their streaming share: grouped_stream_share).
+    """
     up_share = 2.0 / 3.0 if setup.spec.gated_mlp else 0.5
     up_n = inter * (2.0 if setup.spec.gated_mlp else 1.0)
-    return [(_gemm(setup, r, name, tokens, params * up_share, up_n, h, bits, copies), layers),
-            (_gemm(setup, r, name, tokens, params * (1 - up_share), h, inter, bits, copies),
-             layers)]
+    up_keep = grouped_stream_share(h, bits) if grouped else 1.0
+    down_keep = grouped_stream_share(inter, bits) if grouped else 1.0
+    return [(_gemm(setup, r, name, tokens, params * up_share, up_n, h, bits, copies, up_keep),
+             layers),
+            (_gemm(setup, r, name, tokens, params * (1 - up_share), h, inter, bits, copies,
+                   down_keep), layers)]
+
+
+def grouped_stream_share(depth: float, bits: float) -> float:
+    """Share of the streaming rate a grouped MoE GEMM keeps when each tile reads `depth` weights.
+
+    Grouped MoE kernels (vLLM/SGLang fused_moe, DeepGEMM's grouped GEMMs) give each tile one
+    expert's (BLOCK_N x K) weights and do not split K, so a tile pays one memory latency before
+    its stream starts: bytes / (bytes + MOE_TILE_LATENCY_BYTES) per column. Tensor parallelism
+    cuts the down projection's K to moe_intermediate / tp (DeepSeek-V3 on 8 GPUs: 256), where
+    the latency is a third of the tile's time; expert parallelism keeps K whole.
+    """
+    column = depth * bits / 8.0
+    return column / (column + C.MOE_TILE_LATENCY_BYTES)
 
 
 def _moe(setup: Setup, r: _Rates, tokens: float, h: float, bits: float, copies: float,
          layers: float) -> list[tuple[Op, float]]:
-    """Routed experts (only those the tokens touch), shared experts and the router."""
-    spec, tp = setup.spec, setup.layout.tp
+    """Routed experts (only those the tokens touch), shared experts and the router.
+
+    Tensor parallelism gives every GPU a 1/tp slice of every touched expert; expert parallelism
+    gives each GPU whole experts, and the step waits for the GPU the most touched experts live
+    on (busiest_rank_experts). Shared experts are replicated under data-parallel attention
+    (each GPU runs its own tokens through them) and sliced otherwise.
+    """
+    spec, layout = setup.spec, setup.layout
+    tp = layout.tp
     touched = max(1e-9, expected_experts_touched(spec, tokens))
     k = min(spec.experts_per_token, spec.num_experts)
-    per_expert = setup.parts.per_expert / tp
-    width = expert_width(spec) / tp
     rows = tokens * k / touched  # tokens per touched expert
-    out = [(op, n * touched) for op, n in _mlp(setup, r, "routed experts", rows, per_expert,
-                                               width, h, bits, copies, layers)]
+    here: float = touched
+    per_expert: float = setup.parts.per_expert / tp
+    width: float = expert_width(spec) / tp
+    if layout.ep and tp > 1 and not setup.training:
+        # serving EP spreads the experts over the TP group (training EP meshes are the
+        # training planners' business and keep the sliced count here)
+        here = busiest_rank_experts(spec, tokens, tp)
+        per_expert, width = float(setup.parts.per_expert), float(expert_width(spec))
+    out = [(op, n * here) for op, n in _mlp(setup, r, "routed experts", rows, per_expert,
+                                            width, h, bits, copies, layers, grouped=True)]
     shared = shared_expert_width(spec)
     if shared:
-        params = mlp_params(spec, shared) / tp
-        out.extend(_mlp(setup, r, "shared experts", tokens, params, shared / tp, h, bits,
+        share_tp, local = (1, tokens / layout.attn_dp) if layout.attn_dp > 1 else (tp, tokens)
+        params = mlp_params(spec, shared) / share_tp
+        out.extend(_mlp(setup, r, "shared experts", local, params, shared / share_tp, h, bits,
                         copies, layers))
     router = h * spec.num_experts
     out.append((_gemm(setup, r, "router", tokens, router, spec.num_experts, h, 16.0), layers))
@@ -444,7 +484,8 @@ def attention_op(setup: Setup, r: _Rates, batch: float, start: float, end: float
     Flash-type kernels read Q, K, V and write O once (K/V again per query block of a chunked
     prefill, whose earlier chunks' KV is read back); math writes and reads the score matrix.
     """
-    spec, tp = setup.spec, setup.layout.tp
+    spec, tp = setup.spec, setup.layout.attn_tp
+    batch = batch / setup.layout.attn_dp  # data-parallel attention: this GPU's sequences
     new = end - start
     flops = batch * attended_pairs(setup, start, end) * attention_flops_per_pair(setup) / tp
     kv_token = kv_bytes_per_token_per_layer(spec, setup.workload.kv_dtype, tp)
@@ -463,8 +504,14 @@ def attention_op(setup: Setup, r: _Rates, batch: float, start: float, end: float
 
 def decode_attention_op(setup: Setup, r: _Rates, batch: float, context: float,
                         tokens: float) -> Op:
-    """One decode step's attention: read the KV cache of `context` tokens, write the new KV."""
-    spec, tp = setup.spec, setup.layout.tp
+    """One decode step's attention: read the KV cache of `context` tokens, write the new KV.
+
+    Under TP every GPU reads its heads' share of every sequence's cache (an MLA latent is not
+    split by heads: every GPU reads all of it); under data-parallel attention each GPU reads
+    whole caches of its own 1/attn_dp of the sequences.
+    """
+    spec, tp = setup.spec, setup.layout.attn_tp
+    batch = batch / setup.layout.attn_dp
     flops = batch * tokens * _decode_pairs(setup, context) * attention_flops_per_pair(setup) / tp
     kv_token = kv_bytes_per_token_per_layer(spec, setup.workload.kv_dtype, tp)
     swa = window_layers(spec)

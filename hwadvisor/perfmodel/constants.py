@@ -355,6 +355,13 @@ KERNELS_OUTSIDE_LAYERS = 10.0
 # MixtralSparseMoeBlock: index, gate, up, act, mul, down, index_add); with grouped / fused MoE
 # kernels EngineTime.moe_kernels (vLLM fused_moe: 2 GEMM kernels + routing ~4 = 6).
 MOE_KERNELS_EAGER_PER_EXPERT = 6.0
+# A grouped MoE GEMM tile streams one expert's (BLOCK_N x K) weights after one DRAM latency
+# (~0.5 us on Hopper: Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU
+# Architecture", arXiv:2402.13499; Chips and Cheese's H100 measurements agree) at its SM's
+# share of the stream (4080 GB/s / 132 SMs ~ 31 GB/s): 15.5 KB, over BLOCK_N = 128 columns
+# (fused_moe's and DeepGEMM's usual N tile) ~ 120 bytes of one weight column. A tile whose
+# column holds that many bytes spends as long waiting as streaming.
+MOE_TILE_LATENCY_BYTES = 120.0
 # Backward launches about twice the forward's kernels (dgrad + wgrad per matmul).
 BACKWARD_KERNEL_FACTOR = 2.0
 
@@ -441,8 +448,10 @@ COLLECTIVE_LATENCY_S: dict[str, float] = {"nvlink": 10e-6, "pcie": 20e-6, "inter
 COLLECTIVE_PROTOCOL_S: dict[str, float] = {"nvlink": 30e-6, "pcie": 40e-6, "inter-node": 60e-6}
 COLLECTIVE_KNEE_BYTES = 1e6
 # All-gather and reduce-scatter against all-reduce at 1 GiB in the same trial: 266 / 330.
+# All-to-all (expert dispatch and combine) moves (n-1)/n of each GPU's buffer, as all-gather
+# does in nccl-tests' busbw convention; assumed to reach all-gather's share (not measured here).
 COLLECTIVE_OP_EFFICIENCY: dict[str, float] = {"all_reduce": 1.0, "all_gather": 0.81,
-                                              "reduce_scatter": 0.81}
+                                              "reduce_scatter": 0.81, "all_to_all": 0.81}
 # Async tensor parallelism (micro-pipelined collective matmul) hides at most part of the
 # all-reduces behind the neighbouring matmuls: assume half the compute can cover them.
 TP_OVERLAPPABLE_COMPUTE_FRACTION = 0.5

@@ -39,6 +39,7 @@ class Layout:
     pp: int = 1
     cp: int = 1
     ep: bool = False
+    dp_attention: bool = False  # attention data-parallel over the TP group (needs ep)
     notes: list[str] = field(default_factory=list)
     heads: tuple[int, int] | None = None  # (attention heads, KV heads) of the model, if known
 
@@ -91,6 +92,16 @@ class Layout:
     def layers_per_gpu_fraction(self) -> float:
         """Share of the decoder layers one GPU runs (pipeline stages split them)."""
         return 1.0 / self.pp
+
+    @property
+    def attn_dp(self) -> int:
+        """Over how many GPUs of the TP group attention runs data-parallel (1: TP attention)."""
+        return self.tp if self.dp_attention and self.ep else 1
+
+    @property
+    def attn_tp(self) -> int:
+        """Tensor-parallel degree of the attention layers (the group's, or 1 under DP attention)."""
+        return self.tp // self.attn_dp
 
     @property
     def tp_crosses_nodes(self) -> bool:
@@ -166,7 +177,9 @@ def resolve_layout(workload: Workload, options: ModelOptions) -> Layout:
     heads = (spec.num_heads, spec.num_kv_heads) if spec is not None else None
     layout = Layout(gpus=gpus, strategy=strategy, nodes=nodes, gpus_per_node=per_node,
                     training=training, tp_size=options.tp_size, pp=pp, cp=cp,
-                    ep=options.expert_parallel and gpus > 1, notes=notes, heads=heads)
+                    ep=(options.expert_parallel or options.dp_attention) and gpus > 1,
+                    dp_attention=options.dp_attention and gpus > 1 and not training,
+                    notes=notes, heads=heads)
     wanted = options.tp_size if options.tp_size is not None else (
         gpus // (pp * cp) if strategy == "tp" else None)
     if wanted is not None and layout.tp < wanted and heads is not None \
@@ -186,6 +199,10 @@ def resolve_layout(workload: Workload, options: ModelOptions) -> Layout:
         notes.append(f"tensor parallel {layout.tp} x {layout.dp} replicas")
     if pp > 1:
         notes.append(f"{pp} pipeline stages ({workload.grad_accum} micro-batches per step)")
+    if layout.attn_dp > 1:
+        notes.append(f"data-parallel attention over {layout.attn_dp} GPUs with expert "
+                     f"parallelism: each GPU attends {workload.batch} / {layout.attn_dp} of the "
+                     "sequences, the attention weights replicated")
     if cp > 1:
         notes.append(f"context parallel {cp}: each sequence split over {cp} GPUs")
     if layout.tp_crosses_nodes:

@@ -78,7 +78,7 @@ def recurrent_state_bytes(spec: ModelSpec, batch: float, tp: int = 1) -> float:
     return batch * spec.recurrent_state_elements * RECURRENT_STATE_BYTES / max(tp, 1)
 
 
-def kv_cache_bytes(spec: ModelSpec, dtype: str, batch: int, tokens: float, tp: int = 1) -> float:
+def kv_cache_bytes(spec: ModelSpec, dtype: str, batch: float, tokens: float, tp: int = 1) -> float:
     """KV cache of `batch` sequences of `tokens` tokens; sliding-window layers hold the window.
 
     Only attention layers keep a KV cache; recurrent layers' constant state is added
@@ -331,6 +331,15 @@ def offloaded_host_bytes(setup: Setup) -> float:
 
 # --- The whole picture ------------------------------------------------------------------------
 
+def replicated_attention_bytes(setup: Setup) -> float:
+    """Extra attention-weight bytes per GPU when attention runs data-parallel (not sliced)."""
+    from hwadvisor.workload.params import attention_layer_count, attention_params_per_layer
+
+    dtype = working_weight_dtype(setup)
+    params = attention_params_per_layer(setup.spec) * attention_layer_count(setup.spec)
+    return params * bytes_per_element(dtype) * (1.0 - 1.0 / setup.layout.tp)
+
+
 def runtime_bytes(setup: Setup, tensors: float) -> float:
     """Return the stated allowance: runtime context plus allocator fragmentation."""
     cls = setup.res.device_class
@@ -349,6 +358,10 @@ def memory_estimate(setup: Setup) -> MemoryEstimate:
         weights += gathered * (1 - 1 / shards)
         notes.append(f"fsdp: 1/{shards} of the weights per GPU plus "
                      f"{C.FSDP_GATHERED_LAYERS} gathered layers")
+    if layout.attn_dp > 1:
+        weights += replicated_attention_bytes(setup)
+        notes.append(f"data-parallel attention: the attention weights on every GPU, the KV "
+                     f"cache of 1/{layout.attn_dp} of the sequences")
     if setup.offload_fraction:
         weights *= 1.0 - setup.offload_fraction
         notes.append(f"{setup.offload_fraction:.0%} of the weights kept in host RAM")
@@ -364,8 +377,8 @@ def memory_estimate(setup: Setup) -> MemoryEstimate:
                 "attention recomputed, the rest kept" if setup.options.selective_checkpointing
                 else "layer inputs kept, one layer recomputed"))
     else:
-        kv = kv_cache_bytes(setup.spec, wl.kv_dtype, setup.batch, wl.prompt_len + wl.gen_len,
-                            layout.tp) / layout.pp
+        kv = kv_cache_bytes(setup.spec, wl.kv_dtype, setup.batch / layout.attn_dp,
+                            wl.prompt_len + wl.gen_len, layout.attn_tp) / layout.pp
         act = inference_activation_bytes(setup)
     tensors = weights + kv + act + grads + opt
     runtime = runtime_bytes(setup, tensors)

@@ -552,7 +552,14 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
     if layout is not None:
         # dp is the count of full replicas; FSDP's ranks are its shard degree, not replicas.
         replicas = layout.replicas()
-        values.update(tp=layout.tp, pp=layout.pp, dp=replicas, cp=layout.cp,
+        # vLLM's DP+EP counts tensor parallelism per attention rank (1); SGLang's DP attention
+        # keeps the group's --tp-size (the engine's config says which).
+        config = engine_for(wl).config_for(wl.phase)
+        tp = layout.tp // layout.attn_dp if config.dp_attention_tp == "attention" else layout.tp
+        if layout.attn_dp > 1 and isinstance(values["max_batch"], int):
+            # vLLM's --max-num-seqs and SGLang's --max-running-requests count per DP rank
+            values["max_batch"] = -(-values["max_batch"] // layout.attn_dp)
+        values.update(tp=tp, pp=layout.pp, dp=replicas, cp=layout.cp, attn_dp=layout.attn_dp,
                       ep=layout.gpus if layout.ep else 1,
                       dp_shard=layout.shard_degree(), dp_replicate=replicas)
     return values

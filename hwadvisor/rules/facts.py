@@ -177,6 +177,7 @@ def fit_text(total: int, limit: int | None, limit_source: str) -> str:
 
 
 _KNOBS = ("cuda_graphs", "compiled", "fused_optimizer", "comm_overlap", "expert_parallel",
+          "dp_attention",
           "optimizer_offload", "selective_checkpointing")
 
 

@@ -487,7 +487,7 @@ _REPORTED_CHANGES = {
     "weights_dtype", "kv_dtype", "activation_dtype", "optimizer", "grad_accum", "batch",
     "activation_checkpointing", "engine", "cuda_graphs", "compiled", "attention_kernel",
     "fused_optimizer", "sharding", "tp_size", "pipeline_stages", "context_parallel",
-    "expert_parallel", "comm_overlap", "offload_fraction", "prefix_cache_hit",
+    "expert_parallel", "dp_attention", "comm_overlap", "offload_fraction", "prefix_cache_hit",
     "speculative_tokens_per_step", "speculative_drafter", "speculative_draft_tokens",
     "prefill_chunk_tokens", "finetune", "lora_rank",
     "optimizer_offload", "selective_checkpointing",
@@ -526,7 +526,8 @@ def layout_of(ctx: RuleContext) -> PlanLayout:
 
     layout = resolve_layout(ctx.workload, ctx.options)
     return PlanLayout(gpus=layout.gpus, nodes=layout.nodes, tp=layout.tp, pp=layout.pp,
-                      cp=layout.cp, dp=layout.dp, ep=layout.ep, sharding=layout.strategy)
+                      cp=layout.cp, dp=layout.dp, ep=layout.ep, attn_dp=layout.attn_dp,
+                      sharding=layout.strategy)
 
 
 def fmt_metric(goal: Goal, value: float | None) -> str:

@@ -36,7 +36,8 @@ TRAINING_KNOBS = ("checkpointing", "fused_optimizer", "lora_rank", "batch", "att
 _MULTI_GPU = "spreads the model over GPUs: a few layers on one device cannot show it"
 UNMEASURED_WHY = {
     "sharding": _MULTI_GPU, "tp_size": _MULTI_GPU, "pipeline_stages": _MULTI_GPU,
-    "context_parallel": _MULTI_GPU, "expert_parallel": _MULTI_GPU, "comm_overlap": _MULTI_GPU,
+    "context_parallel": _MULTI_GPU, "expert_parallel": _MULTI_GPU,
+    "dp_attention": _MULTI_GPU, "comm_overlap": _MULTI_GPU,
     "offload_fraction": "keeps weights in host RAM, beyond a few-layer step",
     "optimizer_offload": "steps the optimizer in host RAM, beyond a few-layer step",
     "prefix_cache_hit": "changes what is computed per request, not the step (its own trial, "
