@@ -531,6 +531,10 @@ class ArgparseReader:
             action = _literal(value)
             if action in {"store_true", "store_false", "store_const", "count", "help", "version"}:
                 rec.update(type="bool", takes_value=False, choices=None)
+            elif _name(value) and ("StoreTrue" in _name(value) or "StoreFalse" in _name(value)):
+                # an Action subclass named after store_true (SGLang's DeprecatedStoreTrueAction
+                # for --enable-dp-attention): a switch, like the action it wraps
+                rec.update(type="bool", takes_value=False, choices=None)
             elif _name(value) == "BooleanOptionalAction":
                 rec.update(type="bool", takes_value=False, choices=None)
                 rec["aliases"] = rec["aliases"] + [

@@ -201,7 +201,7 @@ def test_deepseek_v3_on_8_h200_is_served_as_its_recipes_serve_it():
     # it used to convert the FP8 checkpoint to int4 or split it into TP4 x 2 replicas, with EP
     # and DP attention judged "+0%"
     for engine, flags in (("vllm", ("--data-parallel-size 8", "--enable-expert-parallel")),
-                          ("sglang", ("--tp-size 8", "--dp-size 8", "--enable-dp-attention",
+                          ("sglang", ("--tp-size 8", "--attn-dp-size 8",
                                       "--ep-size 8"))):
         report = plan("h200-sxm", B, model="deepseek-v3", batch=64, gpus=8, engine=engine)
         assert report.plan is not None and report.plan.engine_config is not None
