@@ -52,7 +52,9 @@ def write(preset: dict, out: Path) -> None:
 
     def mat(rows: int, cols: int) -> np.ndarray:
         if (rows, cols) not in cache:
-            cache[(rows, cols)] = (rng.standard_normal((rows, cols), dtype=np.float32) * SCALE).astype(np.float16)
+            cache[(rows, cols)] = (
+                rng.standard_normal((rows, cols), dtype=np.float32) * SCALE
+            ).astype(np.float16)
         return cache[(rows, cols)]
 
     ones = np.ones(h, dtype=np.float32)

@@ -18,9 +18,29 @@ from pathlib import Path
 
 def flags_for(model: str, weights: str, batch: int, prompt: int, gen: int) -> dict:
     """Run recommend for one case; return the engine, the full text and the flags after -m."""
-    cmd = [sys.executable, "-m", "hwadvisor", "recommend", "--goal", "inference-latency", "--device", "h200-sxm",
-           "--engine", "llamacpp", "--model", model, "--weights-dtype", weights, "--batch", str(batch),
-           "--prompt-len", str(prompt), "--gen-len", str(gen), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hwadvisor",
+        "recommend",
+        "--goal",
+        "inference-latency",
+        "--device",
+        "h200-sxm",
+        "--engine",
+        "llamacpp",
+        "--model",
+        model,
+        "--weights-dtype",
+        weights,
+        "--batch",
+        str(batch),
+        "--prompt-len",
+        str(prompt),
+        "--gen-len",
+        str(gen),
+        "--json",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout
     rep = json.loads(out)
     cfg = rep["plan"]["engine_config"]
@@ -28,11 +48,27 @@ def flags_for(model: str, weights: str, batch: int, prompt: int, gen: int) -> di
     # "llama-server -m <model> ..." -> the flags after the model placeholder
     flags = words[3:] if words[:2] == ["llama-server", "-m"] else words
     t = rep["estimate"]["times"]
-    return {"batch": batch, "prompt_len": prompt, "gen_len": gen, "weights": weights, "engine": cfg["engine"],
-            "text": cfg["text"], "flags": shlex.join(flags), "command": cmd,
-            "baseline": {"ttft_s": t["ttft_s"], "tpot_s": t["tpot_s"], "tokens_per_s": rep["estimate"]["tokens_per_s"]},
-            "plan": {"ttft_s": rep["plan"]["ttft_s"], "tpot_s": rep["plan"]["tpot_s"],
-                     "tokens_per_s": rep["plan"]["tokens_per_s"], "steps": [s["id"] for s in rep["plan"]["steps"]]}}
+    return {
+        "batch": batch,
+        "prompt_len": prompt,
+        "gen_len": gen,
+        "weights": weights,
+        "engine": cfg["engine"],
+        "text": cfg["text"],
+        "flags": shlex.join(flags),
+        "command": cmd,
+        "baseline": {
+            "ttft_s": t["ttft_s"],
+            "tpot_s": t["tpot_s"],
+            "tokens_per_s": rep["estimate"]["tokens_per_s"],
+        },
+        "plan": {
+            "ttft_s": rep["plan"]["ttft_s"],
+            "tpot_s": rep["plan"]["tpot_s"],
+            "tokens_per_s": rep["plan"]["tokens_per_s"],
+            "steps": [s["id"] for s in rep["plan"]["steps"]],
+        },
+    }
 
 
 def main() -> None:

@@ -51,19 +51,36 @@ def wait_health(base: str, proc: subprocess.Popen, limit_s: float) -> bool:
 
 def one_request(base: str, prompt: list[int], gen: int, timeout: float) -> dict[str, Any]:
     """POST one /completion and return success, wall time, timings or the error."""
-    body = json.dumps({"prompt": prompt, "n_predict": gen, "ignore_eos": True, "temperature": 0.0,
-                       "cache_prompt": False}).encode()
-    req = urllib.request.Request(base + "/completion", data=body,
-                                 headers={"Content-Type": "application/json"})
+    body = json.dumps(
+        {
+            "prompt": prompt,
+            "n_predict": gen,
+            "ignore_eos": True,
+            "temperature": 0.0,
+            "cache_prompt": False,
+        }
+    ).encode()
+    req = urllib.request.Request(
+        base + "/completion", data=body, headers={"Content-Type": "application/json"}
+    )
     t0 = time.monotonic()
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310 - loopback only
             d = json.loads(r.read())
-        return {"ok": True, "wall_s": time.monotonic() - t0, "timings": d.get("timings"),
-                "tokens_predicted": d.get("tokens_predicted"), "tokens_evaluated": d.get("tokens_evaluated")}
+        return {
+            "ok": True,
+            "wall_s": time.monotonic() - t0,
+            "timings": d.get("timings"),
+            "tokens_predicted": d.get("tokens_predicted"),
+            "tokens_evaluated": d.get("tokens_evaluated"),
+        }
     except urllib.error.HTTPError as e:
-        return {"ok": False, "wall_s": time.monotonic() - t0, "status": e.code,
-                "error": e.read().decode(errors="replace")[:400]}
+        return {
+            "ok": False,
+            "wall_s": time.monotonic() - t0,
+            "status": e.code,
+            "error": e.read().decode(errors="replace")[:400],
+        }
     except (urllib.error.URLError, OSError) as e:
         return {"ok": False, "wall_s": time.monotonic() - t0, "error": repr(e)[:400]}
 
@@ -74,8 +91,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cmd = [args.server, "-m", args.model, *flags, "--host", HOST, "--port", str(args.port)]
     base = f"http://{HOST}:{args.port}"
     log = Path(args.out).with_suffix(".log")
-    rec: dict[str, Any] = {"command": cmd, "batch": args.batch, "prompt_len": args.prompt_len,
-                           "gen_len": args.gen_len}
+    rec: dict[str, Any] = {
+        "command": cmd,
+        "batch": args.batch,
+        "prompt_len": args.prompt_len,
+        "gen_len": args.gen_len,
+    }
     with log.open("w") as logf:
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
         try:
@@ -114,8 +135,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 proc.wait(5)
             rec["exit_code"] = proc.returncode
     lines = log.read_text(errors="replace").splitlines()
-    rec["log_tail"] = [ln for ln in lines if any(k in ln for k in ("n_ctx", "n_slots", "error", "warn", "ngram",
-                                                                    "spec", "unified", "flash", "graph"))][-40:]
+    rec["log_tail"] = [
+        ln
+        for ln in lines
+        if any(
+            k in ln
+            for k in (
+                "n_ctx",
+                "n_slots",
+                "error",
+                "warn",
+                "ngram",
+                "spec",
+                "unified",
+                "flash",
+                "graph",
+            )
+        )
+    ][-40:]
     return rec
 
 
@@ -140,9 +177,11 @@ def main() -> None:
     tim = [r["timings"] for r in rec.get("requests", []) if r.get("ok") and r.get("timings")]
     pps = sum(t.get("prompt_per_second", 0) for t in tim) / max(len(tim), 1)
     tps = sum(t.get("predicted_per_second", 0) for t in tim) / max(len(tim), 1)
-    print(f"server B={args.batch} P={args.prompt_len} G={args.gen_len}: started={rec.get('started')} "
-          f"ok={ok}/{args.batch} mean prompt {pps:.0f} t/s, mean decode {tps:.1f} t/s per request, "
-          f"wall {rec.get('batch_wall_s', 0):.2f} s")
+    print(
+        f"server B={args.batch} P={args.prompt_len} G={args.gen_len}: started={rec.get('started')} "
+        f"ok={ok}/{args.batch} mean prompt {pps:.0f} t/s, mean decode {tps:.1f} t/s per request, "
+        f"wall {rec.get('batch_wall_s', 0):.2f} s"
+    )
 
 
 if __name__ == "__main__":
