@@ -175,3 +175,36 @@ def test_plan_validation_carries_the_engine_result() -> None:
         engine=EngineValidation(engine="llamacpp", status="unsupported", reason="x"),
     )
     assert PlanValidation.model_validate_json(v.model_dump_json()).engine == v.engine
+
+
+def test_a_recommend_report_without_a_model_file_is_unsupported() -> None:
+    from typer.testing import CliRunner
+
+    from hwadvisor.cli.app import app
+
+    out = CliRunner().invoke(
+        app,
+        [
+            "recommend",
+            "--goal",
+            "inference-latency",
+            "--device",
+            "h200-sxm",
+            "--engine",
+            "llamacpp",
+            "--model",
+            "llama-3.2-1b",
+            "--weights-dtype",
+            "q4_k_m",
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    from hwadvisor.models import Report
+
+    report = Report.model_validate_json(out.stdout)
+    v = eb.validate_plan_engine(report, None)
+    assert v is not None and v.engine == "llamacpp" and v.status == "unsupported"
+    assert v.predicted is not None and v.predicted.decode_tokens_per_s == pytest.approx(
+        1 / report.estimate.times.tpot_s
+    )

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hwadvisor.models import EngineConfig, EngineFigures, EngineValidation
+from hwadvisor.models import EngineConfig, EngineFigures, EngineValidation, Report
 
 TOLERANCE = 0.15  # the ±15% the engine's figures must land within to confirm the model
 TIMEOUT_S = 600.0
@@ -533,3 +533,31 @@ def validate_engine(
         ratio=ratio,
         spread=run.spread,
     )
+
+
+def predicted_figures(
+    batch: int, prompt_len: int, ttft_s: float | None, tpot_s: float | None
+) -> EngineFigures:
+    """Return the model's figures in the benchmark's terms: TTFT, TPOT, tokens/s over the batch."""
+    return EngineFigures(
+        ttft_s=ttft_s,
+        tpot_s=tpot_s,
+        prefill_tokens_per_s=batch * prompt_len / ttft_s if ttft_s else None,
+        decode_tokens_per_s=batch / tpot_s if tpot_s else None,
+    )
+
+
+def validate_plan_engine(report: Report, model_file: str | None) -> EngineValidation | None:
+    """Run the plan's engine benchmark for the report's workload; None without plan or workload.
+
+    The prediction compared is the report's baseline estimate (the workload on the engine with
+    its defaults): the benchmarks run one batch without server-only steps (slots, drafters), so
+    the plan's own figures, which include those, are not what they measure.
+    """
+    plan, wl, est = report.plan, report.workload, report.estimate
+    if plan is None or wl is None or est is None or wl.phase != "inference":
+        return None
+    engine = plan.engine_config.engine if plan.engine_config is not None else plan.engine
+    work = BenchWorkload(model_file or wl.model, wl.batch, wl.prompt_len, max(wl.gen_len, 1))
+    predicted = predicted_figures(wl.batch, wl.prompt_len, est.times.ttft_s, est.times.tpot_s)
+    return validate_engine(engine, work, plan.engine_config, predicted)
