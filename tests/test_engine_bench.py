@@ -136,13 +136,15 @@ def test_fake_llama_bench_runs_end_to_end_and_is_judged_by_the_tolerance(
     work = eb.BenchWorkload(str(model), 1, 512, 128)
     measured = eb.parse_llama_bench(capture.read_text(), work).figures
     right = EngineFigures(ttft_s=measured.ttft_s * 1.05, tpot_s=measured.tpot_s * 0.95)
-    v = eb.validate_engine("llamacpp", work, EMITTED, right)
+    # the captured pp512 repetitions spread 15% on the H200: a ±20% tolerance can judge them
+    v = eb.validate_engine("llamacpp", work, EMITTED, right, tolerance=0.2)
+    assert eb.validate_engine("llamacpp", work, EMITTED, right).status == "inconclusive"
     argv = json.loads((tmp_path / "argv.json").read_text())
     assert argv[:2] == ["-m", str(model)] and "-ngl" in argv and "json" in argv
     assert v.status == "confirmed", v.reason
     assert v.ratio["tpot_s"] == pytest.approx(1 / 0.95) and v.measured == measured
     wrong = EngineFigures(ttft_s=measured.ttft_s, tpot_s=measured.tpot_s * 2.0)
-    v = eb.validate_engine("llamacpp", work, EMITTED, wrong)
+    v = eb.validate_engine("llamacpp", work, EMITTED, wrong, tolerance=0.2)
     assert v.status == "refuted" and "tpot_s" in (v.reason or "")
     assert eb.validate_engine("llamacpp", work, EMITTED, None).status == "inconclusive"
 
