@@ -27,6 +27,8 @@ from hwadvisor.models.hardware import (
 )
 from hwadvisor.models.plan import (
     EngineConfig,
+    EngineFigures,
+    EngineValidation,
     Plan,
     PlanAlternative,
     PlanLayout,
@@ -50,6 +52,8 @@ __all__ = [
     "Device",
     "Effect",
     "EngineConfig",
+    "EngineFigures",
+    "EngineValidation",
     "DeviceClass",
     "Estimate",
     "Goal",

@@ -119,6 +119,42 @@ class PlanTrialSpec(Strict):
         default_factory=dict, description="Knob -> the plan steps that set it")
 
 
+class EngineFigures(Strict):
+    """Speed figures of one inference workload, measured by an engine's benchmark or predicted."""
+
+    ttft_s: float | None = Field(
+        None, description="Time to first token (the whole batch's prefill)")
+    tpot_s: float | None = Field(None, description="Time per output token (one decode step)")
+    prefill_tokens_per_s: float | None = Field(None, description="Prompt tokens/s over the batch")
+    decode_tokens_per_s: float | None = Field(
+        None, description="Generated tokens/s over all concurrent sequences")
+
+
+class EngineValidation(Strict):
+    """The plan's engine run by its own benchmark with the emitted config, against the model.
+
+    status: confirmed when every figure both sides give is within the tolerance of the
+    prediction, refuted when one is further off, inconclusive when none can be compared or the
+    run's own spread exceeds the tolerance; unsupported (with the reason) when the engine is not
+    installed where hwadvisor runs or the model is a preset name with no local file.
+    """
+
+    engine: str
+    status: Literal["confirmed", "refuted", "inconclusive", "unsupported", "error"]
+    reason: str | None = Field(None, description="Why unsupported / error / inconclusive")
+    command: list[str] = Field(default_factory=list, description="The benchmark's argument list")
+    version: str | None = Field(None, description="The engine's version or build, when readable")
+    tolerance: float = Field(0.15, description="Largest |measured / predicted - 1| that confirms")
+    measured: EngineFigures | None = None
+    predicted: EngineFigures | None = None
+    ratio: dict[str, float] = Field(
+        default_factory=dict, description="measured / predicted for each figure both sides give")
+    spread: float | None = Field(
+        None, description="The run's relative spread (stddev / mean of its repetitions), if given")
+    not_run: list[str] = Field(
+        default_factory=list, description="Emitted settings the benchmark cannot take, with why")
+
+
 class PlanValidation(Strict):
     """The plan as a whole, measured: its stacked step on a few real layers vs the baseline.
 
@@ -147,6 +183,8 @@ class PlanValidation(Strict):
         default_factory=list, description="Plan steps it could not run here, with the reason")
     kernel: str | None = Field(None, description="The kernels measured, when not the advice's")
     detail: str | None = None
+    engine: EngineValidation | None = Field(
+        None, description="The engine's own benchmark with the emitted config, when installed")
 
 
 class Plan(Strict):

@@ -1,0 +1,156 @@
+"""hwadvisor's predictions against llama.cpp's own measurements on the H200 (run.sh's results).
+
+For each measured case (llama-bench pp/tg at batch 1, llama-batched-bench at batch 1, 8, 64)
+the prediction is `recommend --engine llamacpp --device h200-sxm`'s baseline (the workload with
+the engine's defaults, CUDA graphs included), for the same model shape, weights, batch and
+lengths. Prints a markdown table (measured, predicted, ratio) and writes the rows as JSON.
+
+Usage: python benchmarks/llamacpp/compare.py RESULTS_DIR [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from hwadvisor.validator.engine_bench import BenchWorkload, parse_batched_bench  # noqa: E402
+
+MODELS = {"llama-3.2-1b": "1B", "llama-3-8b": "8B"}
+WEIGHTS = {"q4_k_m": "q4_k_m", "f16": "fp16"}
+
+
+@cache
+def predict(model: str, weights: str, batch: int, prompt: int, gen: int) -> dict[str, float]:
+    """recommend's baseline estimate for the case: ttft_s, tpot_s."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "hwadvisor",
+        "recommend",
+        "--goal",
+        "inference-latency",
+        "--device",
+        "h200-sxm",
+        "--engine",
+        "llamacpp",
+        "--model",
+        model,
+        "--weights-dtype",
+        weights,
+        "--batch",
+        str(batch),
+        "--prompt-len",
+        str(prompt),
+        "--gen-len",
+        str(gen),
+        "--json",
+    ]
+    rep = json.loads(
+        subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=120).stdout
+    )
+    t = rep["estimate"]["times"]
+    return {"ttft_s": t["ttft_s"], "tpot_s": t["tpot_s"]}
+
+
+def split_name(stem: str) -> tuple[str, str]:
+    """'llama-3-8b-q4_k_m' -> ('llama-3-8b', 'q4_k_m')."""
+    for w in WEIGHTS:
+        if stem.endswith("-" + w):
+            return stem[: -len(w) - 1], w
+    raise ValueError(stem)
+
+
+def bench_rows(res: Path) -> list[dict]:
+    """llama-bench: pp512 as prefill tokens/s, tg128 as decode tokens/s, batch 1."""
+    path = res / "llama_bench.json"
+    if not path.exists():
+        return []
+    rows = []
+    for r in json.loads(path.read_text()):
+        model, w = split_name(Path(r["model_filename"]).stem)
+        pred = predict(model, WEIGHTS[w], 1, 512, 128)
+        if r["n_gen"] == 0:
+            kind, p = f"prefill pp{r['n_prompt']} (tokens/s)", r["n_prompt"] / pred["ttft_s"]
+        else:
+            kind, p = f"decode tg{r['n_gen']} (tokens/s)", 1.0 / pred["tpot_s"]
+        rows.append(
+            {
+                "tool": "llama-bench",
+                "model": model,
+                "weights": w,
+                "batch": 1,
+                "figure": kind,
+                "measured": r["avg_ts"],
+                "stddev": r["stddev_ts"],
+                "predicted": p,
+                "ratio": r["avg_ts"] / p,
+            }
+        )
+    return rows
+
+
+def batched_rows(res: Path) -> list[dict]:
+    """llama-batched-bench tables: prefill tokens/s (S_PP) and decode tokens/s (S_TG) per batch."""
+    rows = []
+    for path in sorted(res.glob("batched_*.txt")):
+        stem = path.stem[len("batched_") :]
+        name, _, plen = stem.rpartition("_p")
+        model, w = split_name(name)
+        gen = {512: 128, 2048: 256}[int(plen)]
+        for b in (1, 8, 64):
+            try:
+                run = parse_batched_bench(
+                    path.read_text(), BenchWorkload(str(path), b, int(plen), gen)
+                )
+            except ValueError:
+                continue
+            pred = predict(model, WEIGHTS[w], b, int(plen), gen)
+            f = run.figures
+            for kind, m, p in (
+                ("prefill (tokens/s)", f.prefill_tokens_per_s, b * int(plen) / pred["ttft_s"]),
+                ("decode (tokens/s)", f.decode_tokens_per_s, b / pred["tpot_s"]),
+            ):
+                rows.append(
+                    {
+                        "tool": f"batched-bench P{plen}/G{gen}",
+                        "model": model,
+                        "weights": w,
+                        "batch": b,
+                        "figure": kind,
+                        "measured": m,
+                        "predicted": p,
+                        "ratio": (m or 0) / p,
+                    }
+                )
+    return rows
+
+
+def main() -> None:
+    """Print the table; write the JSON rows."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("res", type=Path)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    rows = bench_rows(args.res) + batched_rows(args.res)
+    print(
+        "| tool | model | weights | batch | figure | measured | predicted | measured / predicted |"
+    )
+    print("| --- | --- | --- | ---: | --- | ---: | ---: | ---: |")
+    for r in rows:
+        sd = f" ± {r['stddev']:.0f}" if "stddev" in r else ""
+        print(
+            f"| {r['tool']} | {MODELS[r['model']]} | {r['weights']} | {r['batch']} | "
+            f"{r['figure']} | "
+            f"{r['measured']:,.0f}{sd} | {r['predicted']:,.0f} | {r['ratio']:.2f} |"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# llama.cpp on a GPU host without network (docs/benchmarks.md "llama.cpp on the H200"): build the
+# pinned source with CUDA, write random-weight GGUF files of two presets' shapes, quantise them
+# with llama-quantize, then time them with llama-bench, llama-batched-bench and llama-server
+# started with the flags hwadvisor emits. Everything needed travels in one folder (STAGE):
+# code/ (hwadvisor and these scripts), the llama.cpp source tarball, whl/ (pydantic and friends).
+# Steps already done on a still-warm machine (the build, the model files) are skipped.
+# Usage: bash run.sh STAGE [all|bench|serve|batched ...]   results: $OUT/res, packed as $OUT/llamacpp.tgz
+set -u
+stage=$(cd "$1" && pwd); shift
+steps=${*:-all}
+t_start=$SECONDS
+budget=${BUDGET_S:-560}
+left() { echo $(( budget - (SECONDS - t_start) )); }
+want() { [[ " $steps " == *" all "* || " $steps " == *" $1 "* ]]; }
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PATH=/usr/local/cuda/bin:$PATH
+res=${OUT:-/tmp/out}/res; mkdir -p "$res"
+work=/tmp/llc; mkdir -p "$work/models"
+bin=$work/build/bin; m=$work/models
+log() { echo "[$(( SECONDS - t_start ))s] $*" | tee -a "$res/steps.log"; }
+
+{ date -u +%FT%TZ; nvidia-smi; nvcc --version; nproc; free -g; df -h /tmp; } >"$res/env.txt" 2>&1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    "$stage"/whl/pydantic*.whl "$stage"/whl/annotated_types*.whl "$stage"/whl/typing_inspection*.whl >>"$res/steps.log" 2>&1
+command -v cmake >/dev/null && command -v ninja >/dev/null || {
+    python3 -m pip install -q --no-index --no-deps --target /tmp/tools "$stage"/whl/cmake*.whl "$stage"/whl/ninja*.whl
+    export PATH=/tmp/tools/bin:$PATH; }
+export PYTHONPATH=/tmp/site:$stage/code
+[ -d "$work/llama.cpp" ] || tar -xzf "$stage"/llama.cpp-*.tgz -C "$work"
+gguf_py=$work/llama.cpp/gguf-py
+presets=$stage/code/hwadvisor/workload/presets
+
+# hwadvisor's emitted flags (in the background while the build runs)
+cases="1:512:128 8:512:128 64:512:128 1:2048:256 8:2048:256 64:2048:256"
+(cd "$stage/code" && python3 benchmarks/llamacpp/plan_flags.py "$res/flags_1b_q4.json" llama-3.2-1b q4_k_m $cases \
+    >"$res/flags.txt" 2>&1) &
+# model files (in the background: mostly disk writes)
+(for p in llama-3.2-1b llama-3-8b; do
+    [ -s "$m/$p-f16.gguf" ] || PYTHONPATH=$gguf_py python3 "$stage/code/benchmarks/llamacpp/make_gguf.py" \
+        "$presets/$p.json" "$m/$p-f16.gguf.tmp" && mv -f "$m/$p-f16.gguf.tmp" "$m/$p-f16.gguf" 2>/dev/null
+done >"$res/gguf.log" 2>&1) &
+gguf_pid=$!
+
+if [ ! -x "$bin/llama-server" ]; then
+    log "build start"
+    timeout $(( $(left) - 60 )) bash "$stage/code/benchmarks/llamacpp/build.sh" "$work/llama.cpp" "$work/build" \
+        >"$work/build.log" 2>&1; rc=$?
+    tail -30 "$work/build.log" >"$res/build_tail.txt"; log "build rc=$rc"
+    [ -x "$bin/llama-server" ] || { log "no build"; tar -czf "${OUT:-/tmp/out}/llamacpp.tgz" -C "$res/.." res; exit 1; }
+fi
+wait $gguf_pid; log "gguf done: $(ls -la $m | tr '\n' ';')"
+for p in llama-3.2-1b llama-3-8b; do
+    [ -s "$m/$p-q4_k_m.gguf" ] || { timeout 200 "$bin/llama-quantize" "$m/$p-f16.gguf" "$m/$p-q4_k_m.gguf.tmp" Q4_K_M 16 \
+        >"$res/quantize_$p.log" 2>&1 && mv -f "$m/$p-q4_k_m.gguf.tmp" "$m/$p-q4_k_m.gguf"; tail -5 "$res/quantize_$p.log" | tee -a "$res/steps.log"; }
+done
+log "quantize done: $(ls -la $m | tr '\n' ';')"
+M1F=$m/llama-3.2-1b-f16.gguf M1Q=$m/llama-3.2-1b-q4_k_m.gguf M8F=$m/llama-3-8b-f16.gguf M8Q=$m/llama-3-8b-q4_k_m.gguf
+
+if want bench && [ "$(left)" -gt 120 ]; then
+    log "llama-bench"
+    timeout $(( $(left) - 60 )) "$bin/llama-bench" -m "$M1Q" -m "$M1F" -m "$M8Q" -m "$M8F" -p 512 -n 128 -ngl 99 -r 5 -o json \
+        >"$res/llama_bench.json" 2>"$res/llama_bench.err"; log "llama-bench rc=$?"
+fi
+if want serve && [ "$(left)" -gt 90 ]; then
+    log "server runs"
+    python3 - "$res/flags_1b_q4.json" >"$res/serve_cases.txt" <<'PY'
+import json, sys
+for i, r in enumerate(json.load(open(sys.argv[1]))):
+    print(r["batch"], r["prompt_len"], r["gen_len"], r["flags"], sep="\t")
+PY
+    port=18080
+    while IFS=$'\t' read -r b p g flags; do
+        [ "$(left)" -gt 60 ] || break
+        port=$((port + 1))
+        timeout 150 python3 "$stage/code/benchmarks/llamacpp/serve_bench.py" --server "$bin/llama-server" --model "$M1Q" \
+            --batch "$b" --prompt-len "$p" --gen-len "$g" --flags "$flags" --port $port \
+            --out "$res/serve/emitted_b${b}_p${p}.json" 2>&1 | tee -a "$res/steps.log"
+    done < <(mkdir -p "$res/serve"; cat "$res/serve_cases.txt")
+    # The same batch with the context each request needs in every slot (--ctx-size B x (P+G)),
+    # without the drafter: what the emitted line should have been, for timings where it failed.
+    for c in 64:2048:256 8:512:128 1:512:128; do
+        IFS=: read -r b p g <<<"$c"; [ "$(left)" -gt 60 ] || break; port=$((port + 1))
+        timeout 150 python3 "$stage/code/benchmarks/llamacpp/serve_bench.py" --server "$bin/llama-server" --model "$M1Q" \
+            --batch "$b" --prompt-len "$p" --gen-len "$g" --port $port \
+            --flags "--parallel $b --ctx-size $(( b * (p + g) )) --n-gpu-layers 999" \
+            --out "$res/serve/sized_b${b}_p${p}.json" 2>&1 | tee -a "$res/steps.log"
+    done
+fi
+if want batched; then
+    for mf in "$M1Q" "$M8Q" "$M1F" "$M8F"; do
+        for pg in 512:128 2048:256; do
+            IFS=: read -r p g <<<"$pg"; [ "$(left)" -gt 45 ] || break 2
+            name=$(basename "$mf" .gguf)_p$p
+            timeout $(( $(left) - 30 )) "$bin/llama-batched-bench" -m "$mf" -c $(( 64 * (p + g) + 256 )) -b 2048 -ub 512 \
+                -npp $p -ntg $g -npl 1,8,64 -ngl 99 --output-format md >"$res/batched_$name.txt" 2>"$work/batched_$name.err"
+            log "batched $name rc=$? $(grep -c '^| *[0-9]' "$res/batched_$name.txt")"
+        done
+    done
+fi
+log "end"
+(cd "$res/.." && tar -czf "${OUT:-/tmp/out}/llamacpp.tgz" res)
+grep -h "" "$res/steps.log" | tail -40
