@@ -353,3 +353,10 @@ def test_engines_package_imports_no_cli_or_torch():
             f"print([m for m in {banned!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_costs_measured_on_a_family_replace_the_general_ones_there_only():
+    costs = get_engine("llamacpp").costs
+    assert costs.for_family("nvidia-hopper").host_s == 0.0  # measured on the H200
+    assert costs.for_family("nvidia-ada").host_s == costs.host_s > 0  # the tune split's fit
+    assert costs.for_family(None) is costs

@@ -298,6 +298,16 @@ class Costs(_Strict):
     kv_passes: float = Field(0.0, ge=0, description="KV-cache passes per decode step beyond one")
     kv_passes_eager: float = Field(0.0, ge=0, description="More passes when decode runs eagerly")
     moe_kernels: float = Field(6.0, ge=0, description="Kernels an MoE layer adds (grouped)")
+    by_family: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="Figures measured on one device family (the keys of "
+        "perfmodel/efficiency.device_family: nvidia-hopper ...) that replace the general ones")
+
+    def for_family(self, family: str | None) -> Costs:
+        """Return the costs on this device family (its measured figures where the file has them)."""
+        found = self.by_family.get(family or "")
+        if not found:
+            return self
+        return self.model_copy(update=found)
 
 
 class Kernels(_Strict):

@@ -288,7 +288,7 @@ def rates(setup: Setup) -> _Rates:
     family = res.family
     weights = working_weight_dtype(setup)
     kernel = E.quant_kernel(weights, E.engine_kernels(wl), family, opts.quant_kernel)
-    engine = E.engine_time(wl)
+    engine = E.engine_time(wl, family)
     backend = engine.attention
     if opts.attention_kernel == "math":
         backend = "math"
@@ -520,7 +520,7 @@ def decode_attention_op(setup: Setup, r: _Rates, batch: float, context: float,
     # Recurrent layers read and write their constant state once per step (Mamba, delta-net).
     state = 2.0 * recurrent_state_bytes(spec, batch, tp)
     cache = batch * kv_token * ((attention - swa) * context + swa * window)
-    engine = E.engine_time(setup.workload)
+    engine = E.engine_time(setup.workload, setup.res.family)
     extra = engine.kv_passes
     if spec.num_kv_heads >= spec.num_heads or spec.attention == "mla":
         extra = 0.0  # no GQA heads to expand
@@ -567,7 +567,7 @@ def _head_ops(setup: Setup, r: _Rates, tokens: float, logit_rows: float,
 def kernels_per_forward(setup: Setup, tokens: float) -> float:
     """Kernels one forward launches: per layer from the engine (or the option), MoE, outside."""
     opts, spec = setup.options, setup.spec
-    engine = E.engine_time(setup.workload)
+    engine = E.engine_time(setup.workload, setup.res.family)
     if opts.kernels_per_layer is not None:
         per_layer = opts.kernels_per_layer
     else:

@@ -252,11 +252,11 @@ def kernel_floor_s(family: str) -> float:
     return _lookup(C.KERNEL_FLOOR_S, family)
 
 
-def engine_time(workload: Workload) -> Costs:
-    """Return the host costs and kernel fusion of the workload's engine (its data file)."""
+def engine_time(workload: Workload, family: str | None = None) -> Costs:
+    """Return the host costs and kernel fusion of the workload's engine on this device family."""
     from hwadvisor.engines import engine_for
 
-    return engine_for(workload).costs
+    return engine_for(workload).costs.for_family(family)
 
 
 def engine_recipe(workload: Workload, weights_dtype: str) -> Recipe | None:

@@ -53,7 +53,7 @@ def eager_op_s(setup: Setup) -> float:
     """
     base = setup.options.eager_op_s or (
         C.EAGER_OP_S * C.HOST_OP_SCALE.get(setup.res.device_class, 1.0))
-    return base * E.engine_time(setup.workload).host_op_factor * setup.res.host_scale
+    return base * E.engine_time(setup.workload, setup.res.family).host_op_factor * setup.res.host_scale
 
 
 def graphs_on(setup: Setup) -> bool:
@@ -65,7 +65,7 @@ def host_step_s(setup: Setup) -> float:
     """Return the engine's exposed host work per forward (host_overhead_s overrides)."""
     if setup.options.host_overhead_s is not None:
         return setup.options.host_overhead_s
-    return E.engine_time(setup.workload).host_s
+    return E.engine_time(setup.workload, setup.res.family).host_s
 
 
 def step_time(setup: Setup, phase: Phase, forwards: float = 1.0) -> StepTime:
