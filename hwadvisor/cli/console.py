@@ -74,6 +74,20 @@ MarkdownOverwriteOpt = Annotated[
 ]
 
 
+ExplainOpt = Annotated[
+    Optional[bool],  # noqa: UP007, UP045
+    typer.Option("--explain/--no-explain", show_default=False,
+                 help="End the view with one line on each term it used (TTFT, KV cache, ...). "
+                 "On by default in recommend and estimate.", rich_help_panel=OUTPUT_PANEL),
+]
+HtmlOpt = Annotated[
+    Optional[Path],  # noqa: UP007, UP045
+    typer.Option("--html", help="Also write the report as one self-contained HTML page "
+                 "(plan, memory, roofline, trials, config; opens offline).", dir_okay=False,
+                 show_default=False, rich_help_panel=OUTPUT_PANEL),
+]
+
+
 class _LazyConsole:
     """A rich Console made on first use: rich costs start-up time that --json never needs."""
 
@@ -86,7 +100,8 @@ class _LazyConsole:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(stderr=self._stderr)
+            # stdout records what it prints: the glossary defines the terms the view used
+            self._console = Console(stderr=self._stderr, record=not self._stderr)
         return self._console
 
     def __getattr__(self, name: str) -> Any:
@@ -147,6 +162,41 @@ def publish(
     emit_report(report, as_json, output, markdown, markdown_overwrite)
     if not as_json:
         render(report)
+
+
+def begin_view() -> None:
+    """Forget what stdout printed before: the glossary covers this view only."""
+    console.export_text(clear=True)
+
+
+def print_wrapped(lines: Iterable[str], bold_first: bool = False) -> None:
+    """Print plain lines wrapped at word boundaries to the terminal's width (never mid-word)."""
+    from hwadvisor.report.plain import wrap
+
+    for i, line in enumerate(lines):
+        for piece in wrap(line, console.width):
+            style = "bold" if bold_first and i == 0 else None
+            console.print(piece, style=style, highlight=False, markup=False, soft_wrap=True)
+
+
+def end_view(report: Report, explain: bool) -> None:
+    """Print the next-step line and, when asked, the glossary of the terms this view used."""
+    from hwadvisor.report.plain import glossary_lines, next_step
+
+    print_wrapped([next_step(report)])
+    if explain:
+        print_wrapped(glossary_lines(console.export_text(clear=False)))
+
+
+def write_html(report: Report, path: Path | None, comparison: Any = None) -> None:
+    """Write the report as one self-contained HTML page (--html), atomically."""
+    if path is None:
+        return
+    from hwadvisor.report.html import render_html
+
+    check_target(path)
+    with signals.deferred():
+        write_text(path, render_html(report, comparison=comparison))
 
 
 def esc(value: object) -> str:

@@ -11,17 +11,23 @@ from rich.markup import escape
 from rich.table import Table
 
 from hwadvisor.cli.console import (
+    ExplainOpt,
+    HtmlOpt,
     JsonOpt,
     MarkdownOpt,
     MarkdownOverwriteOpt,
     OutputOpt,
+    begin_view,
     console,
+    end_view,
     exit_for_gates,
     exit_if_interrupted,
     mark_interruption,
     print_report_notes,
+    print_wrapped,
     progress_bar,
     publish,
+    write_html,
 )
 from hwadvisor.cli.options import (
     DeviceOpt,
@@ -128,30 +134,34 @@ def _emit(report: Report, path: Path) -> None:
     write_text_atomic(path, text)
 
 
-def render(report: Report) -> None:
-    """Print the recommend report for people: the plan first, then the items and rejections."""
+def render(report: Report, explain: bool = True) -> None:
+    """Print the recommend report: the sentence to act on, the plan, then the details."""
+    from hwadvisor.report.plain import bottom_line
     from hwadvisor.report.plantext import config_lines, plan_lines
 
+    begin_view()
+    print_wrapped([bottom_line(report)], bold_first=True)
     if report.plan is not None:
-        lines = plan_lines(report)
-        console.print(f"[bold]{escape(lines[0])}[/]", highlight=False, soft_wrap=True)
-        for line in lines[1:]:
-            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        print_wrapped(plan_lines(report))
         config = config_lines(report.plan)
         if config:
             console.print(f"[bold]{escape(config[0])}[/]", highlight=False, soft_wrap=True)
-            for line in config[1:]:
+            # the config itself is not wrapped: it is pasted as printed
+            body = [line for line in config[1:] if not line.startswith(("note: ", "not in "))]
+            for line in body:
                 console.print("  " + line, highlight=False, markup=False, soft_wrap=True)
+            print_wrapped("  " + line for line in config[1 + len(body):])
+    console.print("details", style="bold", highlight=False)
     if report.estimate is not None:
         est = report.estimate
-        console.print(f"bottleneck on the engine's defaults: {escape(est.bottleneck)} — "
-                      f"{escape(est.bottleneck_why)}", highlight=False)
+        print_wrapped([f"bottleneck on the engine's defaults: {est.bottleneck} — "
+                       f"{est.bottleneck_why}"])
     if report.recommendations:
         console.print(recommend_table(report))
-        for line in why_lines(report):
-            console.print(escape(line), highlight=False)
+        print_wrapped(why_lines(report))
     if report.rejected:
         console.print(rejected_table(report))
+    end_view(report, explain)
 
 
 def register(app: typer.Typer) -> None:
@@ -174,6 +184,8 @@ def register(app: typer.Typer) -> None:
         fail_on: FailOnOpt = None,
         min_bw_fraction: MinBandwidthFractionOpt = None,
         min_tokens_per_s: MinTokensPerSOpt = None,
+        html: HtmlOpt = None,
+        explain: ExplainOpt = None,
     ) -> None:
         """Recommend optimizations for a goal, ranked by predicted gain, and say why not the rest.
 
@@ -197,6 +209,8 @@ def register(app: typer.Typer) -> None:
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
         if emit is not None:
             _emit(report, emit)
-        publish(report, render, as_json, output, markdown, markdown_overwrite)
+        write_html(report, html)
+        publish(report, lambda r: render(r, explain is not False), as_json, output, markdown,
+                markdown_overwrite)
         exit_if_interrupted(report)
         exit_for_gates(report)
