@@ -274,9 +274,10 @@ FailOnOpt = Annotated[
     Optional[list[FailOn]],  # noqa: UP007, UP045
     typer.Option(
         "--fail-on",
+        metavar="VERDICT",
         help="Exit 1 when a recommendation's verdict (or a trial) is this; repeatable: "
-        "--fail-on refuted --fail-on error. inconclusive: the trial's 95% interval straddled "
-        "the rule's threshold.",
+        "--fail-on refuted --fail-on error. VERDICT: refuted, inconclusive (the trial's 95% "
+        "interval straddled the rule's threshold), error or unsupported.",
         case_sensitive=False,
     ),
 ]
