@@ -33,6 +33,7 @@ from hwadvisor.report.io import append_text, check_target, report_json, write_re
 from hwadvisor.report.text import one_line
 
 NOTE_PREFIX = "note: "
+QUIET = False  # -q: no "note:" lines (errors, hints and gates still print)
 OUTPUT_PANEL = "Output"
 
 # The output options of every command that produces a report. They live here, not in
@@ -228,6 +229,8 @@ def note(message: str) -> None:
     Plain print, not rich: a note is one unstyled line, and rich would cost the probe start-up.
     A note may quote a file (a model path, a GPU name): control characters are escaped.
     """
+    if QUIET:
+        return
     text = one_line(message, 4000)
     if not text.startswith(NOTE_PREFIX):
         text = NOTE_PREFIX + text

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from hwadvisor.cli.console import console, esc
+from hwadvisor.cli.console import console, esc, print_wrapped
 from hwadvisor.errors import UserError
 from hwadvisor.models import DeviceClass
 
@@ -19,6 +19,12 @@ profiles_app = typer.Typer(
 )
 
 CLASS_CHOICES = [c.value for c in DeviceClass]
+# Why a class has no datasheet profile, said instead of an empty table.
+NO_PROFILES = {
+    "cpu": "No CPU profiles: a CPU is read from this machine (cores, RAM; 'hwadvisor probe "
+           "--measure' measures its bandwidth and matmul speed), not from a datasheet. "
+           "Plan for it by running hwadvisor on it, without --device.",
+}
 
 
 @profiles_app.callback(invoke_without_command=True)
@@ -87,9 +93,13 @@ def list_profiles(
     """List the known device profiles."""
     from hwadvisor import profiles
 
-    rows = profiles.by_class(_parse_class(device_class))
+    chosen = _parse_class(device_class)
+    rows = profiles.by_class(chosen)
     if as_json:
         _write_json([p.model_dump(mode="json") for p in rows])
+        return
+    if not rows:
+        print_wrapped([NO_PROFILES.get(chosen.value if chosen else "", "No profile of this class is shipped.")])
         return
     console.print(profiles_table(rows))
 

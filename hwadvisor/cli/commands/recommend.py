@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from hwadvisor.cli import complete
 from hwadvisor.cli.console import (
     ExplainOpt,
     HtmlOpt,
@@ -49,7 +50,7 @@ GoalOpt = Annotated[
         "--goal", "-g",
         help="training-throughput (a), inference-latency (b) or memory-footprint (c) "
         f"\\[default: {DEFAULT_GOAL}]",
-        show_default=False,
+        show_default=False, autocompletion=complete.goals,
     ),
 ]
 EmitOpt = Annotated[

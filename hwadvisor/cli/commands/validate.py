@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hwadvisor import units
-from hwadvisor.cli import cluster
+from hwadvisor.cli import cluster, complete
 from hwadvisor.cli.console import (
     ExplainOpt,
     GpuOpt,
@@ -46,7 +46,8 @@ from hwadvisor.workload import WorkloadRequest
 TrialOpt = Annotated[
     Optional[list[str]],  # noqa: UP007, UP045
     typer.Option("--trial", "-t", help="Run only this trial; repeatable. Default: all trials. "
-                 "See 'hwadvisor validate --list'.", show_default=False),
+                 "See 'hwadvisor validate --list'.", show_default=False,
+                 autocompletion=complete.trials),
 ]
 QuickOpt = Annotated[bool, typer.Option("--quick", help="Smaller sizes, fewer repeats (seconds).")]
 RequireGpuOpt = Annotated[bool, typer.Option(
@@ -208,6 +209,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo(trial_id)
             return
         if trial:
+            trial = [t.strip().lower() for t in trial]  # ids read case-insensitively
             check_ids(trial)
         gpus = parse_gpu_option(gpu) if gpu is not None else None
         if gpus and from_report is not None:
