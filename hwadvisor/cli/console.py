@@ -165,6 +165,23 @@ def publish(
         render(report)
 
 
+def keep_words(table: Any, cap: int = 32) -> Any:
+    """Give each column at least the width of its longest word (up to cap); return the table.
+
+    rich shortens a word longer than its column ('speculative-decodi…'); with this, columns
+    wrap between words and the narrow ones give way first.
+    """
+    from rich.text import Text
+
+    for column in table.columns:
+        longest = 0
+        for cell in column._cells:  # rich keeps a column's cells here (no public accessor)
+            plain = Text.from_markup(cell).plain if isinstance(cell, str) else ""
+            longest = max([longest, *(len(word) for word in plain.split())])
+        column.min_width = max(column.min_width or 0, min(longest, cap))
+    return table
+
+
 def begin_view() -> None:
     """Forget what stdout printed before: the glossary covers this view only."""
     console.export_text(clear=True)

@@ -23,6 +23,7 @@ from hwadvisor.cli.console import (
     end_view,
     exit_for_gates,
     exit_if_interrupted,
+    keep_words,
     mark_interruption,
     print_report_notes,
     print_wrapped,
@@ -76,15 +77,27 @@ def recommend_table(report: Report) -> Table:
         title += f" · {len(report.devices)} x {report.devices[0].name}"
     table = Table(title=escape(title), show_lines=True)
     table.add_column("#", justify="right", max_width=10)
-    table.add_column("advice", ratio=3)
-    table.add_column("predicted", ratio=3)
-    table.add_column("validated", ratio=2)
+    table.add_column("advice")
+    table.add_column("predicted")
+    table.add_column("validated")
     for rec in report.recommendations:
         where = f"step {rec.step}" if rec.in_plan else (
             "needs retraining" if rec.needs_retraining else "not in the plan")
         table.add_row(where, f"[bold]{escape(rec.id)}[/]\n{escape(rec.title)}",
                       escape(rec.predicted.text or ""), escape(_verdict_text(rec)))
     return table
+
+
+def recommend_lines(report: Report) -> list[str]:
+    """Return the recommendations as lines (narrow terminals): id, prediction, verdict."""
+    lines = ["recommendations:"]
+    for rec in report.recommendations:
+        where = f"step {rec.step}" if rec.in_plan else (
+            "needs retraining" if rec.needs_retraining else "not in the plan")
+        lines.append(f"  {where} · {rec.id}: {rec.title}")
+        lines.append(f"     predicted: {rec.predicted.text or '—'}; validated: "
+                     f"{_verdict_text(rec)}")
+    return lines
 
 
 def _verdict_text(rec: Recommendation) -> str:
@@ -146,7 +159,7 @@ def render(report: Report, explain: bool = True) -> None:
         print_wrapped(plan_lines(report))
         config = config_lines(report.plan)
         if config:
-            console.print(f"[bold]{escape(config[0])}[/]", highlight=False, soft_wrap=True)
+            print_wrapped(config[:1], bold_first=True)
             # the config itself is not wrapped: it is pasted as printed
             body = [line for line in config[1:] if not line.startswith(("note: ", "not in "))]
             for line in body:
@@ -158,10 +171,15 @@ def render(report: Report, explain: bool = True) -> None:
         print_wrapped([f"bottleneck on the engine's defaults: {est.bottleneck} — "
                        f"{est.bottleneck_why}"])
     if report.recommendations:
-        console.print(recommend_table(report))
+        from hwadvisor.cli import helpfmt
+
+        if console.width < helpfmt.NARROW_COLUMNS:  # four columns would be too narrow
+            print_wrapped(recommend_lines(report))
+        else:
+            console.print(keep_words(recommend_table(report), cap=36))
         print_wrapped(why_lines(report))
     if report.rejected:
-        console.print(rejected_table(report))
+        console.print(keep_words(rejected_table(report)))
     end_view(report, explain)
 
 

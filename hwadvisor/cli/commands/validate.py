@@ -25,6 +25,7 @@ from hwadvisor.cli.console import (
     end_view,
     exit_for_gates,
     exit_if_interrupted,
+    keep_words,
     mark_interruption,
     print_error,
     print_report_notes,
@@ -122,9 +123,9 @@ def render(report: Report, explain: bool = False) -> None:
 
     begin_view()
     print_wrapped([bottom_line(report)], bold_first=True)
-    console.print(trial_table(report))
+    console.print(keep_words(trial_table(report)))
     if report.recommendations:
-        console.print(verdict_table(report))
+        console.print(keep_words(verdict_table(report)))
     end_view(report, explain)
 
 
