@@ -82,14 +82,18 @@ def on_gpu(report: Report) -> bool:
     return str(report.device_class) in GPU_CLASSES
 
 
-def engine_name(engine_id: str) -> str:
-    """Return the engine's name as people know it ('vLLM'), or the id when it is unknown."""
+def engine_name(engine_id: str, short: bool = False) -> str:
+    """Return the engine's name as people know it ('vLLM'), or the id when it is unknown.
+
+    short: without the trailing parenthesis ('llama.cpp', not 'llama.cpp (llama-server)').
+    """
     from hwadvisor.engines import get_engine
 
     try:
-        return get_engine(engine_id).name
+        name = get_engine(engine_id).name
     except Exception:  # an engine this version does not ship (an older report): its id
         return engine_id
+    return name.split(" (", 1)[0] if short else name
 
 
 def machine(report: Report) -> str:

@@ -31,7 +31,7 @@ def headline(report: Report) -> str:
 
     return (f"plan for {report.goal}: {wl.model} {wl.phase}, batch {wl.batch}, "
             f"{wl.prompt_len} tokens{f' + {wl.gen_len} generated' if wl.gen_len else ''}, "
-            f"{machine(report)}, engine {engine_name(plan.engine)}")
+            f"{machine(report)}, engine {engine_name(plan.engine, short=True)}")
 
 
 def step_lines(plan: Plan, on_gpu: bool = True) -> list[str]:
@@ -150,7 +150,10 @@ def config_lines(plan: Plan) -> list[str]:
     from hwadvisor.report.plain import engine_name
 
     what = "command" if config.format == "cli" else f"{config.format} config"
-    lines = [f"the {what} to run ({engine_name(config.engine)} {config.version}):",
+    # a version that names its packages ('transformers 5.24.0, ...') needs no engine name
+    named = config.version if not config.version[:1].isdigit() else \
+        f"{engine_name(config.engine, short=True)} {config.version}"
+    lines = [f"the {what} to run ({named}):",
              *config.text.splitlines()]
     lines += [f"not in the config: {item}" for item in config.not_expressed]
     lines += [f"note: {item}" for item in config.notes]
