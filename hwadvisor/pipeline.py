@@ -38,6 +38,11 @@ if TYPE_CHECKING:  # the probe path must not import the workload package
 Progress = Callable[[str, int, int], None]
 
 
+def _a(word: str) -> str:
+    """Return the article for word ('an inference', 'a training')."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
 def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
                    device_class: object, formats: list[str] | None = None) -> Workload:
     """Build the workload and settle its engine: --engine, the format's, or the default.
@@ -390,8 +395,8 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
             f"for {device.name}; pass --model to plan for yours"
         )
     if workload.phase != GOAL_PHASE[goal] and goal != "memory-footprint":
-        notes.append(f"goal {goal} with a {workload.phase} workload: most rules of the goal "
-                     "are rejected for the phase")
+        notes.append(f"goal {goal} with {_a(workload.phase)} {workload.phase} workload: most "
+                     "rules of the goal are rejected for the phase")
     return Report(
         kind="recommend",
         host=target.host,

@@ -17,14 +17,28 @@ def _finite(value: float | int | None) -> bool:
     return value is not None and not isinstance(value, bool) and math.isfinite(value)
 
 
+# SI prefixes from the largest down: a size is shown in the largest unit it reaches.
+_SIZES = (("PB", 1e15), ("TB", 1e12), ("GB", GB), ("MB", 1e6), ("kB", 1e3))
+
+
 def gb(value: float | int | None, missing: str = UNKNOWN) -> str:
-    """Bytes as '16.1 GB' (decimal, one decimal place); below 0.1 GB as '85 MB'."""
+    """Bytes in the unit their size calls for (decimal): '16.1 GB', '750 MB', '82.7 PB'.
+
+    Gigabytes keep one decimal place (the unit people compare memory in); a size under 1 GB
+    reads in MB, one over 1,000 GB in TB or PB, so no figure reads '82673423.8 GB'.
+    """
     if not _finite(value):
         return missing
     assert value is not None
-    if abs(value) < 0.1 * GB and value != 0:
-        return f"{value / 1e6:.0f} MB"
-    return f"{value / GB:.1f} GB"
+    if value == 0:
+        return "0 GB"
+    for unit, scale in _SIZES:
+        if abs(value) >= scale * (0.9995 if unit != "GB" else 1.0):
+            shown = value / scale
+            if unit == "GB":
+                return f"{shown:.1f} GB"
+            return f"{shown:.3g} {unit}" if abs(shown) < 100 else f"{shown:,.0f} {unit}"
+    return f"{value:.0f} B"
 
 
 def seconds(value: float | None, missing: str = UNKNOWN) -> str:
@@ -58,11 +72,18 @@ def rate(value: float | None, unit: str = "tokens/s", missing: str = UNKNOWN) ->
 
 
 def ratio(value: float | None, missing: str = UNKNOWN) -> str:
-    """Format a factor as '2.1×' (two significant digits under 10)."""
+    """Format a factor as '2.1×' (two significant digits under 10, '380×' above)."""
     if not _finite(value):
         return missing
     assert value is not None
-    return f"{value:.2g}×" if abs(value) < 10 else f"{value:.0f}×"
+    if abs(value) < 10:
+        return f"{value:.2g}×"
+    return f"{value:,.0f}×"
+
+
+def same_ratio(value: float | None) -> bool:
+    """Tell whether a factor prints as '1×' (too close to 1 to be worth saying)."""
+    return _finite(value) and ratio(value) == "1×"
 
 
 def percent(value: float | None, missing: str = UNKNOWN, signed: bool = False) -> str:
@@ -94,4 +115,6 @@ def quantity(value: float | None, unit: str, missing: str = UNKNOWN) -> str:
     formatters = {"s": seconds, "bytes": gb, "GB/s": gbps, "TFLOP/s": tflops, "x": ratio}
     if unit in formatters:
         return formatters[unit](value, missing)
+    if not unit:
+        return number(value, 3, missing)
     return rate(value, unit, missing)

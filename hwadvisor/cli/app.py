@@ -230,8 +230,16 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No 'note:' lines on stderr."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Print the traceback of an internal error too."),
 ) -> None:
     """Hardware-aware optimization advisor."""
+    from hwadvisor.cli import console
+
+    console.QUIET = quiet and not verbose
+    if verbose:
+        os.environ["HWADVISOR_DEBUG"] = "1"
 
 
 def build_app(only: str | None = None) -> typer.Typer:

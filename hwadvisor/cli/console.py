@@ -33,6 +33,7 @@ from hwadvisor.report.io import append_text, check_target, report_json, write_re
 from hwadvisor.report.text import one_line
 
 NOTE_PREFIX = "note: "
+QUIET = False  # -q: no "note:" lines (errors, hints and gates still print)
 OUTPUT_PANEL = "Output"
 
 # The output options of every command that produces a report. They live here, not in
@@ -74,6 +75,20 @@ MarkdownOverwriteOpt = Annotated[
 ]
 
 
+ExplainOpt = Annotated[
+    Optional[bool],  # noqa: UP007, UP045
+    typer.Option("--explain/--no-explain", show_default=False,
+                 help="End the view with one line on each term it used (TTFT, KV cache, ...). "
+                 "On by default in recommend and estimate.", rich_help_panel=OUTPUT_PANEL),
+]
+HtmlOpt = Annotated[
+    Optional[Path],  # noqa: UP007, UP045
+    typer.Option("--html", help="Also write the report as one self-contained HTML page "
+                 "(plan, memory, roofline, trials, config; opens offline).", dir_okay=False,
+                 show_default=False, rich_help_panel=OUTPUT_PANEL),
+]
+
+
 class _LazyConsole:
     """A rich Console made on first use: rich costs start-up time that --json never needs."""
 
@@ -86,7 +101,8 @@ class _LazyConsole:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(stderr=self._stderr)
+            # stdout records what it prints: the glossary defines the terms the view used
+            self._console = Console(stderr=self._stderr, record=not self._stderr)
         return self._console
 
     def __getattr__(self, name: str) -> Any:
@@ -172,6 +188,68 @@ def publish(
         render(report)
 
 
+def keep_words(table: Any, cap: int = 32) -> Any:
+    """Give each column at least the width of its longest word (up to cap); return the table.
+
+    rich shortens a word longer than its column ('speculative-decodi…'); with this, columns
+    wrap between words and the narrow ones give way first.
+    """
+    from rich.text import Text
+
+    for column in table.columns:
+        longest = 0
+        for cell in column._cells:  # rich keeps a column's cells here (no public accessor)
+            plain = Text.from_markup(cell).plain if isinstance(cell, str) else ""
+            longest = max([longest, *(len(word) for word in plain.split())])
+        column.min_width = max(column.min_width or 0, min(longest, cap))
+    return table
+
+
+def begin_view() -> None:
+    """Forget what stdout printed before: the glossary covers this view only."""
+    console.export_text(clear=True)
+
+
+def print_wrapped(lines: Iterable[str], bold_first: bool = False) -> None:
+    """Print plain lines wrapped at word boundaries to the terminal's width (never mid-word)."""
+    from hwadvisor.report.plain import wrap
+
+    for i, line in enumerate(lines):
+        for piece in wrap(line, console.width):
+            style = "bold" if bold_first and i == 0 else None
+            console.print(piece, style=style, highlight=False, markup=False, soft_wrap=True)
+
+
+def end_view(report: Report, explain: bool) -> None:
+    """Print the next-step line and, when asked, the glossary of the terms this view used."""
+    from hwadvisor.report.plain import glossary_lines, next_step
+
+    print_wrapped([next_step(report)])
+    if explain:
+        print_wrapped(glossary_lines(console.export_text(clear=False)))
+
+
+def write_html(report: Report, path: Path | None, comparison: Any = None) -> None:
+    """Write the report as one self-contained HTML page (--html), atomically."""
+    if path is None:
+        return
+    from hwadvisor.report.html import render_html
+
+    check_target(path)
+    with signals.deferred():
+        write_text(path, render_html(report, comparison=comparison))
+
+
+def html_file(report: Report, path: Path | None, comparison: Any = None) -> list[tuple[Path, str]]:
+    """Return [(path, the report as one HTML page)] for --html, to write with the other files."""
+    if path is None:
+        return []
+    from hwadvisor.report.html import render_html
+
+    check_target(path)
+    return [(path, render_html(report, comparison=comparison))]
+
+
 def esc(value: object) -> str:
     """Return data as rich markup that prints as is: '[/]' and '[wip]' are escaped, not markup.
 
@@ -201,6 +279,8 @@ def note(message: str) -> None:
     Plain print, not rich: a note is one unstyled line, and rich would cost the probe start-up.
     A note may quote a file (a model path, a GPU name): control characters are escaped.
     """
+    if QUIET:
+        return
     text = one_line(message, 4000)
     if not text.startswith(NOTE_PREFIX):
         text = NOTE_PREFIX + text

@@ -7,6 +7,7 @@ but show flags bare and arguments as NAME / [NAME], as click, git and pip do.
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
@@ -44,12 +45,42 @@ def tidy(params: list[Any]) -> list[Any]:
     return params
 
 
+# Below this many columns typer's four-column option table leaves the help ~20 characters
+# wide and breaks words (`inconcl usive`); the plain layout (click's) reads there instead.
+NARROW_COLUMNS = 100
+
+
+def narrow() -> bool:
+    """Tell whether the terminal (or $COLUMNS) is too narrow for typer's option table."""
+    return shutil.get_terminal_size((80, 24)).columns < NARROW_COLUMNS
+
+
+def plain_when_narrow(command: Any, ctx: Any, formatter: Any, format_help: Any) -> None:
+    """Run typer's format_help, in its plain (click) layout when the terminal is narrow."""
+    if not narrow():
+        format_help(ctx, formatter)
+        return
+    mode = command.rich_markup_mode
+    command.rich_markup_mode = None  # typer's own switch to click's layout
+    start = len(formatter.buffer)
+    try:
+        format_help(ctx, formatter)
+    finally:
+        command.rich_markup_mode = mode
+    # help texts escape '[' for rich ('\\[default: 1]'); plain text shows it as is
+    formatter.buffer[start:] = [part.replace("\\[", "[") for part in formatter.buffer[start:]]
+
+
 class HwCommand(TyperCommand):
     """A command whose help shows flags bare and arguments as NAME."""
 
     def get_params(self, ctx: Any) -> list[Any]:
         """Return the params (help option included), tidied for the help."""
         return tidy(super().get_params(ctx))
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """Write the help: typer's table when wide, click's option list when narrow."""
+        plain_when_narrow(self, ctx, formatter, super().format_help)
 
 
 class HwSubGroup(TyperGroup):
@@ -58,6 +89,10 @@ class HwSubGroup(TyperGroup):
     def get_params(self, ctx: Any) -> list[Any]:
         """Return the params (help option included), tidied for the help."""
         return tidy(super().get_params(ctx))
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """Write the help: typer's table when wide, click's layout when narrow."""
+        plain_when_narrow(self, ctx, formatter, super().format_help)
 
 
 def use_tidy_classes(app: Any) -> None:

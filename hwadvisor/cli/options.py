@@ -26,6 +26,7 @@ from typing import Annotated, Any, Optional, TypeVar, get_args
 import typer
 from pydantic import ValidationError
 
+from hwadvisor.cli import complete
 from hwadvisor.errors import UserError
 from hwadvisor.models import ModelOptions
 from hwadvisor.report.gates import FailOn
@@ -84,11 +85,12 @@ def _help(text: str, default: str | None = None, option: str | None = None) -> s
     return " ".join(parts)
 
 
-def _opt(flag: str, help_text: str, kind: Any, panel: str, default: str | None = None) -> Any:
+def _opt(flag: str, help_text: str, kind: Any, panel: str, default: str | None = None,
+         complete: Callable[[str], list[str]] | None = None) -> Any:
     # Optional[...] rather than "X | None": typer resolves these at runtime on Python 3.10 too.
     return Annotated[Optional[kind],  # noqa: UP007, UP045
                      typer.Option(flag, help=_help(help_text, default, flag), rich_help_panel=panel,
-                                  show_default=False)]
+                                  show_default=False, autocompletion=complete)]
 
 
 def _flag(flag: str, help_text: str, panel: str) -> Any:
@@ -101,7 +103,7 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
         "weight sizes and format) or a Hugging Face repo id in the local cache (docs/models.md)."
         " Presets: "
         + ", ".join(list_presets()) + ".", str, _WORKLOAD_PANEL,
-        "chosen for the device: llama-3-8b on a 24 GB+ GPU, else llama-3.2-1b")),
+        "chosen for the device: llama-3-8b on a 24 GB+ GPU, else llama-3.2-1b", complete.models)),
     Param("phase", _opt("--phase", " or ".join(PHASES), str, _WORKLOAD_PANEL, "inference")),
     Param("batch", _opt("--batch", "Sequences per step: in serving, per model instance; in "
                         "training, per data-parallel rank and micro-batch (a tensor- or "
@@ -132,7 +134,7 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
     Param("engine", _opt("--engine", "Engine that runs the model: " + ", ".join(ENGINES), str,
                          _WORKLOAD_PANEL, "by device and phase, e.g. vllm on datacenter GPUs, "
                          "llamacpp on consumer GPUs, mlx on Apple, torchtitan for datacenter "
-                         "training")),
+                         "training", complete.engines)),
     Param("engine_options", Annotated[
         Optional[list[str]],  # noqa: UP007, UP045
         typer.Option("--engine-option", help=_help(
@@ -267,16 +269,17 @@ DeviceOpt = Annotated[
         "--device",
         help="Plan for a datasheet profile instead of this machine, e.g. h200-sxm, rtx-4090, "
         "m3-max (see 'hwadvisor profiles list'); --gpus N plans N of them.",
-        show_default=False,
+        show_default=False, autocompletion=complete.devices,
     ),
 ]
 FailOnOpt = Annotated[
     Optional[list[FailOn]],  # noqa: UP007, UP045
     typer.Option(
         "--fail-on",
+        metavar="VERDICT",
         help="Exit 1 when a recommendation's verdict (or a trial) is this; repeatable: "
-        "--fail-on refuted --fail-on error. inconclusive: the trial's 95% interval straddled "
-        "the rule's threshold.",
+        "--fail-on refuted --fail-on error. VERDICT: refuted, inconclusive (the trial's 95% "
+        "interval straddled the rule's threshold), error or unsupported.",
         case_sensitive=False,
     ),
 ]

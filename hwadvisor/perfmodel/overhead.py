@@ -53,7 +53,8 @@ def eager_op_s(setup: Setup) -> float:
     """
     base = setup.options.eager_op_s or (
         C.EAGER_OP_S * C.HOST_OP_SCALE.get(setup.res.device_class, 1.0))
-    return base * E.engine_time(setup.workload, setup.res.family).host_op_factor * setup.res.host_scale
+    factor = E.engine_time(setup.workload, setup.res.family).host_op_factor
+    return base * factor * setup.res.host_scale
 
 
 def graphs_on(setup: Setup) -> bool:

@@ -27,10 +27,11 @@ def headline(report: Report) -> str:
     wl = report.workload
     if plan is None or wl is None:
         return ""
-    device = report.devices[0].name if report.devices else "cpu"
+    from hwadvisor.report.plain import engine_name, machine
+
     return (f"plan for {report.goal}: {wl.model} {wl.phase}, batch {wl.batch}, "
             f"{wl.prompt_len} tokens{f' + {wl.gen_len} generated' if wl.gen_len else ''}, "
-            f"{wl.gpus} x {device}, engine {plan.engine}")
+            f"{machine(report)}, engine {engine_name(plan.engine, short=True)}")
 
 
 def step_lines(plan: Plan, on_gpu: bool = True) -> list[str]:
@@ -127,9 +128,9 @@ def validation_lines(plan: Plan) -> list[str]:
     head = f"plan measured: {v.status}"
     if v.measured_ratio is not None:
         ci = f" [{v.ci[0]:.2f}, {v.ci[1]:.2f}]" if v.ci else ""
-        head += f", x{v.measured_ratio:.2f}{ci} ({v.metric})"
+        head += f", {units.ratio(v.measured_ratio)}{ci} ({v.metric})"
         if v.predicted_ratio is not None:
-            head += f", predicted x{v.predicted_ratio:.2f} for the same step"
+            head += f", predicted {units.ratio(v.predicted_ratio)} for the same step"
     lines = [head]
     if v.measured_ratio is None and v.detail:
         lines.append(f"   {v.detail}")
@@ -146,7 +147,14 @@ def config_lines(plan: Plan) -> list[str]:
     config = plan.engine_config
     if config is None:
         return []
-    lines = [f"{config.engine} {config.version} ({config.format}):", *config.text.splitlines()]
+    from hwadvisor.report.plain import engine_name
+
+    what = "command" if config.format == "cli" else f"{config.format} config"
+    # a version that names its packages ('transformers 5.24.0, ...') needs no engine name
+    named = config.version if not config.version[:1].isdigit() else \
+        f"{engine_name(config.engine, short=True)} {config.version}"
+    lines = [f"the {what} to run ({named}):",
+             *config.text.splitlines()]
     lines += [f"not in the config: {item}" for item in config.not_expressed]
     lines += [f"note: {item}" for item in config.notes]
     return lines

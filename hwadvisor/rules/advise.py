@@ -334,10 +334,13 @@ def _smaller_alternative(goal: Goal, ctx: RuleContext,
     usable, _, params, preset, est, without = found
     spec = ctx.workload.spec
     speed = _speed(est)
+    metric = metric_words(goal, est)
     speed_words = ""
     if speed is not None and ctx.workload.phase == "inference":
         below = "" if usable else f", below the {floor:g} tokens/s floor (--min-tokens-per-s)"
-        speed_words = f", {speed:.0f} tokens/s{below}"
+        said = units.rate(speed)
+        # when the goal's metric is this speed already, say it once ('44 tokens/s' not twice)
+        speed_words = below if said in metric else f", {said}{below}"
     plan_words = f"this plan without {', '.join(without)}" if without else "this plan"
     family = spec.model_type if spec is not None else "same-family"
     lead = (f"the largest {family} preset that fits with {plan_words}" if first and usable
@@ -347,7 +350,7 @@ def _smaller_alternative(goal: Goal, ctx: RuleContext,
         changes={"model": preset}, fits=True, metric=goal_value(goal, est),
         memory_per_gpu_bytes=est.memory.total_bytes,
         text=f"{preset} ({params / 1e9:.1f}B, {lead}): {units.gb(est.memory.total_bytes)}"
-             f"{per_gpu(ctx.device)}, {metric_words(goal, est)}{speed_words}")
+             f"{per_gpu(ctx.device)}, {metric}{speed_words}")
 
 
 # At most this many smaller presets are listed (the family's presets step down 8B, 3B, 1B).
@@ -643,10 +646,15 @@ def _summary(goal: Goal, plan: Plan, ctx: RuleContext) -> str:
     change = ""
     base_fits = bool(plan.steps) and not plan.steps[0].needed_to_fit or not plan.steps
     if base_fits and metric.before and metric.after and metric.before != metric.after:
-        ratio = metric.after / metric.before
-        change = f" ({ratio:.2g}x the engine's default)" if metric.better == "higher" else \
-            f" ({metric.before / metric.after:.2g}x better than the engine's default)"
-    steps = f"{len(plan.steps)} change{'s' if len(plan.steps) != 1 else ''}"
+        ratio = metric.after / metric.before if metric.better == "higher" else \
+            metric.before / metric.after
+        # '1× the default' says nothing; the one formatter writes '380×', not '3.8e+02x'
+        if not units.same_ratio(ratio):
+            change = (f" ({units.ratio(ratio)} the engine's default)"
+                      if metric.better == "higher" else
+                      f" ({units.ratio(ratio)} better than the engine's default)")
+    steps = (f"{len(plan.steps)} change{'s' if len(plan.steps) != 1 else ''}" if plan.steps
+             else "the engine's defaults")
     limit = units.gb(plan.device_memory_bytes)
     per = per_gpu(ctx.device)
     if plan.fits:
@@ -656,7 +664,8 @@ def _summary(goal: Goal, plan: Plan, ctx: RuleContext) -> str:
     ways = [a.text for a in plan.alternatives if a.fits][:3]
     what = ("; ".join(ways)) if ways else "no alternative fits on this hardware"
     return (f"Does not fit: {ctx.workload.model} needs {units.gb(plan.memory_per_gpu_bytes)}{per} "
-            f"on {device} (limit {limit}) even with {steps}. What would: {what}.")
+            f"on {device} (limit {limit}){' even with ' + steps if plan.steps else ''}. "
+            f"What would: {what}.")
 
 
 def _recommendations(goal: Goal, result: SearchResult) -> list[Recommendation]:

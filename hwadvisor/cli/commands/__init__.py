@@ -17,6 +17,7 @@ COMMAND_MODULES: dict[str, str] = {
     "schema": "reports",
     "compare": "reports",
     "plot": "reports",
+    "report": "reports",
 }
 
 

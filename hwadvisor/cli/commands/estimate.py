@@ -8,7 +8,20 @@ import typer
 from rich.table import Table
 
 from hwadvisor import units
-from hwadvisor.cli.console import JsonOpt, OutputOpt, console, esc, print_report_notes, publish
+from hwadvisor.cli.console import (
+    ExplainOpt,
+    HtmlOpt,
+    JsonOpt,
+    OutputOpt,
+    begin_view,
+    console,
+    end_view,
+    esc,
+    print_report_notes,
+    print_wrapped,
+    publish,
+    write_html,
+)
 from hwadvisor.cli.options import (
     DeviceOpt,
     calibration_options,
@@ -29,10 +42,10 @@ def _s(value: float | None) -> str:
     return units.seconds(value, DASH)
 
 
-def memory_table(est: Estimate) -> Table:
-    """Memory per GPU by part."""
+def memory_table(est: Estimate, per_gpu: bool = True) -> Table:
+    """Memory by part (per GPU on GPUs; a CPU, Mac or phone has one pool)."""
     mem = est.memory
-    table = Table(title="memory per GPU")
+    table = Table(title="memory per GPU" if per_gpu else "memory")
     table.add_column("part")
     table.add_column("size", justify="right")
     for name, value in [("weights", mem.weights_bytes), ("KV cache", mem.kv_cache_bytes),
@@ -71,27 +84,30 @@ def times_table(est: Estimate, workload: Workload) -> Table:
         table.add_row("communication (exposed)",
                       f"{_s(t.communication_s)} ({_s(t.communication_exposed_s)})", "", "")
     if est.tokens_per_s is not None:
-        table.add_row("throughput", units.rate(est.tokens_per_s, "tok/s", DASH), "", "")
+        table.add_row("throughput", units.rate(est.tokens_per_s, "tokens/s", DASH), "", "")
     return table
 
 
-def render(report: Report) -> None:
-    """Print the estimate for people."""
+def render(report: Report, explain: bool = True) -> None:
+    """Print the estimate: the sentence to act on, then memory, times and the bottleneck."""
+    from hwadvisor.report.plain import bottom_line, on_gpu
+
     est, workload = report.estimate, report.workload
     if est is None or workload is None:
         return
+    begin_view()
+    print_wrapped([bottom_line(report)], bold_first=True)
     params = f"{(est.params_total or 0) / 1e9:.2f}B params"
     if est.params_active and est.params_total and est.params_active < est.params_total:
         params += f" ({est.params_active / 1e9:.2f}B active)"
     device = report.devices[0].name if report.devices else "cpu"
     console.print(f"[bold]{esc(workload.model)}[/] · {esc(workload.phase)} · {params} · "
                   f"{workload.gpus} x {esc(device)}")
-    console.print(memory_table(est))
+    console.print(memory_table(est, on_gpu(report)))
     console.print(times_table(est, workload))
-    console.print(f"[bold]bottleneck: {esc(est.bottleneck)}[/] — {esc(est.bottleneck_why)}",
-                  highlight=False)
-    for line in est.assumptions:
-        console.print(f"  [dim]· {esc(line)}[/]", highlight=False)
+    print_wrapped([f"bottleneck: {est.bottleneck} — {est.bottleneck_why}"])
+    print_wrapped(f"  · {line}" for line in est.assumptions)
+    end_view(report, explain)
 
 
 @workload_options
@@ -104,13 +120,16 @@ def estimate_command(
     device: DeviceOpt = None,
     as_json: JsonOpt = False,
     output: OutputOpt = None,
+    html: HtmlOpt = None,
+    explain: ExplainOpt = None,
 ) -> None:
     """Model a workload: memory by part, FLOPs, roofline times and the bottleneck (no GPU)."""
     from hwadvisor import pipeline
 
     report = pipeline.estimate_report(request, device, options, calibration=calibration)
     print_report_notes(report)
-    publish(report, render, as_json, output)
+    write_html(report, html)
+    publish(report, lambda r: render(r, explain is not False), as_json, output)
 
 
 def register(app: typer.Typer) -> None:

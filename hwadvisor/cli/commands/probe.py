@@ -9,6 +9,7 @@ import typer
 from hwadvisor import units
 from hwadvisor.cli import cluster
 from hwadvisor.cli.console import (
+    ExplainOpt,
     GpuOpt,
     JsonOpt,
     MarkdownOpt,
@@ -131,9 +132,38 @@ def _onoff(value: bool | None) -> str:
     return "—" if value is None else ("on" if value else "off")
 
 
-def render(report: Report) -> None:
-    """Print the probed devices for people."""
+def measured_table(report: Report) -> Table | None:
+    """Build the table of what --measure measured here: each figure, its unit, its trial."""
+    from rich.table import Table
+
+    rows = [(t.id, e.name, units.quantity(e.value, e.unit or "")) for t in report.trials
+            if t.status == "ok" for e in t.effects]
+    failed = [(t.id, t.status, t.reason or "") for t in report.trials if t.status != "ok"]
+    if not rows and not failed:
+        return None
+    table = Table(title="measured here (probe --measure)")
+    table.add_column("trial", no_wrap=True)
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for trial_id, name, value in rows:
+        table.add_row(esc(trial_id), esc(name), esc(value))
+    for trial_id, status, reason in failed:
+        table.add_row(esc(trial_id), esc(status), esc(reason))
+    return table
+
+
+def render(report: Report, explain: bool = False) -> None:
+    """Print the machine in a sentence, the probed devices, and what --measure measured."""
+    from hwadvisor.cli.console import begin_view, end_view, print_wrapped
+    from hwadvisor.report.plain import bottom_line
+
+    begin_view()
+    print_wrapped([bottom_line(report)], bold_first=True)
     console.print(device_table(report))
+    measured = measured_table(report)
+    if measured is not None:
+        console.print(measured)
+    end_view(report, explain)
 
 
 def probe(
@@ -149,6 +179,7 @@ def probe(
     no_cluster: cluster.NoClusterOpt = False,
     cluster_timeout: cluster.ClusterTimeoutOpt = cluster.DEFAULT_TIMEOUT_S,
     all_ranks: cluster.AllRanksOpt = False,
+    explain: ExplainOpt = None,
 ) -> None:
     """Detect the host and its accelerators: GPU model, memory, bandwidth, formats, links.
 
@@ -178,7 +209,8 @@ def probe(
             report = gathered
     mark_interruption(report)
     print_report_notes(report)
-    publish(report, cluster.with_cluster(render), as_json, output, markdown, markdown_overwrite)
+    publish(report, cluster.with_cluster(lambda r: render(r, bool(explain))), as_json, output,
+            markdown, markdown_overwrite)
     exit_if_interrupted(report)
     if (measure and any(t.status == "error" for t in report.trials)) or cluster.failed(report):
         raise typer.Exit(int(ExitCode.TRIALS_FAILED))

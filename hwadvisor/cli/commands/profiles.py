@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from hwadvisor.cli.console import console, esc
+from hwadvisor.cli.console import console, esc, keep_words, print_wrapped
 from hwadvisor.errors import UserError
 from hwadvisor.models import DeviceClass
 
@@ -19,6 +19,12 @@ profiles_app = typer.Typer(
 )
 
 CLASS_CHOICES = [c.value for c in DeviceClass]
+# Why a class has no datasheet profile, said instead of an empty table.
+NO_PROFILES = {
+    "cpu": "No CPU profiles: a CPU is read from this machine (cores, RAM; 'hwadvisor probe "
+           "--measure' measures its bandwidth and matmul speed), not from a datasheet. "
+           "Plan for it by running hwadvisor on it, without --device.",
+}
 
 
 @profiles_app.callback(invoke_without_command=True)
@@ -52,23 +58,22 @@ def _num(value: float | None, unit: str = "") -> str:
 
 
 def profiles_table(rows: list[Any]) -> Table:
-    """Build a rich table of profiles: id, name, class, memory, bandwidth, bf16 and fp8."""
-    table = Table(
-        title="hwadvisor profiles (dense datasheet peaks, TFLOP/s)",
-        caption="* derived, not a vendor figure (see 'hwadvisor profiles show ID')",
-    )
+    """Build a rich table of profiles by class: id, name, memory, bandwidth, bf16 and fp8."""
+    table = Table(title="hwadvisor profiles (dense datasheet peaks, TFLOP/s)")
     table.add_column("id", no_wrap=True)
-    table.add_column("name")
-    table.add_column("class", no_wrap=True)
-    table.add_column("memory GB")
+    table.add_column("name", ratio=2)
+    table.add_column("memory GB", ratio=1)
     for column in ("GB/s", "bf16", "fp8"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=True)
+    group = None
     for p in rows:
+        if p.device_class != group:  # one heading per class instead of a class column
+            group = p.device_class
+            table.add_row(f"[bold]{esc(group.value)}[/]", "", "", "", "", "")
         derived = "*" if any(f.startswith("peak_tflops.") for f in p.derived_figures) else ""
         table.add_row(
             esc(p.id),
             esc(p.name),
-            esc(p.device_class.value),
             esc(f"{p.memory_gib:g} {p.memory_type}" + (" unified" if p.unified_memory else "")),
             _num(p.memory_bandwidth_gbps),
             _num(p.peak_tflops.get("bf16")) + (derived if "bf16" in p.peak_tflops else ""),
@@ -87,11 +92,17 @@ def list_profiles(
     """List the known device profiles."""
     from hwadvisor import profiles
 
-    rows = profiles.by_class(_parse_class(device_class))
+    chosen = _parse_class(device_class)
+    rows = profiles.by_class(chosen)
     if as_json:
         _write_json([p.model_dump(mode="json") for p in rows])
         return
-    console.print(profiles_table(rows))
+    if not rows:
+        why = NO_PROFILES.get(chosen.value if chosen else "", "No profile of this class ships.")
+        print_wrapped([why])
+        return
+    console.print(keep_words(profiles_table(rows), cap=12))
+    print_wrapped(["* derived, not a vendor figure (see 'hwadvisor profiles show ID')"])
 
 
 def _detail_table(p: Any) -> Table:
@@ -123,11 +134,15 @@ def _detail_table(p: Any) -> Table:
     if p.derived_figures:
         rows.append(("derived figures", ", ".join(p.derived_figures)))
     rows.append(("notes", "\n".join(p.notes) or "—"))
-    rows.append(("sources", "\n".join(f"{group}: {url}" for group, urls in p.sources.items()
-                                       for url in urls)))
     for what, value in rows:
         table.add_row(esc(what), esc(value))
     return table
+
+
+def _source_lines(p: Any) -> list[str]:
+    """Return the profile's sources, one line each (a URL is not wrapped in a table cell)."""
+    return ["sources:", *(f"  {group}: {url}" for group, urls in p.sources.items()
+                          for url in urls)]
 
 
 @profiles_app.command("show")
@@ -143,6 +158,7 @@ def show_profile(
         _write_json(profile.model_dump(mode="json"))
         return
     console.print(_detail_table(profile))
+    print_wrapped(_source_lines(profile))
 
 
 def register(app: typer.Typer) -> None:

@@ -10,16 +10,24 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from hwadvisor.cli import complete
 from hwadvisor.cli.console import (
+    ExplainOpt,
+    HtmlOpt,
     JsonOpt,
     MarkdownOpt,
     MarkdownOverwriteOpt,
     OutputOpt,
+    begin_view,
     console,
+    end_view,
     exit_for_gates,
     exit_if_interrupted,
+    html_file,
+    keep_words,
     mark_interruption,
     print_report_notes,
+    print_wrapped,
     progress_bar,
     publish,
 )
@@ -43,7 +51,7 @@ GoalOpt = Annotated[
         "--goal", "-g",
         help="training-throughput (a), inference-latency (b) or memory-footprint (c) "
         f"\\[default: {DEFAULT_GOAL}]",
-        show_default=False,
+        show_default=False, autocompletion=complete.goals,
     ),
 ]
 EmitOpt = Annotated[
@@ -69,15 +77,27 @@ def recommend_table(report: Report) -> Table:
         title += f" · {len(report.devices)} x {report.devices[0].name}"
     table = Table(title=escape(title), show_lines=True)
     table.add_column("#", justify="right", max_width=10)
-    table.add_column("advice", ratio=3)
-    table.add_column("predicted", ratio=3)
-    table.add_column("validated", ratio=2)
+    table.add_column("advice")
+    table.add_column("predicted")
+    table.add_column("validated")
     for rec in report.recommendations:
         where = f"step {rec.step}" if rec.in_plan else (
             "needs retraining" if rec.needs_retraining else "not in the plan")
         table.add_row(where, f"[bold]{escape(rec.id)}[/]\n{escape(rec.title)}",
                       escape(rec.predicted.text or ""), escape(_verdict_text(rec)))
     return table
+
+
+def recommend_lines(report: Report) -> list[str]:
+    """Return the recommendations as lines (narrow terminals): id, prediction, verdict."""
+    lines = ["recommendations:"]
+    for rec in report.recommendations:
+        where = f"step {rec.step}" if rec.in_plan else (
+            "needs retraining" if rec.needs_retraining else "not in the plan")
+        lines.append(f"  {where} · {rec.id}: {rec.title}")
+        lines.append(f"     predicted: {rec.predicted.text or '—'}; validated: "
+                     f"{_verdict_text(rec)}")
+    return lines
 
 
 def _verdict_text(rec: Recommendation) -> str:
@@ -137,30 +157,39 @@ def goal_for(goal: str | None, phase: str | None) -> tuple[str | None, str | Non
     return goal, None
 
 
-def render(report: Report) -> None:
-    """Print the recommend report for people: the plan first, then the items and rejections."""
+def render(report: Report, explain: bool = True) -> None:
+    """Print the recommend report: the sentence to act on, the plan, then the details."""
+    from hwadvisor.report.plain import bottom_line
     from hwadvisor.report.plantext import config_lines, plan_lines
 
+    begin_view()
+    print_wrapped([bottom_line(report)], bold_first=True)
     if report.plan is not None:
-        lines = plan_lines(report)
-        console.print(f"[bold]{escape(lines[0])}[/]", highlight=False, soft_wrap=True)
-        for line in lines[1:]:
-            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        print_wrapped(plan_lines(report))
         config = config_lines(report.plan)
         if config:
-            console.print(f"[bold]{escape(config[0])}[/]", highlight=False, soft_wrap=True)
-            for line in config[1:]:
+            print_wrapped(config[:1], bold_first=True)
+            # the config itself is not wrapped: it is pasted as printed
+            body = [line for line in config[1:] if not line.startswith(("note: ", "not in "))]
+            for line in body:
                 console.print("  " + line, highlight=False, markup=False, soft_wrap=True)
+            print_wrapped("  " + line for line in config[1 + len(body):])
+    console.print("details", style="bold", highlight=False)
     if report.estimate is not None:
         est = report.estimate
-        console.print(f"bottleneck on the engine's defaults: {escape(est.bottleneck)} — "
-                      f"{escape(est.bottleneck_why)}", highlight=False)
+        print_wrapped([f"bottleneck on the engine's defaults: {est.bottleneck} — "
+                       f"{est.bottleneck_why}"])
     if report.recommendations:
-        console.print(recommend_table(report))
-        for line in why_lines(report):
-            console.print(escape(line), highlight=False)
+        from hwadvisor.cli import helpfmt
+
+        if console.width < helpfmt.NARROW_COLUMNS:  # four columns would be too narrow
+            print_wrapped(recommend_lines(report))
+        else:
+            console.print(keep_words(recommend_table(report), cap=36))
+        print_wrapped(why_lines(report))
     if report.rejected:
-        console.print(rejected_table(report))
+        console.print(keep_words(rejected_table(report)))
+    end_view(report, explain)
 
 
 def register(app: typer.Typer) -> None:
@@ -183,6 +212,8 @@ def register(app: typer.Typer) -> None:
         fail_on: FailOnOpt = None,
         min_bw_fraction: MinBandwidthFractionOpt = None,
         min_tokens_per_s: MinTokensPerSOpt = None,
+        html: HtmlOpt = None,
+        explain: ExplainOpt = None,
     ) -> None:
         """Recommend optimizations for a goal, ranked by predicted gain, and say why not the rest.
 
@@ -213,7 +244,9 @@ def register(app: typer.Typer) -> None:
                 report = pipeline.validate_recommendations(report, progress=progress)
             mark_interruption(report)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
-        extra = [(emit, _emit_text(report))] if emit is not None else None
-        publish(report, render, as_json, output, markdown, markdown_overwrite, extra)
+        extra = [(emit, _emit_text(report))] if emit is not None else []
+        extra += html_file(report, html)  # written with the rest, all or nothing
+        publish(report, lambda r: render(r, explain is not False), as_json, output, markdown,
+                markdown_overwrite, extra or None)
         exit_if_interrupted(report)
         exit_for_gates(report)

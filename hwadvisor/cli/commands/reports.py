@@ -13,11 +13,14 @@ from rich.table import Table
 from hwadvisor import units
 from hwadvisor.cli.console import (
     OUTPUT_PANEL,
+    HtmlOpt,
     MarkdownOpt,
     MarkdownOverwriteOpt,
     console,
     err_console,
     note,
+    print_wrapped,
+    write_html,
     write_markdown,
     write_output,
 )
@@ -42,30 +45,84 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return units.number(value, digits, "—")
 
 
+# How compare's table shortens a figure's key (the legend printed under the table says it).
+KEY_LEGEND = ("keys shortened: figures are grouped by trial ID; NAME is trials.ID.effect.NAME, "
+              "'LABEL median' is trials.ID.LABEL.median (a timing); ↑ higher is better, ↓ lower")
+
+
+def short_key(key: str) -> tuple[str, str]:
+    """Split a figure key into its group (the trial) and a short name read under it."""
+    parts = key.split(".")
+    if len(parts) >= 3 and parts[0] == "trials":
+        group, rest = parts[1], parts[2:]
+        if rest[0] == "effect" and len(rest) == 2:
+            return group, rest[1]
+        if rest[-1] == "median":
+            return group, f"{'.'.join(rest[:-1])} median"
+        return group, ".".join(rest)
+    head, _, tail = key.partition(".")
+    return head, tail or key
+
+
+def _scale(unit: str | None, baseline: float) -> tuple[str, float]:
+    """Return the unit a figure's values are shown in and the factor to it (s as ms/µs)."""
+    if unit == "s":
+        if abs(baseline) < 1e-3:
+            return "µs", 1e6
+        return ("ms", 1e3) if abs(baseline) < 1 else ("s", 1.0)
+    if unit == "x":
+        return "×", 1.0
+    return unit or "", 1.0
+
+
+def _status(f: Any) -> str:
+    if f.regressed:
+        status = "[bold red]REGRESSED[/]"
+    elif f.better is None:
+        status = "[dim]direction unknown[/]"
+    elif not f.gated:
+        status = "[dim]not gated[/]"
+    elif f.worse_pct is not None and f.worse_pct < 0:
+        status = "[green]better[/]"
+    else:
+        status = "ok"
+    return status + (" [yellow](noisy)[/]" if f.noisy else "")
+
+
+def compare_line(comparison: Comparison) -> str:
+    """Say in one sentence what got worse beyond the noise, or that nothing did."""
+    count = len(comparison.figures)
+    worse = [f for f in comparison.figures if f.regressed]
+    if not count:
+        return "No measured figure is in both reports: nothing to compare."
+    if not worse and not comparison.regressions:
+        return (f"No measured figure got worse beyond the limit and the runs' noise "
+                f"({count} compared).")
+    names = ", ".join(short_key(f.key)[1] for f in worse[:3]) or "a recommendation's verdict"
+    return (f"{len(worse)} of {count} measured figures got worse beyond the limit and the "
+            f"noise: {names}{' ...' if len(worse) > 3 else ''}.")
+
+
 def _comparison_tables(comparison: Comparison) -> list[Table]:
     figures = Table(title=f"measured figures (regression limit {comparison.max_regression_pct:g}% "
-                    "and beyond the runs' noise)")
-    figures.add_column("figure", overflow="fold", ratio=3)
-    for col in ("unit", "better", "baseline", "current", "change", "noise", "status"):
-        figures.add_column(col, justify="right" if col in {"baseline", "current", "change",
-                                                           "noise"} else "left", ratio=1)
+                    "and beyond the runs' noise)", show_edge=False)
+    figures.add_column("figure (unit)", ratio=3, min_width=22)
+    for col in ("baseline", "current", "change", "noise"):
+        figures.add_column(col, justify="right", no_wrap=True)
+    figures.add_column("status", ratio=1, min_width=6)
+    group = None
     for f in comparison.figures:
-        if f.regressed:
-            status = "[bold red]REGRESSED[/]"
-        elif f.better is None:
-            status = "[dim]direction unknown[/]"
-        elif not f.gated:
-            status = "[dim]not gated[/]"
-        elif f.worse_pct is not None and f.worse_pct < 0:
-            status = "[green]better[/]"
-        else:
-            status = "ok"
-        if f.noisy:
-            status += " [yellow](noisy)[/]"
+        trial, name = short_key(f.key)
+        if trial != group:
+            figures.add_row(f"[bold]{escape(trial)}[/]", "", "", "", "", "")
+            group = trial
+        unit, factor = _scale(f.unit, f.baseline)
+        arrow = {"higher": " ↑", "lower": " ↓"}.get(f.better or "", "")
+        label = f"  {name}" + (f" ({unit})" if unit else "") + arrow
         change = "—" if f.change_pct is None else f"{f.change_pct:+.1f}%"
         noise = "—" if not f.noise_pct else f"±{f.noise_pct:.1f}%"
-        figures.add_row(escape(f.key), escape(f.unit or "—"), escape(f.better or "—"),
-                        _fmt(f.baseline), _fmt(f.current), change, noise, status)
+        figures.add_row(escape(label), units.number(f.baseline * factor, 3, "—"),
+                        units.number(f.current * factor, 3, "—"), change, noise, _status(f))
     tables = [figures]
     if comparison.verdicts:
         verdicts = Table(title="recommendation verdicts")
@@ -119,6 +176,7 @@ def compare(
         help="Write the comparison as JSON to this file (atomically).")] = None,
     markdown: MarkdownOpt = None,
     markdown_overwrite: MarkdownOverwriteOpt = False,
+    html: HtmlOpt = None,
 ) -> None:
     """Compare CURRENT against BASELINE: measured figures and verdicts.
 
@@ -131,7 +189,7 @@ def compare(
     from hwadvisor.report.compare import compare_reports
     from hwadvisor.report.io import check_target, load_report
 
-    for path in (output, markdown):  # before any file is written: exit 2 leaves none behind
+    for path in (output, markdown, html):  # before any file is written: exit 2 leaves none
         if path is not None:
             check_target(path)
     base = load_report(baseline)
@@ -150,11 +208,15 @@ def compare(
         from hwadvisor.report.markdown import render_comparison_markdown
 
         write_markdown(markdown, render_comparison_markdown(comparison), markdown_overwrite)
+    if html is not None:
+        write_html(cur, html, comparison=comparison)
     if as_json:
         sys.stdout.write(comparison_json)
     else:
+        print_wrapped([compare_line(comparison)], bold_first=True)
         for table in _comparison_tables(comparison):
             console.print(table)
+        print_wrapped([KEY_LEGEND])
         if not comparison.figures:
             note("no measured figure is in both reports (run validate or probe --measure)")
     if comparison.allow_missing:
@@ -209,8 +271,38 @@ def _device_index(device_index: int | None, old_device: str | None) -> int | Non
     return int(text)
 
 
+def html_report(
+    report: ReportArg,
+    output: Annotated[Path, typer.Option(
+        "--output", "-o", dir_okay=False, help="The HTML file to write (atomically).")
+    ] = Path("report.html"),
+    baseline: Annotated[Path | None, typer.Option(
+        "--baseline", dir_okay=False, show_default=False,
+        help="A report to compare against; its comparison is part of the page.")] = None,
+) -> None:
+    """Write a report as one self-contained HTML page: plan, memory, roofline, trials, config.
+
+    The page opens offline (CSS, charts and script are inline) and can be mailed or attached
+    to a CI run as is.
+    """
+    from hwadvisor.cli.console import write_html
+    from hwadvisor.report.io import load_report
+
+    loaded = load_report(report)
+    base = load_report(baseline) if baseline is not None else None
+    comparison = None
+    if base is not None:
+        from hwadvisor.report.compare import compare_reports
+
+        comparison = compare_reports(base, loaded, 5.0)
+        comparison.baseline_path, comparison.current_path = str(baseline), str(report)
+    write_html(loaded, output, comparison=comparison)
+    note(f"wrote {output}")
+
+
 def register(app: typer.Typer) -> None:
-    """Register `schema`, `compare` and `plot`."""
+    """Register `schema`, `compare`, `plot` and `report`."""
+    app.command("report")(html_report)
     app.command("schema")(schema)
     app.command("compare")(compare)
     app.command("plot")(plot)

@@ -10,21 +10,29 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from hwadvisor.cli import cluster
+from hwadvisor import units
+from hwadvisor.cli import cluster, complete
 from hwadvisor.cli.console import (
+    ExplainOpt,
     GpuOpt,
+    HtmlOpt,
     JsonOpt,
     MarkdownOpt,
     MarkdownOverwriteOpt,
     OutputOpt,
+    begin_view,
     console,
+    end_view,
     exit_for_gates,
     exit_if_interrupted,
+    keep_words,
     mark_interruption,
     print_error,
     print_report_notes,
+    print_wrapped,
     progress_bar,
     publish,
+    write_html,
 )
 from hwadvisor.cli.options import (
     FailOnOpt,
@@ -39,7 +47,8 @@ from hwadvisor.workload import WorkloadRequest
 TrialOpt = Annotated[
     Optional[list[str]],  # noqa: UP007, UP045
     typer.Option("--trial", "-t", help="Run only this trial; repeatable. Default: all trials. "
-                 "See 'hwadvisor validate --list'.", show_default=False),
+                 "See 'hwadvisor validate --list'.", show_default=False,
+                 autocompletion=complete.trials),
 ]
 QuickOpt = Annotated[bool, typer.Option("--quick", help="Smaller sizes, fewer repeats (seconds).")]
 RequireGpuOpt = Annotated[bool, typer.Option(
@@ -63,12 +72,14 @@ NvlsOpt = Annotated[bool, typer.Option(
 def trial_table(report: Report) -> Table:
     """Return a rich table of the trial results: status, effect, summary or reason."""
     table = Table(title="hwadvisor validate", show_lines=True)
-    table.add_column("trial")
-    table.add_column("status")
-    table.add_column("effect")
-    table.add_column("summary / reason")
+    table.add_column("trial", overflow="fold", min_width=12)
+    table.add_column("status", min_width=7)
+    table.add_column("effect", min_width=16)
+    table.add_column("summary / reason", ratio=2)
     for result in report.trials:
-        effect = ", ".join(f"{k} {v:.3g}" for k, v in result.effect.items())
+        # one effect per line: a cell wraps between effects, never inside a name
+        effect = "\n".join(f"{e.name} {units.quantity(e.value, _unit(e.unit))}"
+                           for e in result.effects)
         text = result.summary or ""
         if result.reason:
             text = f"{text}\n{result.reason}" if text else result.reason
@@ -89,9 +100,9 @@ def verdict_table(report: Report) -> Table:
         v = rec.validation
         figures = ""
         if v.measured_factor is not None:
-            figures = f"{v.measured_factor:.3g}"
+            figures = units.ratio(v.measured_factor)
             if rec.predicted.factor is not None:
-                figures += f" / {rec.predicted.factor:.3g}"
+                figures += f" / {units.ratio(rec.predicted.factor)}"
         detail = v.detail or ""
         if v.holds_where:
             detail += f"\nholds where: {v.holds_where}"
@@ -99,11 +110,23 @@ def verdict_table(report: Report) -> Table:
     return table
 
 
-def render(report: Report) -> None:
-    """Print the trial results and, when the report has recommendations, their verdicts."""
-    console.print(trial_table(report))
+def _unit(unit: str | None) -> str:
+    """Return the effect's unit as units.quantity knows it ('x' for ratios)."""
+    if unit in (None, "", "ratio"):
+        return "x" if unit == "ratio" else ""
+    return unit
+
+
+def render(report: Report, explain: bool = False) -> None:
+    """Print what ran in a sentence, the trial results and the recommendations' verdicts."""
+    from hwadvisor.report.plain import bottom_line
+
+    begin_view()
+    print_wrapped([bottom_line(report)], bold_first=True)
+    console.print(keep_words(trial_table(report)))
     if report.recommendations:
-        console.print(verdict_table(report))
+        console.print(keep_words(verdict_table(report)))
+    end_view(report, explain)
 
 
 def _require_gpu() -> None:
@@ -166,6 +189,8 @@ def register(app: typer.Typer) -> None:
         no_cluster: cluster.NoClusterOpt = False,
         cluster_timeout: cluster.ClusterTimeoutOpt = cluster.DEFAULT_TIMEOUT_S,
         all_ranks: cluster.AllRanksOpt = False,
+        html: HtmlOpt = None,
+        explain: ExplainOpt = None,
     ) -> None:
         """Run short real kernel trials here (bandwidth, matmul, FP8, INT4 ...), workload-sized.
 
@@ -185,6 +210,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo(trial_id)
             return
         if trial:
+            trial = [t.strip().lower() for t in trial]  # ids read case-insensitively
             check_ids(trial)
         gpus = parse_gpu_option(gpu) if gpu is not None else None
         if gpus and from_report is not None:
@@ -214,8 +240,9 @@ def register(app: typer.Typer) -> None:
         mark_interruption(report)
         print_report_notes(report)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
-        publish(report, cluster.with_cluster(render), as_json, output, markdown,
-                markdown_overwrite)
+        write_html(report, html)
+        publish(report, cluster.with_cluster(lambda r: render(r, bool(explain))), as_json,
+                output, markdown, markdown_overwrite)
         exit_if_interrupted(report)
         failed = _failed(report.trials)
         if failed:
