@@ -474,9 +474,16 @@ OPTIMIZER_BYTES_MIXED: dict[str, float] = {"adamw": 12.0, "adamw-8bit": 6.0, "sg
 OPTIMIZER_BYTES_FP32: dict[str, float] = {"adamw": 8.0, "adamw-8bit": 2.0, "sgd": 4.0}
 # FSDP keeps one or two layers' full parameters gathered at a time (current + prefetched).
 FSDP_GATHERED_LAYERS = 2
-# Loss on logits: bf16 logits + the fp32 upcast the loss makes (HF casts logits to float):
-# 6 bytes per (token, vocab) element in training; inference keeps the last token's fp32 logits.
-TRAIN_LOGIT_BYTES_PER_ELEMENT = 6.0
+# Loss on logits, bytes per (token, vocab) element at the step's peak. Without checkpointing the
+# peak is the loss's backward, where the bf16 logits (2), their fp32 upcast (4, transformers'
+# loss casts logits to float), cross-entropy's saved log-softmax (4) and the fp32 and bf16
+# gradients (4 + 2) are alive together: 16. With checkpointing the peak moves into the layers'
+# recomputation, after the loss's buffers are gone but for the upcast copies: 8. Measured on the
+# H200 (benchmarks/train_memory.py, allocator peak, Llama-3.2-1B/3B and Llama-3-8B shapes at
+# 2k-8k tokens, docs/benchmarks.md): 16 puts the runs without checkpointing at -2% to +2%; 8 puts
+# those with it at -9.5% (1B), +5.6% (3B) and +2.2% (8B). Was 6 (an assumption): -29% to +2%.
+TRAIN_LOGIT_BYTES_PER_ELEMENT = 16.0
+TRAIN_LOGIT_BYTES_CHECKPOINTED = 8.0
 INFER_LOGIT_BYTES_PER_ELEMENT = 4.0
 # Under tensor parallelism (no sequence parallelism) Korthikanti's 10*s*b*h of layer-norm and
 # dropout inputs stay replicated; the rest splits by the TP degree (their eq. 2).

@@ -178,7 +178,9 @@ def training_activation_bytes(setup: Setup) -> float:
         layers = inputs + working
     else:
         layers = total_coeff * tokens * h * scale + scores * spec.num_layers
-    logits = tokens * spec.vocab_size * C.TRAIN_LOGIT_BYTES_PER_ELEMENT / tp
+    per_element = C.TRAIN_LOGIT_BYTES_CHECKPOINTED if wl.activation_checkpointing else \
+        C.TRAIN_LOGIT_BYTES_PER_ELEMENT
+    logits = tokens * spec.vocab_size * per_element / tp
     return layers + logits
 
 
