@@ -38,6 +38,13 @@ SOURCE_GROUPS = (
     "npu", "system", "variants",
 )
 _ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+# The performance families the efficiency tables know (perfmodel/efficiency.py keys its rows
+# by these; tests/test_profiles.py checks the two agree). A profile states its own.
+FAMILIES: tuple[str, ...] = (
+    "nvidia-hopper", "nvidia-blackwell", "nvidia-ampere-hbm", "nvidia-ada-dc", "nvidia-ada",
+    "nvidia-ampere-dc", "nvidia-ampere", "nvidia-older", "amd-cdna3", "amd-cdna2", "amd-rdna3",
+    "apple-ultra", "apple-max", "apple-pro", "apple-base", "mobile", "cpu", "default",
+)
 _PCI_HEX_RE = re.compile(r"^[0-9a-f]{4}$")
 # A probed memory size counts as "this SKU" within this band of a profile's size: drivers
 # reserve a little (80 GB H100 reads 79.6 GiB) and phones report less than the nominal RAM.
@@ -184,6 +191,8 @@ class Profile(_ProfileBase):
     name: str
     vendor: str
     device_class: DeviceClass
+    family: str = Field(description="The performance family the efficiency tables key on "
+                        "(perfmodel/efficiency.py), e.g. nvidia-hopper, apple-max")
     architecture: str | None = None
     compute_capability: str | None = Field(None, description="'9.0' (NVIDIA) or 'gfx942' (AMD)")
     compute_units: int | None = Field(None, description="SMs, CUs or GPU cores")
@@ -229,6 +238,13 @@ class Profile(_ProfileBase):
     def _id_form(cls, value: str) -> str:
         if not _ID_RE.match(value):
             raise ValueError(f"id {value!r} must be lower-case words joined by dashes")
+        return value
+
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, value: str) -> str:
+        if value not in FAMILIES:
+            raise ValueError(f"family {value!r} is not one of {', '.join(FAMILIES)}")
         return value
 
     @field_validator("peak_tflops")

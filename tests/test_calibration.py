@@ -10,11 +10,17 @@ from typer.testing import CliRunner
 
 from hwadvisor import pipeline, profiles
 from hwadvisor.cli.app import app
+from hwadvisor.cluster.calibration import inter_node_figure
 from hwadvisor.errors import UserError
 from hwadvisor.models import Device, HostInfo, Measured, ModelOptions, Report, TrialResult
 from hwadvisor.models.trial import named_effects
 from hwadvisor.perfmodel import estimate
-from hwadvisor.perfmodel.calibration import Calibration, from_report, same_device
+from hwadvisor.perfmodel.calibration import (
+    Calibration,
+    from_report,
+    load_calibration,
+    same_device,
+)
 from hwadvisor.report.io import load_report, report_json
 from hwadvisor.workload import WorkloadRequest, build_workload
 
@@ -99,7 +105,7 @@ def test_probe_measure_report_calibrates_bandwidth_and_matmul(tmp_path: Path) ->
         memory_bandwidth_gbps=900.0, matmul_tflops={"bf16": 150.0}, trial_ids=["x"])})
     path = tmp_path / "probe.json"
     path.write_text(report_json(Report(host=HostInfo(), devices=[measured])))
-    cal, notes = pipeline.load_calibration(path, dev("rtx-4090"))
+    cal, notes = load_calibration(path, dev("rtx-4090"), inter_node_figure)
     assert isinstance(cal, Calibration)
     assert cal.memory_bandwidth_gbps == 900.0 and cal.kernel_floor_s is None
     assert notes and "memory bandwidth" in notes[0]
@@ -107,12 +113,12 @@ def test_probe_measure_report_calibrates_bandwidth_and_matmul(tmp_path: Path) ->
 
 def test_load_calibration_refuses_another_device_and_empty_reports(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not NVIDIA H100"):
-        pipeline.load_calibration(H200_RUN, dev("h100-sxm"))
+        load_calibration(H200_RUN, dev("h100-sxm"), inter_node_figure)
     empty = tmp_path / "empty.json"
     empty.write_text(report_json(Report(host=HostInfo(), devices=[dev("h200-sxm")])))
     with pytest.raises(UserError, match="no measurements"):
-        pipeline.load_calibration(empty, dev("h200-sxm"))
-    assert pipeline.load_calibration(None, dev("h200-sxm")) == (None, [])
+        load_calibration(empty, dev("h200-sxm"), inter_node_figure)
+    assert load_calibration(None, dev("h200-sxm"), inter_node_figure) == (None, [])
 
 
 def test_estimate_cli_takes_a_calibration() -> None:

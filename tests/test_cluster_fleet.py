@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from hwadvisor.cluster import fleet, job
+from hwadvisor.cluster.calibration import inter_node_figure
 from hwadvisor.models import (
     Device,
     Interconnect,
@@ -19,6 +20,7 @@ from hwadvisor.models import (
     TrialEnvironment,
     TrialResult,
 )
+from hwadvisor.perfmodel.calibration import calibrate_network
 from hwadvisor.trials.distributed import missing_ranks
 
 SIZES = [("ddp_bucket_25mib", 25 * 2**20), ("1gib", 2**30)]
@@ -247,8 +249,8 @@ def test_the_measured_inter_node_bandwidth_goes_into_the_plan():
     from hwadvisor import pipeline
 
     layout = {"nodes": 2, "gpus_per_node": 8}
-    request, notes = pipeline.calibrate_network(_training(**layout), _cluster_report(),
-                                                "cluster.json")
+    request, notes = calibrate_network(_training(**layout), _cluster_report(), "cluster.json",
+                                       inter_node_figure)
     assert request.inter_node_gbps == 12.5
     assert notes == ["calibration: inter-node bandwidth 12.5 GB/s per GPU, measured as "
                      "all-reduce bus bandwidth (1gib) across 2 nodes (cluster.json)"]
@@ -263,20 +265,17 @@ def test_the_measured_inter_node_bandwidth_goes_into_the_plan():
 
 
 def test_inter_node_gbps_given_wins_and_a_layout_is_suggested():
-    from hwadvisor import pipeline
-
-    request, notes = pipeline.calibrate_network(_training(inter_node_gbps=25.0),
-                                                _cluster_report(), "c.json")
+    request, notes = calibrate_network(_training(inter_node_gbps=25.0), _cluster_report(),
+                                       "c.json", inter_node_figure)
     assert request.inter_node_gbps == 25.0 and "--inter-node-gbps 25 given" in notes[0]
-    _, notes = pipeline.calibrate_network(_training(), _cluster_report(), "c.json")
+    _, notes = calibrate_network(_training(), _cluster_report(), "c.json", inter_node_figure)
     assert "--nodes 2 --gpus-per-node 8 plans it" in notes[-1]
 
 
 def test_a_report_without_an_inter_node_figure_changes_nothing():
-    from hwadvisor import pipeline
-
     request = _training()
-    assert pipeline.calibrate_network(request, Report(host={}), "one-host.json") == (request, [])
+    assert calibrate_network(request, Report(host={}), "one-host.json",
+                             inter_node_figure) == (request, [])
 
 
 def test_joining_a_job_without_torch_is_a_user_error(monkeypatch):

@@ -1,8 +1,8 @@
 """Verdicts for advice whose trial measures an input (bus or PCIe bandwidth), not the effect."""
 
 from hwadvisor.models import Effect, TrialResult
-from hwadvisor.pipeline import recommend_report, repredict
-from hwadvisor.validator.inputs import collectives_verdict, transfer_verdict
+from hwadvisor.pipeline import recommend_report
+from hwadvisor.validator.inputs import collectives_verdict, repredict, transfer_verdict
 from hwadvisor.workload import WorkloadRequest
 
 

@@ -31,6 +31,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # an engine is data and its renderer: every stage reads it, it reads none of them
     "engines": ("probe", "workload", "perfmodel", "rules", "validator", "trials", "report",
                 "cli", "cluster", "pipeline"),
+    # the pipeline only chains the stages; trials are reached through validator/measure.py
+    "pipeline": ("trials", "cli"),
+    # the CLI parses and prints: it reaches trials (torch) through the validator only
+    "cli": ("trials",),
 }
 # models is the contract at the ground floor: it may lean on nothing above it. The root
 # package (hwadvisor/__init__.py) holds only the version string the report carries.
@@ -38,6 +42,11 @@ MODELS_MAY_IMPORT = ("models", "errors", "units", "")
 # third-party libraries and the one package allowed to import each
 CONFINED = {"typer": "cli", "rich": "cli", "torch": "trials"}
 MAX_LOOSE_MODULES = 6
+# The pipeline chains at most this many stage packages; the ground floor (models, errors,
+# units) is the contract every stage speaks and does not count.
+MAX_PIPELINE_STAGES = 6
+GROUND_FLOOR = ("models", "errors", "units", "")
+MAX_PIPELINE_LINES = 250
 
 
 def _module_name(path: Path) -> str:
@@ -172,6 +181,18 @@ def test_no_import_cycles() -> None:
         graph[module] = {t for t in graph[module] if not (
             module.startswith(t + ".") and _modules()[t].name == "__init__.py")}
     assert _cycles(graph) == []
+
+
+def _stages_of(module: str) -> set[str]:
+    return {_package_of(t) for t in _imports()[module]
+            if _internal(t) and _package_of(t) not in GROUND_FLOOR}
+
+
+def test_the_pipeline_only_chains() -> None:
+    stages = _stages_of("hwadvisor.pipeline")
+    assert len(stages) <= MAX_PIPELINE_STAGES, sorted(stages)
+    lines = len((PACKAGE / "pipeline.py").read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_PIPELINE_LINES, f"pipeline.py has {lines} lines: move stage work out"
 
 
 def test_few_loose_modules_at_the_top() -> None:

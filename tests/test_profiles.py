@@ -130,7 +130,8 @@ def test_h200_figures_match_the_datasheet():
 def _valid_doc() -> dict:
     return {
         "id": "x-1", "name": "X", "vendor": "nvidia", "device_class": "consumer-gpu",
-        "memory_gib": 24, "memory_type": "GDDR6", "memory_bandwidth_gbps": 900,
+        "family": "nvidia-ada", "memory_gib": 24, "memory_type": "GDDR6",
+        "memory_bandwidth_gbps": 900,
         "peak_tflops": {"fp32": 30}, "sources": {
             "memory": ["https://a"], "bandwidth": ["https://a"], "compute": ["https://a"]},
     }
@@ -149,6 +150,7 @@ def test_schema_accepts_a_minimal_profile():
     {"sources": {"memory": ["http://a"], "bandwidth": ["https://a"], "compute": ["https://a"]}},
     {"power_w": 300},  # no sources.power
     {"device_class": "gpu"},
+    {"family": "nvidia-hoper"},
     {"match": {"pci_ids": ["0x2335"]}},
 ])
 def test_schema_refuses_bad_profiles(change):
@@ -573,3 +575,27 @@ def test_desktop_cards_take_four_per_machine_and_datacenter_parts_keep_their_nod
         system = profile.system
         if profile.device_class.value == "consumer-gpu" and system is not None:
             assert (system.max_gpus_per_node or system.gpus_per_node) >= 4, profile.id
+
+
+def test_a_profile_device_has_the_family_its_file_states(monkeypatch) -> None:
+    """The efficiency tables read the profile's family; only probed devices are guessed."""
+    from hwadvisor.perfmodel import efficiency
+
+    device = profiles.device_from_profile("h200-sxm")
+    assert efficiency.device_family(device) == "nvidia-hopper"
+    stated = profiles.get("h200-sxm").model_copy(update={"family": "nvidia-blackwell"})
+    monkeypatch.setattr(profiles, "get", lambda _id: stated)
+    assert efficiency.device_family(device) == "nvidia-blackwell"
+    probed = device.model_copy(update={"source": "probe", "profile_id": None})
+    assert efficiency.device_family(probed) == "nvidia-hopper"  # guessed from Hopper
+
+
+def test_every_profile_file_states_a_known_family() -> None:
+    import subprocess
+    import sys
+
+    assert all(p.family in profiles.FAMILIES for p in profiles.load_all())
+    root = Path(__file__).resolve().parents[1]
+    check = subprocess.run([sys.executable, "scripts/profile_families.py", "--check"],
+                           capture_output=True, text=True, check=False, cwd=root)
+    assert check.returncode == 0, check.stdout

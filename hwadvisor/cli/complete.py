@@ -45,6 +45,6 @@ def engines(incomplete: str) -> list[str]:
 
 def trials(incomplete: str) -> list[str]:
     """Complete --trial."""
-    from hwadvisor.trials.registry import TRIALS
+    from hwadvisor.validator.measure import all_trial_ids
 
-    return _matching(TRIALS, incomplete)
+    return _matching(all_trial_ids(), incomplete)

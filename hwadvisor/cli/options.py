@@ -40,6 +40,7 @@ from hwadvisor.workload import (
     list_presets,
     parse_choice,
 )
+from hwadvisor.workload.build import default_of
 from hwadvisor.workload.limits import LIMITS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -108,9 +109,9 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
     Param("batch", _opt("--batch", "Sequences per step: in serving, per model instance; in "
                         "training, per data-parallel rank and micro-batch (a tensor- or "
                         "pipeline-parallel group shares them, as torchtitan's local batch)",
-                        int, _WORKLOAD_PANEL, "1")),
+                        int, _WORKLOAD_PANEL, str(default_of("batch")))),
     Param("prompt_len", _opt("--prompt-len", "Prompt tokens; the sequence length in training",
-                             int, _WORKLOAD_PANEL, "2048")),
+                             int, _WORKLOAD_PANEL, str(default_of("prompt_len")))),
     Param("gen_len", _opt("--gen-len", "Generated tokens (inference)", int, _WORKLOAD_PANEL,
                           "256; 0 in training")),
     Param("weights_dtype", _opt("--weights-dtype", f"Weights dtype: {_DTYPE_LIST}", str,
@@ -122,7 +123,7 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
     Param("optimizer", _opt("--optimizer", f"Training optimizer: {', '.join(OPTIMIZERS)}", str,
                             _WORKLOAD_PANEL, "adamw")),
     Param("grad_accum", _opt("--grad-accum", "Gradient accumulation steps", int,
-                             _WORKLOAD_PANEL, "1")),
+                             _WORKLOAD_PANEL, str(default_of("grad_accum")))),
     Param("gpus", _opt("--gpus", "GPUs in all", int, _WORKLOAD_PANEL,
                        "1, or nodes x gpus-per-node")),
     Param("nodes", _opt("--nodes", "Nodes, for multi-node planning", int, _WORKLOAD_PANEL, "1")),

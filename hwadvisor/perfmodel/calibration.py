@@ -19,10 +19,17 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
+from hwadvisor.errors import UserError
 from hwadvisor.models import Device, Measured, Report, TrialResult
 from hwadvisor.perfmodel import constants as C
+
+if TYPE_CHECKING:
+    from hwadvisor.workload import WorkloadRequest
 
 # The trial stack's blocks (hwadvisor/trials/blocks.py, Block.decode): 2 RMSNorms x 8 ops,
 # q/k/v, 2 index_copy_ (cache write), 2 expand_kv copies, SDPA, transpose-reshape copy, o,
@@ -266,3 +273,173 @@ def implausible(cal: Calibration, device: Device) -> list[str]:
             found.append(f"{label} = {value:.4g} {limit.unit} is over {DATASHEET_SLACK:g}x "
                          f"{device.name}'s datasheet {sheet:.4g} {limit.unit}")
     return found
+
+
+# ---------------------------------------------------------------------------------------
+# --calibration FILE: the one entry the pipeline calls
+#
+# It lives here, with the figures it reads, rather than in the pipeline or in cluster/: the
+# layer rules let perfmodel read a saved report (report.io) and the workload's limits, but not
+# cluster/, which must stay free of the planning stages. The one cluster-specific piece, the
+# reader of a cluster report's inter-node figure (cluster/calibration.py), is handed in as
+# `network` by the caller, which may import both.
+
+
+class NetworkFigure(Protocol):
+    """A measured inter-node bus bandwidth and the job that measured it (read-only)."""
+
+    @property
+    def gbps(self) -> float:
+        """All-reduce bus bandwidth per GPU, GB/s one direction."""
+
+    @property
+    def size_label(self) -> str:
+        """The message size it was measured at."""
+
+    @property
+    def nodes(self) -> int:
+        """Nodes in the job."""
+
+    @property
+    def ranks_per_node(self) -> int:
+        """Ranks (GPUs) per node in the job."""
+
+
+NetworkReader = Callable[[Report], NetworkFigure | None]
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """What --calibration changed: the device's figures, the request's network, the notes."""
+
+    calibration: Calibration | None
+    device: Device
+    request: WorkloadRequest
+    notes: list[str]
+
+
+def calibrate(path: Path | None, device: Device, request: WorkloadRequest,
+              network: NetworkReader) -> Calibrated:
+    """Apply --calibration: the device's measured figures and the cluster's network.
+
+    Without a path nothing changes. The device keeps its own figures where the report
+    measured none; the request gets the report's inter-node bandwidth when it has one.
+    """
+    if path is None:
+        return Calibrated(None, device, request, [])
+    from hwadvisor.report.io import load_report
+
+    report = load_report(path)
+    found, notes = load_calibration(path, device, network, report)
+    device = calibrated(device, found)
+    request, network_notes = calibrate_network(request, report, str(path), network, device)
+    return Calibrated(found, device, request, notes + network_notes)
+
+
+def load_calibration(path: Path | None, device: Device, network: NetworkReader,
+                     report: Report | None = None) -> tuple[Calibration | None, list[str]]:
+    """Return the measured figures of `device` in the report at path, and a note saying which.
+
+    None without a path. A report that measured nothing, or only another device, is a
+    UserError (exit 2): the user asked for calibration, so silently using the datasheet would
+    mislead.
+    """
+    if path is None:
+        return None, []
+    if report is None:
+        from hwadvisor.report.io import load_report
+
+        report = load_report(path)
+    found = from_report(report, device, source=str(path))
+    if found is None and network(report) is not None:
+        return None, []  # a cluster report of the network only: calibrate_network reads it
+    if found is None:
+        measured = [d.name for d in measured_devices(report)]
+        if not measured:
+            raise UserError(f"--calibration {path}: the report holds no measurements",
+                            hint="write one on the device with 'hwadvisor probe --measure "
+                            "--output FILE' or 'hwadvisor validate --output FILE'")
+        raise UserError(f"--calibration {path}: it measured {', '.join(measured)}, not "
+                        f"{device.name}",
+                        hint="pass a report from the same device model (--device picks the "
+                        "planned one), or drop --calibration")
+    _check_plausible(found, device, path)
+    figures = [name for name, value in (
+        ("memory bandwidth", found.memory_bandwidth_gbps),
+        ("matmul " + "/".join(sorted(found.matmul_tflops)), found.matmul_tflops),
+        ("attention", found.attention_tflops), ("launch latency", found.kernel_floor_s),
+        ("host transfer", found.host_transfer_gbps), ("bus bandwidth", found.busbw_gbps))
+        if value]
+    return found, [f"calibration: {', '.join(figures)} measured on {found.device} ({path})"]
+
+
+def _check_plausible(found: Calibration, device: Device, path: Path) -> None:
+    """UserError (exit 2) when a calibration figure is outside the device's physical range."""
+    wrong = implausible(found, device)
+    if wrong:
+        raise UserError(f"--calibration {path}: {'; '.join(wrong[:3])}"
+                        + (f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else ""),
+                        hint="that is not a measurement of this device: pass the report "
+                        "'hwadvisor validate --output FILE' or 'probe --measure' wrote on it, "
+                        "or drop --calibration")
+
+
+def calibrated(device: Device, calibration: Calibration | None) -> Device:
+    """Return the device with the calibration's bandwidth and matmul in its measured field."""
+    if calibration is None:
+        return device
+    return device.model_copy(update={"measured": calibration.measured(device.measured)})
+
+
+def calibrate_network(request: WorkloadRequest, report: Report, source: str,
+                      network: NetworkReader,
+                      device: Device | None = None) -> tuple[WorkloadRequest, list[str]]:
+    """Plan with the inter-node bus bandwidth a cluster report measured (--calibration).
+
+    Returns the request with inter_node_gbps set and a note saying so; unchanged, with no
+    note, when the report has no inter-node figure (a one-host report still calibrates the
+    device). --inter-node-gbps, when given, wins: the user said so.
+    """
+    found = network(report)
+    if found is None:
+        return request, []
+    _check_network(report, found.gbps, source, device)
+    if request.inter_node_gbps is not None:
+        return request, [f"calibration: --inter-node-gbps {request.inter_node_gbps:g} given, "
+                         f"so the {found.gbps:.1f} GB/s measured in {source} is not used"]
+    notes = [f"calibration: inter-node bandwidth {found.gbps:.1f} GB/s per GPU, measured as "
+             f"all-reduce bus bandwidth ({found.size_label}) across {found.nodes} nodes "
+             f"({source})"]
+    if not request.layout_given():
+        notes.append(f"calibration: the network matters across nodes; that job had "
+                     f"{found.nodes} nodes x {found.ranks_per_node} GPUs (--nodes "
+                     f"{found.nodes} --gpus-per-node {found.ranks_per_node} plans it)")
+    return request.with_changes(inter_node_gbps=round(found.gbps, 3)), notes
+
+
+def _check_network(report: Report, gbps: float, source: str, device: Device | None) -> None:
+    """UserError (exit 2) for a network figure that cannot stand for the planned GPUs' network.
+
+    A CPU-only job (gloo over the host's sockets) measures the CPUs' path, not the GPUs'
+    network: it must not set a GPU plan's inter-node bandwidth. A figure outside the physical
+    range of a network (workload/limits.py's --inter-node-gbps) is not a measurement.
+    """
+    from hwadvisor.workload import limits
+
+    try:
+        limits.check("--inter-node-gbps", gbps)
+    except UserError:
+        raise UserError(f"--calibration {source}: its inter-node bandwidth {gbps:.4g} GB/s is "
+                        "outside the physical range of a network (0.1-100,000 GB/s per GPU)",
+                        hint="pass a cluster report written by 'hwadvisor validate' under "
+                        "torchrun or srun, or --inter-node-gbps") from None
+    planned_gpu = device is not None and device.vendor in ("nvidia", "amd")
+    cluster = report.cluster
+    ran_on_gpus = cluster is not None and cluster.backend == "nccl" and any(
+        r.device_index is not None for n in cluster.nodes for r in n.ranks)
+    if planned_gpu and not ran_on_gpus:
+        raise UserError(f"--calibration {source}: that job ran on CPUs only (no GPU in any "
+                        f"rank), so its {gbps:.3g} GB/s measures the host path, not the "
+                        f"network of {device.name if device else 'the planned GPUs'}",
+                        hint="calibrate with a cluster report of the GPUs' job, or pass "
+                        "--inter-node-gbps")

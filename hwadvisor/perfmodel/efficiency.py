@@ -31,13 +31,23 @@ if TYPE_CHECKING:
 
 
 def device_family(device: Device) -> str:
-    """Return the family key the efficiency tables use for this device."""
-    return _family(device.vendor, str(getattr(device.device_class, "value", device.device_class)),
-                   device.architecture or "", device.name, device.memory_type or "")
+    """Return the family key the efficiency tables use for this device.
+
+    A device planned from a profile has the family its file states (profiles/*.toml,
+    `family`); only a probed device is guessed from its architecture and name.
+    """
+    if device.source == "profile" and device.profile_id:
+        from hwadvisor import profiles
+
+        return profiles.get(device.profile_id).family
+    return guess_family(device.vendor,
+                        str(getattr(device.device_class, "value", device.device_class)),
+                        device.architecture or "", device.name, device.memory_type or "")
 
 
 @lru_cache(maxsize=256)
-def _family(vendor: str, cls: str, arch: str, name: str, memory_type: str) -> str:
+def guess_family(vendor: str, cls: str, arch: str, name: str, memory_type: str) -> str:
+    """Guess a probed device's family from its vendor, class, architecture, name and memory."""
     arch_l, name_l = arch.lower(), name.lower()
     if cls == "apple-silicon":
         for tier in ("ultra", "max", "pro"):

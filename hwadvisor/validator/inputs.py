@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hwadvisor.models import Recommendation, Report, TrialResult, Validation
+from hwadvisor.models import (
+    Device,
+    Estimate,
+    ModelOptions,
+    Recommendation,
+    Report,
+    TrialResult,
+    Validation,
+    Workload,
+)
 from hwadvisor.validator.verdicts import Decision, decide, effect_interval, metric_kind
 
 # Predicts a recommendation's factor again with a measured bus bandwidth (GB/s); None when the
@@ -121,3 +130,25 @@ def input_verdict(report: Report, rec: Recommendation, result: TrialResult,
     return Validation(status="inconclusive", detail=(
         f"{result.id} measured an input of this prediction; without predicting again from it "
         "there is no decision"))
+
+
+def repredict(report: Report, rec: Recommendation, busbw_gbps: float) -> float | None:
+    """Predict a recommendation's factor again with a measured bus bandwidth (GB/s).
+
+    None when the rule no longer fires with that bandwidth. The validator calls this for
+    advice whose trial measures an input of the prediction (the collectives trial).
+    """
+    from hwadvisor.perfmodel import estimate
+    from hwadvisor.probe.target import primary_device
+    from hwadvisor.rules.advise import recommend
+
+    if report.workload is None or report.goal is None:
+        return None
+    device = primary_device(report)
+
+    def measured(workload: Workload, dev: Device, options: ModelOptions) -> Estimate:
+        return estimate(workload, dev, options, measured_busbw_gbps=busbw_gbps)
+
+    outcome = recommend(report.workload, device, report.goal, host=report.host, estimator=measured)
+    again = next((r for r in outcome.recommendations if r.id == rec.id), None)
+    return again.predicted.factor if again is not None else None

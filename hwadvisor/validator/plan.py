@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hwadvisor.models import PlanTrialSpec, PlanValidation, TrialResult
+from hwadvisor.models import Plan, PlanTrialSpec, PlanValidation, Report, TrialResult
 from hwadvisor.validator.verdicts import decide, effect_interval
 
 # The model's ratio for the step the trial ran, from what it applied (see applied_from).
@@ -160,3 +160,42 @@ def _detail(value: float, ci: tuple[float, float] | None, runs: int | None,
         text += f"; the whole plan is predicted {_fmt(check.plan_ratio)} on the full model"
     text += f"; {status} against {threshold:.2f}"
     return text
+
+
+def plan_check(report: Report) -> PlanCheck | None:
+    """Return what the validator needs to measure the plan as a whole (None without a plan).
+
+    The plan's knobs, trial spec and re-prediction come from rules/plancheck.py (the plan as
+    one measurable step); this turns them into the PlanCheck that plan_verdict reads.
+    """
+    from hwadvisor.probe.target import primary_device
+    from hwadvisor.rules.plancheck import metric_words, predicted_ratio, trial_spec
+
+    plan = report.plan
+    if plan is None or report.workload is None or report.goal is None:
+        return None
+    ratio = plan_ratio(plan)
+    if not plan.steps:
+        return PlanCheck(spec=None, plan_ratio=ratio, no_steps=True)
+    device = primary_device(report)
+    workload = report.workload
+    spec, unmeasured = trial_spec(workload, device, report.goal, plan)
+    if spec is None:
+        return PlanCheck(spec=None, unmeasured=unmeasured, plan_ratio=ratio)
+
+    def predict(applied: dict[str, Any]) -> float | None:
+        assert spec is not None
+        return predicted_ratio(workload, device, spec.phase, spec.metric, applied)
+
+    return PlanCheck(spec=spec, unmeasured=unmeasured, predict=predict, plan_ratio=ratio,
+                     metric=metric_words(spec))
+
+
+def plan_ratio(plan: Plan) -> float | None:
+    """Return the whole plan's predicted ratio: a speedup for speed goals, a factor for memory."""
+    before, after = plan.metric.before, plan.metric.after
+    if not before or not after:
+        return None
+    if plan.metric.name == "memory_per_gpu_bytes":
+        return after / before
+    return after / before if plan.metric.better == "higher" else before / after

@@ -365,6 +365,11 @@ def _gpu_layout(gpus: int | None, nodes: int | None,
 QUALITY_BUDGETS: tuple[str, ...] = ("lossless", "fp8", "int8", "int4")
 
 
+def default_of(field: str) -> Any:
+    """Return a Workload field's default: written once, on the model (models/workload.py)."""
+    return Workload.model_fields[field].default
+
+
 def build_workload(
     model: str | None = None,
     phase: str | None = None,
@@ -397,10 +402,10 @@ def build_workload(
     engine_v = _req_choice("--engine", engine, "hf", ENGINES)
     weights_given = parse_choice("--weights-dtype", weights_dtype, None, DTYPES, _DTYPE_ALIASES)
     opt_v = _req_choice("--optimizer", optimizer, "adamw", OPTIMIZERS, _OPTIMIZER_ALIASES)
-    batch_v = _int_or("--batch", batch, 1)
-    prompt_v = _int_or("--prompt-len", prompt_len, 2048)
+    batch_v = _int_or("--batch", batch, default_of("batch"))
+    prompt_v = _int_or("--prompt-len", prompt_len, default_of("prompt_len"))
     gen_v = _int_or("--gen-len", gen_len, 0 if phase_v == "training" else 256, minimum=0)
-    accum_v = _int_or("--grad-accum", grad_accum, 1)
+    accum_v = _int_or("--grad-accum", grad_accum, default_of("grad_accum"))
     gpus_in = _int_opt("--gpus", gpus, None)
     nodes_in = _int_opt("--nodes", nodes, None)
     per_node_in = _int_opt("--gpus-per-node", gpus_per_node, None)

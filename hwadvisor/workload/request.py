@@ -69,24 +69,20 @@ class WorkloadRequest:
             return (self.nodes or 1) * self.gpus_per_node
         return 1
 
-    def build(self, device_memory_bytes: int | None = None, device_class: object = None,
-              engine: str | None = None, engine_source: str | None = None) -> Workload:
+    def build(self, device_memory_bytes: int | None = None,
+              device_class: object = None) -> Workload:
         """Validate the options, fill the defaults for the device, and return the Workload.
 
-        engine (with the reason it was chosen) fills in when --engine was not given: the
-        pipeline picks the device class's default engine.
+        The engine is settled afterwards (workload/settle.py): --engine, or the device
+        class's default with the reason it was chosen.
         """
         from hwadvisor.workload.build import build_workload
 
         values = dataclasses.asdict(self)
         values.pop("host_memory_gb")
-        values.pop("engine_options")  # the pipeline applies them with the engine's data
-        if values["engine"] is None and engine is not None:
-            values["engine"] = engine
-        else:
-            engine_source = None
-        return build_workload(**values, engine_source=engine_source,
-                              device_memory_bytes=device_memory_bytes, device_class=device_class)
+        values.pop("engine_options")  # settle.py applies them with the engine's data
+        return build_workload(**values, device_memory_bytes=device_memory_bytes,
+                              device_class=device_class)
 
 
 WORKLOAD_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WorkloadRequest))

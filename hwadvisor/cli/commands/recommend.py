@@ -235,11 +235,11 @@ def register(app: typer.Typer) -> None:
             report.notes.insert(0, goal_note)
         print_report_notes(report)
         if validate:
-            from hwadvisor.trials.base import TORCH_MISSING, torch_missing
+            from hwadvisor.validator.measure import torch_install_hint, torch_missing
 
             if torch_missing():  # the validator's trials need torch
                 raise UserError("cannot validate: torch is not installed",
-                                hint=TORCH_MISSING.split(": ", 1)[1])
+                                hint=torch_install_hint())
             with progress_bar(not as_json and sys.stderr.isatty()) as progress:
                 report = pipeline.validate_recommendations(report, progress=progress)
             mark_interruption(report)

@@ -130,11 +130,11 @@ def render(report: Report, explain: bool = False) -> None:
 
 
 def _require_gpu() -> None:
-    from hwadvisor.trials.base import TORCH_MISSING, cuda_available, torch_missing
+    from hwadvisor.validator.measure import cuda_available, torch_install_hint, torch_missing
 
     if torch_missing():
         raise UserError("--require-gpu: torch is not installed, so no GPU can be used",
-                        hint=TORCH_MISSING.split(": ", 1)[1], code=ExitCode.NO_DEVICE)
+                        hint=torch_install_hint(), code=ExitCode.NO_DEVICE)
     if not cuda_available():
         raise UserError("--require-gpu: torch sees no CUDA GPU",
                         hint="check nvidia-smi and that torch is a CUDA build "
@@ -203,15 +203,15 @@ def register(app: typer.Typer) -> None:
         """
         from hwadvisor import pipeline
         from hwadvisor.probe.select import parse_gpu_option
-        from hwadvisor.trials.registry import TRIALS, check_ids
+        from hwadvisor.validator.measure import all_trial_ids, check_trial_ids
 
         if list_trials:
-            for trial_id in TRIALS:
+            for trial_id in all_trial_ids():
                 typer.echo(trial_id)
             return
         if trial:
             trial = [t.strip().lower() for t in trial]  # ids read case-insensitively
-            check_ids(trial)
+            check_trial_ids(trial)
         gpus = parse_gpu_option(gpu) if gpu is not None else None
         if gpus and from_report is not None:
             raise UserError("--gpu picks GPUs of this machine; --report validates a saved "

@@ -1,0 +1,187 @@
+"""Where trials run and whose figures they are: measuring, targeting, attributing.
+
+The pipeline chains these; they are the only doors from the planning side to `trials/`
+(the trial registry, torch's view of the GPUs, the generic model reader), so neither the
+pipeline nor the CLI imports `trials/` itself. Trial functions are looked up on their modules
+at call time (`base.cuda_ordinal`, `runner.run_trials`) so a test can stand in for torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hwadvisor.errors import ExitCode, UserError
+from hwadvisor.models import Device, Report, TrialResult
+from hwadvisor.trials import base, environment, registry
+from hwadvisor.trials.base import TrialContext
+from hwadvisor.validator import runner
+from hwadvisor.validator.runner import Progress
+
+if TYPE_CHECKING:
+    from hwadvisor.cluster.job import LocalRun, Place
+
+
+def read_any_model() -> None:
+    """Fill the workload's generic-reader slot with the meta-device reader (trials/).
+
+    A model_type the hand-written parsers lack is read from the module tree transformers
+    builds on the meta device (torch and transformers load only then, never at start-up).
+    """
+    from hwadvisor.trials.meta_model import describe_config
+    from hwadvisor.workload import generic
+
+    generic.use(describe_config)
+
+
+def torch_missing() -> str | None:
+    """Return why torch cannot be imported (with the install hint), or None."""
+    return base.torch_missing()
+
+
+def torch_install_hint() -> str:
+    """Return the pip line that installs the trials' torch."""
+    return base.TORCH_MISSING.split(": ", 1)[1]
+
+
+def cuda_available() -> bool:
+    """Return whether torch sees a CUDA (or ROCm) GPU."""
+    return base.cuda_available()
+
+
+def all_trial_ids() -> list[str]:
+    """Return every trial id, in the order validate runs them."""
+    return registry.trial_ids()
+
+
+def check_trial_ids(ids: list[str]) -> None:
+    """UserError (exit 2) for an unknown trial id, with the valid ones in the hint."""
+    registry.check_ids(ids)
+
+
+def measure_trial_ids() -> list[str]:
+    """Return the trials `probe --measure` runs (the device's own figures)."""
+    return list(registry.MEASURE_TRIALS)
+
+
+def measure(report: Report, progress: Progress | None) -> Report:
+    """Run the MEASURE_TRIALS on each GPU torch can see (else once, on the CPU).
+
+    GPUs are matched to torch's by PCI bus id or CUDA_VISIBLE_DEVICES (trials.base
+    cuda_ordinal), so each figure lands on the device it was measured on.
+    """
+    gpus = [d for d in report.devices if d.vendor in ("nvidia", "amd")
+            and base.cuda_ordinal(d) is not None]
+    targets: list[Device | None] = list(gpus) if gpus else [None]
+    for device in targets:
+        ctx = TrialContext(device=device, budget_s=5.0)
+        results, interrupted = runner.run_trials(registry.MEASURE_TRIALS, ctx, progress)
+        attribute_trials(results, device)
+        report.trials = list(report.trials) + results
+        if device is not None:
+            device.measured = runner.measured_from(results)
+        if interrupted:
+            report.interrupted = True
+            break
+    note = runner.busy_note(report.trials)
+    if note and note not in report.notes:
+        report.notes.append(note)
+    return report
+
+
+def attribute_trials(results: list[TrialResult], device: Device | None) -> None:
+    """Record in each trial's environment which report device (NVML index) it ran on."""
+    on_gpu = device is not None and base.cuda_ordinal(device) is not None
+    for result in results:
+        if result.status in ("ok", "error") and on_gpu and device is not None:
+            result.environment.device_index = device.index
+
+
+def trial_target(report: Report, chosen: bool = False) -> Device | None:
+    """Return the device trials run on: the GPU torch calls cuda:0, else the first listed.
+
+    chosen (validate -i): the first listed GPU torch can see; UserError (exit 3) when torch
+    sees GPUs but none of those, rather than measuring another GPU under their name.
+    """
+    gpus = [d for d in report.devices if d.vendor in ("nvidia", "amd")]
+    ordinals = [(base.cuda_ordinal(d), d) for d in gpus]
+    visible = [(o, d) for o, d in ordinals if o is not None]
+    if visible:
+        return visible[0][1] if chosen else min(visible, key=lambda pair: pair[0])[1]
+    if chosen and gpus and base.cuda_available():
+        names = ", ".join(str(d.index) for d in gpus)
+        raise UserError(f"--gpu {names}: torch cannot see that GPU (CUDA_VISIBLE_DEVICES / "
+                        "HIP_VISIBLE_DEVICES hide it)",
+                        hint="pick a GPU torch can see, or unset the variable",
+                        code=ExitCode.NO_DEVICE)
+    return report.devices[0] if report.devices else None
+
+
+def cpu_torch_note(target: Device | None) -> str | None:
+    """Return a note when torch cannot use the trials' GPU (they measure the CPU instead)."""
+    if target is None or target.vendor not in runner.GPU_VENDORS \
+            or environment.cuda_device_count() > 0:
+        return None
+    return (f"{runner.NO_GPU}: the trials ran on the CPU; their figures are the CPU's, not "
+            f"{target.name}'s")
+
+
+def run_here(report: Report, target: Device | None, ids: list[str] | None, quick: bool,
+             nvls: bool, progress: Progress | None) -> Report:
+    """Run the trials (all without ids) on target and put their results in the report."""
+    ctx = runner.context_for(report, quick, nvls=nvls)
+    ctx.device = target
+    cpu_only = cpu_torch_note(target)
+    if cpu_only:
+        report.notes.append(cpu_only)
+    results, interrupted = runner.run_trials(ids or all_trial_ids(), ctx, progress)
+    attribute_trials(results, target)
+    report.trials = results
+    report.interrupted = interrupted
+    busy = runner.busy_note(results)
+    if busy:
+        report.notes.append(busy)
+    return report
+
+
+def rank_trials(report: Report, device: Device | None, place: Place, ids: list[str],
+                quick: bool, nvls: bool, progress: Progress | None) -> LocalRun:
+    """Run trials on one rank's GPU (the CPU without one); its figures go to device.measured.
+
+    Returns the rank's part of the job (cluster/job.py gathers it on rank 0).
+    """
+    from hwadvisor.cluster.job import LocalRun
+
+    ctx = TrialContext(device=device, workload=report.workload, budget_s=3.0 if quick else 5.0,
+                       quick=quick, nvls=nvls, cuda_index=place.cuda_index)
+    results, interrupted = runner.run_trials(ids, ctx, progress)
+    report.trials = results
+    report.interrupted = interrupted
+    measured = runner.measured_from(results)
+    if device is not None:
+        device.measured = measured
+    busy = runner.busy_note(results)
+    if busy:
+        report.notes.append(busy)
+    return LocalRun(report=report, device=device, measured=measured)
+
+
+def in_asked_order(trials: list[TrialResult], wanted: list[str]) -> None:
+    """Sort trials into the order asked (the job's collectives come back last)."""
+    trials.sort(key=lambda t: wanted.index(t.id) if t.id in wanted else len(wanted))
+
+
+def saved_recommendations(path: Path) -> Report:
+    """Read a saved recommend report to validate (validate --report); exit 2 without advice."""
+    from hwadvisor.report.io import load_report
+
+    report = load_report(path)
+    if not report.recommendations:
+        raise UserError(f"{path} has no recommendations to validate",
+                        hint="pass a report written by 'hwadvisor recommend --output FILE'")
+    return report
+
+
+def failed_notes(trials: list[TrialResult]) -> list[str]:
+    """Return one --measure note for each trial that did not run cleanly."""
+    return [f"--measure: trial {t.id} {t.status}: {t.reason}" for t in trials if t.status != "ok"]
