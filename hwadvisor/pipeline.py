@@ -145,8 +145,10 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
 
 
 def validate_recommendations(report: Report, progress: Progress | None = None,
-                             quick: bool = False, nvls: bool = False) -> Report:
-    """Run each recommendation's trial and the plan's stacked step; set the verdicts."""
+                             quick: bool = False, nvls: bool = False,
+                             engine_model: Path | None = None) -> Report:
+    """Run each recommendation's trial, the plan's stacked step and the engine's benchmark."""
+    from hwadvisor.validator.engine_bench import attach_engine_validation
     from hwadvisor.validator.inputs import repredict
     from hwadvisor.validator.measure import attribute_trials
     from hwadvisor.validator.plan import plan_check
@@ -156,7 +158,7 @@ def validate_recommendations(report: Report, progress: Progress | None = None,
     report = validate_report(report, progress=progress, quick=quick, repredict=repredict,
                              nvls=nvls, plan_check=plan_check(report))
     attribute_trials(report.trials[before:], report.devices[0] if report.devices else None)
-    return report
+    return attach_engine_validation(report, engine_model)
 
 
 def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: WorkloadRequest,

@@ -210,3 +210,31 @@ def test_a_recommend_report_without_a_model_file_is_unsupported() -> None:
     assert v.predicted is not None and v.predicted.decode_tokens_per_s == pytest.approx(
         1 / report.estimate.times.tpot_s
     )
+
+
+def test_recommend_validate_runs_the_engines_own_benchmark_on_the_model_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """recommend --validate --engine-model: the emitted config's engine benchmark, end to end."""
+    pytest.importorskip("torch")  # --validate runs the trials too
+    from typer.testing import CliRunner
+
+    from hwadvisor.cli.app import app
+    from hwadvisor.models import Report
+
+    fake_binary(tmp_path, "llama-bench", FIXTURES / "llama_bench_1b_q4_k_m.json")
+    monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + os.environ.get("PATH", ""))
+    model = tmp_path / "llama-3.2-1b-q4_k_m.gguf"
+    model.write_bytes(b"GGUF")
+    out = CliRunner().invoke(app, [
+        "recommend", "--goal", "inference-latency", "--device", "h200-sxm", "--engine",
+        "llamacpp", "--model", "llama-3.2-1b", "--weights-dtype", "q4_k_m", "--prompt-len", "512",
+        "--gen-len", "128", "--validate", "--engine-model", str(model), "--json"])
+    assert out.exit_code in (0, 1), out.output
+    report = Report.model_validate_json(out.stdout)
+    engine = report.plan.validation.engine
+    assert engine is not None and engine.engine == "llamacpp"
+    assert engine.status in ("confirmed", "refuted", "inconclusive"), engine.reason
+    assert engine.measured is not None and engine.predicted is not None
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[:2] == ["-m", str(model)]  # the benchmark ran on the user's file

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hwadvisor.models import EngineConfig, EngineFigures, EngineValidation, Report
+from hwadvisor.models import EngineConfig, EngineFigures, EngineValidation, PlanValidation, Report
 
 TOLERANCE = 0.15  # the ±15% the engine's figures must land within to confirm the model
 TIMEOUT_S = 600.0
@@ -561,3 +561,22 @@ def validate_plan_engine(report: Report, model_file: str | None) -> EngineValida
     work = BenchWorkload(model_file or wl.model, wl.batch, wl.prompt_len, max(wl.gen_len, 1))
     predicted = predicted_figures(wl.batch, wl.prompt_len, est.times.ttft_s, est.times.tpot_s)
     return validate_engine(engine, work, plan.engine_config, predicted)
+
+
+def attach_engine_validation(report: Report, model_file: Path | None) -> Report:
+    """Set plan.validation.engine: the engine's own benchmark against the report's prediction.
+
+    An inference plan always gets a result: measured where the engine is installed and a model
+    file is given, else `unsupported` with the reason (no engine here, no model file). The
+    plan's stacked-step verdict, if any, is kept beside it.
+    """
+    plan = report.plan
+    if plan is None:
+        return report
+    engine = validate_plan_engine(report, str(model_file) if model_file is not None else None)
+    if engine is None:
+        return report
+    validation = plan.validation or PlanValidation(
+        status="unsupported", detail="no stacked step of this plan runs as a trial here")
+    plan.validation = validation.model_copy(update={"engine": engine})
+    return report

@@ -60,6 +60,15 @@ EmitOpt = Annotated[
                  "TOML or JSON config, or Python arguments) to this file.", dir_okay=False,
                  show_default=False),
 ]
+EngineModelOpt = Annotated[
+    Optional[Path],  # noqa: UP007, UP045
+    typer.Option("--engine-model", help="The model file or folder the engine itself loads (a GGUF "
+                 "for llama.cpp, a Hugging Face folder for vLLM, SGLang or MLX): with --validate, "
+                 "the engine's own benchmark (llama-bench, vllm bench latency, "
+                 "sglang.bench_one_batch, mlx_lm.benchmark) runs on it where the engine is "
+                 "installed, and plan.validation.engine holds measured against predicted.",
+                 show_default=False),
+]
 ValidateOpt = Annotated[
     bool,
     typer.Option("--validate", help="Run each recommendation's trial here to confirm or refute it "
@@ -204,6 +213,7 @@ def register(app: typer.Typer) -> None:
         goal: GoalOpt = None,
         device: DeviceOpt = None,
         validate: ValidateOpt = False,
+        engine_model: EngineModelOpt = None,
         emit: EmitOpt = None,
         as_json: JsonOpt = False,
         output: OutputOpt = None,
@@ -241,7 +251,8 @@ def register(app: typer.Typer) -> None:
                 raise UserError("cannot validate: torch is not installed",
                                 hint=torch_install_hint())
             with progress_bar(not as_json and sys.stderr.isatty()) as progress:
-                report = pipeline.validate_recommendations(report, progress=progress)
+                report = pipeline.validate_recommendations(report, progress=progress,
+                                                           engine_model=engine_model)
             mark_interruption(report)
         report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
         extra = [(emit, _emit_text(report))] if emit is not None else []
