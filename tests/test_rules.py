@@ -31,7 +31,7 @@ PLAYBOOKS = {
     A: {"torch-compile", "bf16-mixed-precision", "fp16-mixed-precision", "fp8-training",
         "fsdp2-zero3", "hsdp", "tensor-parallel-in-node", "pipeline-parallel", "context-parallel",
         "fused-adamw", "activation-checkpointing", "optimizer-8bit", "optimizer-offload", "lora",
-        "qlora", "flash-attention", "expert-parallel", "micro-batch"},
+        "qlora", "flash-attention", "expert-parallel", "micro-batch", "fused-cross-entropy"},
     B: {"flash-attention", "prefix-caching", "fp8-weights", "int8-weights", "fp4-weights",
         "int4-weights", "cuda-graphs", "speculative-decoding", "paged-kv-continuous-batching",
         "chunked-prefill", "pd-disaggregation", "data-parallel-replicas", "expert-parallel",
@@ -41,7 +41,8 @@ PLAYBOOKS = {
         "sliding-window-or-mla", "mmap-weights", "activation-checkpointing", "cpu-offload",
         "flash-attention", "bf16-mixed-precision", "fp16-mixed-precision", "fsdp2-zero3",
         "tensor-parallel-in-node", "pipeline-parallel", "context-parallel", "optimizer-8bit",
-        "optimizer-offload", "lora", "qlora", "chunked-prefill", "micro-batch"},
+        "optimizer-offload", "lora", "qlora", "chunked-prefill", "micro-batch",
+        "fused-cross-entropy"},
 }
 
 
@@ -419,6 +420,8 @@ FIRES = {
                                           "activation_checkpointing": True}),
     "micro-batch": (A, "rtx-4090", {"model": "llama-3-8b", "phase": "training", "batch": 4,
                                     "prompt_len": 4096, "weights_dtype": "nf4"}),
+    "fused-cross-entropy": (A, "rtx-4090", {"model": "llama-3.2-1b", "phase": "training",
+                                            "prompt_len": 16384, "engine": "hf"}),
     "context-parallel": (A, "h100-sxm", {**S_8B_TRAIN, "gpus": 8, "prompt_len": 65536}),
     "fused-adamw": (A, "h100-sxm", {**S_8B_TRAIN, "engine": "deepspeed"}),
     "activation-checkpointing": (C, "h100-sxm", {**S_8B_TRAIN, **HF}),
@@ -457,6 +460,7 @@ REJECTED = {
     "tensor-parallel-in-node": (A, "rtx-4090", {**S_8B_TRAIN, "gpus": 4}, "device_class_in"),
     "pipeline-parallel": (A, "h100-sxm", {**S_8B_TRAIN, "gpus": 8}, "min_nodes"),
     "micro-batch": (A, "h100-sxm", {**S_8B_TRAIN, "batch": 1}, "min_batch"),
+    "fused-cross-entropy": (A, "h100-sxm", S_8B, "phase"),
     "context-parallel": (A, "h100-sxm", {**S_8B_TRAIN, "gpus": 8}, "min_prompt_len"),
     "fused-adamw": (A, "h100-sxm", {**S_8B_TRAIN, "optimizer": "sgd"}, "optimizer_in"),
     "activation-checkpointing": (C, "h100-sxm", {**S_8B_TRAIN, "activation_checkpointing": True},

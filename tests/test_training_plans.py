@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from functools import cache
 
+import pytest
+
 from hwadvisor.models import ModelOptions, Report
 from hwadvisor.pipeline import estimate_report, recommend_report
 from hwadvisor.workload import WorkloadRequest
@@ -124,3 +126,30 @@ def test_a_v100_trains_in_fp16_with_deepspeed_dynamic_loss_scaling():
     data = json.loads(report.plan.engine_config.text)
     assert data["fp16"] == {"enabled": True, "loss_scale": 0}
     assert "bf16" not in data
+
+
+def test_a_long_sequence_on_a_small_card_takes_the_chunked_loss_and_says_it():
+    # 16k tokens x 128k vocabulary: the loss's logits alone are tens of GB
+    report = plan("rtx-4090", model="llama-3.2-1b", batch=1, prompt_len=16384, engine="hf")
+    assert report.plan is not None and report.plan.fits
+    assert "fused-cross-entropy" in {s.id for s in report.plan.steps}
+    assert report.plan.engine_config is not None
+    assert "use_liger_kernel=True" in report.plan.engine_config.text
+
+
+def test_the_chunked_loss_holds_far_less_than_the_full_logits():
+    from hwadvisor.perfmodel import estimate
+    from hwadvisor.pipeline import build_workload
+    from hwadvisor.probe.target import primary_device, resolve_target
+
+    device = primary_device(resolve_target("h100-sxm", 1))
+    workload = build_workload(WorkloadRequest(model="llama-3.2-1b", phase="training", batch=1,
+                                              prompt_len=16384), device.memory_total_bytes,
+                              device.device_class, device.formats)
+    plain = estimate(workload, device, ModelOptions())
+    fused = estimate(workload, device, ModelOptions(cross_entropy="fused"))
+    chunked = estimate(workload, device, ModelOptions(cross_entropy="chunked"))
+    logits = 16384 * 128256  # elements
+    assert plain.memory.activations_bytes - fused.memory.activations_bytes == \
+        pytest.approx(logits * 12, rel=1e-6)  # 16 -> 4 bytes a logit
+    assert chunked.memory.activations_bytes < fused.memory.activations_bytes

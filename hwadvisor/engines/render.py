@@ -96,15 +96,16 @@ def _check_steps(steps: list[str]) -> None:
 
 
 def _skip_reason(engine: Engine, config: EngineConfig, step: str,
-                 device_class: str | None) -> str | None:
-    """Return why a step is not rendered, or None when the engine's config maps it."""
+                 device_class: str | None, form: str | None = None) -> str | None:
+    """Return why a step is not rendered, or None when the engine's config maps it (or its form)."""
     if engine.cannot(step, device_class):
         note = engine.reasons.get(step) or config.not_expressed.get(step, "")
         where = f" on {device_class}" if step not in engine.unsupported else ""
         return f"{engine.name} cannot do this{where}" + (f": {note}" if note else "")
     if step in config.not_expressed:
         return config.not_expressed[step]
-    if step not in config.steps and step not in LAYOUT_KEYS:
+    if step not in config.steps and step not in LAYOUT_KEYS and \
+            f"{step}-{form}" not in config.steps:
         return f"no {engine.name} setting maps to this step"
     return None
 
@@ -138,7 +139,7 @@ def render_config(
                 not _other_level(engine, key, (forms or {}).get(key)):
             defaulted.append(key)
             continue
-        reason = _skip_reason(engine, config, key, device_class)
+        reason = _skip_reason(engine, config, key, device_class, (forms or {}).get(key))
         if reason is not None:
             skipped.append(NotExpressed(step=key, reason=reason))
             continue
@@ -171,6 +172,8 @@ def _form_key(engine: Engine, config: EngineConfig, step: str, form: str | None,
                         hint=f"forms: {', '.join(sorted(STEP_FORMS))}")
     if key in config.steps:
         return key
+    if key == "activation-checkpointing-full":
+        return step  # the plain step recomputes whole layers in every engine that has it
     notes.append(f"{step}: {engine.name} has no {form} form of this step in its config; "
                  "the general one is shown")
     return step

@@ -41,7 +41,7 @@ STEP_IDS: tuple[str, ...] = (
     "fp16-mixed-precision", "fp8-training", "fsdp2-zero3", "hsdp", "tensor-parallel-in-node",
     "pipeline-parallel", "context-parallel", "fused-adamw", "activation-checkpointing", "lora",
     "qlora", "optimizer-8bit", "optimizer-offload", "cpu-offload", "mmap-weights",
-    "sliding-window-or-mla", "micro-batch",
+    "sliding-window-or-mla", "micro-batch", "fused-cross-entropy",
 )
 # Forms of a step that depend on the model, keyed "<step>-<form>": a config that has the form
 # says the step that way when the plan asks for it (render_config's forms), else the plain one.
@@ -58,6 +58,9 @@ STEP_FORMS: dict[str, tuple[str, str]] = {
     "speculative-decoding-medusa": ("speculative-decoding", "medusa"),
     "activation-checkpointing-full": ("activation-checkpointing", "full"),
     "activation-checkpointing-selective": ("activation-checkpointing", "selective"),
+    # chunked: the loss from the hidden states chunk by chunk (Liger); fused: one CE kernel
+    "fused-cross-entropy-chunked": ("fused-cross-entropy", "chunked"),
+    "fused-cross-entropy-fused": ("fused-cross-entropy", "fused"),
 }
 # Layout keys a config may also map, emitted when the plan's layout uses them (render_config):
 # a degree key when its value is above one, a value key when its value is given.

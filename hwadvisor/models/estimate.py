@@ -168,6 +168,11 @@ class ModelOptions(Strict):
         "full", description="lora/qlora: frozen base weights (bf16 / 4-bit NF4), trained "
         "low-rank adapters")
     lora_rank: int = Field(16, ge=1, le=4096, description="LoRA rank r")
+    cross_entropy: Literal["plain", "fused", "chunked"] = Field(
+        "plain", description="How the training loss meets the logits: plain (full logits, their "
+        "fp32 copies and gradients), fused (one kernel, no fp32 copies: Megatron's "
+        "--cross-entropy-loss-fusion) or chunked (the logits never held whole: Liger's fused "
+        "linear cross-entropy)")
     optimizer_offload: bool = Field(
         False, description="Optimizer states, master weights and the step in host RAM "
         "(ZeRO-Offload / FSDP2 CPUOffloadPolicy)")

@@ -484,6 +484,14 @@ FSDP_GATHERED_LAYERS = 2
 # those with it at -9.5% (1B), +5.6% (3B) and +2.2% (8B). Was 6 (an assumption): -29% to +2%.
 TRAIN_LOGIT_BYTES_PER_ELEMENT = 16.0
 TRAIN_LOGIT_BYTES_CHECKPOINTED = 8.0
+# A fused cross-entropy kernel (Megatron-Core's fused_vocab_parallel_cross_entropy) reads the
+# bf16 logits and writes their bf16 gradient in place: no fp32 copy, no saved log-softmax, 4
+# bytes per element. Liger's fused linear cross-entropy never holds the logits whole: it
+# computes them chunk by chunk with a chunk of about BT x hidden elements (chunk_size =
+# next_power_of_2(ceil(BT / ceil(V / H))), liger_kernel/ops/fused_linear_cross_entropy.py), in
+# fp32 with its gradient: 8 bytes per (token, hidden) element.
+TRAIN_LOGIT_BYTES_FUSED = 4.0
+TRAIN_LOGIT_CHUNK_BYTES_PER_HIDDEN = 8.0
 INFER_LOGIT_BYTES_PER_ELEMENT = 4.0
 # Under tensor parallelism (no sequence parallelism) Korthikanti's 10*s*b*h of layer-norm and
 # dropout inputs stay replicated; the rest splits by the TP degree (their eq. 2).

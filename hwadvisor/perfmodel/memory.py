@@ -178,9 +178,14 @@ def training_activation_bytes(setup: Setup) -> float:
         layers = inputs + working
     else:
         layers = total_coeff * tokens * h * scale + scores * spec.num_layers
-    per_element = C.TRAIN_LOGIT_BYTES_CHECKPOINTED if wl.activation_checkpointing else \
-        C.TRAIN_LOGIT_BYTES_PER_ELEMENT
-    logits = tokens * spec.vocab_size * per_element / tp
+    loss = setup.options.cross_entropy
+    if loss == "chunked":
+        logits = tokens * h * C.TRAIN_LOGIT_CHUNK_BYTES_PER_HIDDEN / tp
+    else:
+        per_element = C.TRAIN_LOGIT_BYTES_FUSED if loss == "fused" else (
+            C.TRAIN_LOGIT_BYTES_CHECKPOINTED if wl.activation_checkpointing else
+            C.TRAIN_LOGIT_BYTES_PER_ELEMENT)
+        logits = tokens * spec.vocab_size * per_element / tp
     return layers + logits
 
 

@@ -622,6 +622,8 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
     # The drafter the plan modelled (speculative_plan), so its acceptance is the one assumed.
     drafter = ctx.options.speculative_drafter
     forms: dict[str, str] = {"speculative-decoding": drafter} if drafter is not None else {}
+    if ctx.options.cross_entropy != "plain":
+        forms["fused-cross-entropy"] = ctx.options.cross_entropy
     if ctx.workload.activation_checkpointing:
         # The checkpointing level the model counted, in the engine's words.
         forms["activation-checkpointing"] = ("selective" if ctx.options.selective_checkpointing

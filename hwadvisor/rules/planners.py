@@ -203,6 +203,20 @@ def checkpoint_plan(ctx: RuleContext) -> Plan:
                 notes=["full: keep only each decoder layer's input, recompute the rest"])
 
 
+def cross_entropy_plan(ctx: RuleContext) -> Plan:
+    """Plan the engine's memory-light loss: Liger's chunked linear cross-entropy, else fused."""
+    from hwadvisor.engines import engine_for
+
+    engine = engine_for(ctx.workload)
+    for form, note in (("chunked", "the logits computed and reduced chunk by chunk (Liger's "
+                        "fused linear cross-entropy): never held whole"),
+                       ("fused", "one fused cross-entropy kernel on the bf16 logits: no fp32 "
+                        "copies or saved log-softmax")):
+        if engine.says("fused-cross-entropy", form):
+            return Plan(options={"cross_entropy": form}, notes=[note])
+    return Plan(reject=f"{ctx.facts['engine_name']} has no fused or chunked cross-entropy")
+
+
 def micro_batch_plan(ctx: RuleContext) -> Plan:
     """Split the batch into micro-batches (a divisor of it) with gradient accumulation.
 
@@ -528,6 +542,7 @@ PLANNERS: dict[str, Callable[[RuleContext], Plan]] = {
     "max_batch_fit": max_batch_fit,
     "checkpoint_plan": checkpoint_plan,
     "micro_batch_plan": micro_batch_plan,
+    "cross_entropy_plan": cross_entropy_plan,
     "quantize_4bit": quantize_4bit,
     "quantize_8bit": quantize_8bit,
     "quantize_kv": quantize_kv,
