@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from functools import cache
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from plan_flags import flags_for  # noqa: E402
+
 from hwadvisor.validator.engine_bench import BenchWorkload, parse_batched_bench  # noqa: E402
 
 MODELS = {"llama-3.2-1b": "1B", "llama-3-8b": "8B"}
@@ -27,34 +29,8 @@ WEIGHTS = {"q4_k_m": "q4_k_m", "f16": "fp16"}
 @cache
 def predict(model: str, weights: str, batch: int, prompt: int, gen: int) -> dict[str, float]:
     """recommend's baseline estimate for the case: ttft_s, tpot_s."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "hwadvisor",
-        "recommend",
-        "--goal",
-        "inference-latency",
-        "--device",
-        "h200-sxm",
-        "--engine",
-        "llamacpp",
-        "--model",
-        model,
-        "--weights-dtype",
-        weights,
-        "--batch",
-        str(batch),
-        "--prompt-len",
-        str(prompt),
-        "--gen-len",
-        str(gen),
-        "--json",
-    ]
-    rep = json.loads(
-        subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=120).stdout
-    )
-    t = rep["estimate"]["times"]
-    return {"ttft_s": t["ttft_s"], "tpot_s": t["tpot_s"]}
+    case = flags_for(model, weights, batch, prompt, gen)  # the same recommend run
+    return {"ttft_s": case["baseline"]["ttft_s"], "tpot_s": case["baseline"]["tpot_s"]}
 
 
 def split_name(stem: str) -> tuple[str, str]:
