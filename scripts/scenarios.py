@@ -138,6 +138,8 @@ SCENARIOS: tuple[Scenario, ...] = (
              dict(model="llama-3-8b", batch=8, prompt_len=8192)),
     Scenario("mem-70b-4xl40s", "Fit Llama-3-70B on 4 L40S (48 GB each).", "c", "l40s",
              dict(model="llama-3-70b", gpus=4, batch=8)),
+    Scenario("mem-70b-1x4090", "Run Llama-3-70B on one RTX 4090 and 64 GB of host RAM, as little "
+             "memory as it takes.", "c", "rtx-4090", dict(model="llama-3-70b")),
     Scenario("mem-train-8b-a100", "Cut the memory of a Llama-3-8B fine-tune on one A100-80GB.",
              "c", "a100-80gb", dict(model="llama-3-8b", phase="training", batch=4,
                                     prompt_len=4096, engine="hf")),

@@ -292,7 +292,8 @@ MinTokensPerSOpt = Annotated[
         show_default=False,
         help="The generation speed (tokens/s per sequence) a plan's answer must keep: a smaller "
         "model is offered first when it reaches it (every smaller preset that fits is listed "
-        "with its speed either way) \\[default: 10].",
+        "with its speed either way); a memory-footprint plan below it is not the answer when "
+        "one above it fits \\[default: 10; 5 with --goal memory-footprint].",
     ),
 ]
 MinBandwidthFractionOpt = Annotated[

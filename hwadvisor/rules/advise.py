@@ -39,6 +39,7 @@ from hwadvisor.rules.plan import (
     plan_metric,
     recommendation,
     search,
+    search_steps,
     step_of,
     tier,
 )
@@ -274,6 +275,24 @@ def _alternative(goal: Goal, ctx: RuleContext, alt_id: str, title: str, workload
 # read at ~5 words (~7 tokens) a second; 10 tokens/s keeps ahead of them (assumption, stated).
 # `recommend --min-tokens-per-s` replaces it; every smaller preset that fits is still shown.
 USABLE_TOKENS_PER_S = 10.0
+# The memory goal trades speed for memory by design, so its floor is lower: 5 tokens/s is still
+# about reading speed (~4 words a second; assumption, stated, after issue 27's suggestion).
+# Below it a plan is no answer when one above it fits. `--min-tokens-per-s` replaces both.
+MEMORY_TOKENS_PER_S = 5.0
+# The inference-latency plan is named beside a memory plan below the floor when it generates at
+# least this many times faster (a 10% difference is within the model's error).
+LATENCY_PLAN_FASTER = 1.1
+
+
+def speed_floor(goal: Goal, min_tokens_per_s: float | None) -> float:
+    """Return the generation speed (tokens/s per sequence) a plan's answer must keep.
+
+    --min-tokens-per-s when given; otherwise 5 tokens/s for the memory-footprint goal and
+    10 for the others.
+    """
+    if min_tokens_per_s is not None:
+        return min_tokens_per_s
+    return MEMORY_TOKENS_PER_S if goal == "memory-footprint" else USABLE_TOKENS_PER_S
 
 
 def _speed(est: Estimate) -> float | None:
@@ -642,7 +661,58 @@ def per_gpu(device: Device) -> str:
     return " per GPU" if str(device.device_class) in ("datacenter-gpu", "consumer-gpu") else ""
 
 
-def _summary(goal: Goal, plan: Plan, ctx: RuleContext) -> str:
+def memory_plan_at_floor(result: SearchResult, rules: list[Rule], host: HostInfo | None,
+                         options: Any, estimator: Estimator, floor: float) -> SearchResult:
+    """Return the memory plan that keeps the speed floor, or the fastest when none can.
+
+    The rule: the memory goal's plan is the smallest-memory plan that fits at `floor`
+    tokens/s or faster; when none reaches it, the fastest that fits. Tried: the plan within
+    the --quality budget, and the plan 4-bit weights allow (below the budget, as when nothing
+    within it fits: a plan that fits only below the floor does not fit a use; its steps carry
+    the budget caveat).
+    """
+    workload = result.base.workload
+    if _usable(result.final.estimate, workload, floor) or workload.quality == "int4":
+        return result
+    goal: Goal = "memory-footprint"
+    device = result.base.device
+    looser = search(goal, rules, workload.model_copy(update={"quality": "int4"}), device, host,
+                    options, estimator)
+    ids = [t.candidate.rule.id for t in looser.steps]
+    tried = [result, search_steps(goal, rules, workload, device, host, options, estimator, ids)]
+    fitting = [r for r in tried if r.final.facts["fits"]]
+    if not fitting:
+        return result
+    above = [r for r in fitting if _usable(r.final.estimate, workload, floor)]
+    if above:
+        return min(above, key=lambda r: r.final.estimate.memory.total_bytes)
+    return min(fitting, key=lambda r: r.final.estimate.times.tpot_s or math.inf)
+
+
+def latency_plan(result: SearchResult, host: HostInfo | None, options: Any,
+                 estimator: Estimator) -> PlanAlternative | None:
+    """Name the inference-latency plan beside a memory plan below the floor, when faster."""
+    ctx = result.final
+    found = search("inference-latency", rules_for_goal("inference-latency"), result.base.workload,
+                   ctx.device, host, options, estimator)
+    est, mine = found.final.estimate, ctx.estimate
+    if not found.final.facts["fits"] or not est.times.tpot_s or not mine.times.tpot_s:
+        return None
+    faster = mine.times.tpot_s / est.times.tpot_s
+    if faster < LATENCY_PLAN_FASTER:
+        return None
+    steps = ", ".join(t.candidate.rule.id for t in found.steps) or "the engine's defaults"
+    return PlanAlternative(
+        id="latency-plan", title="The inference-latency plan",
+        changes={"goal": "inference-latency"}, fits=True,
+        metric=goal_value("memory-footprint", est), memory_per_gpu_bytes=est.memory.total_bytes,
+        text=f"the inference-latency plan ({steps}) uses {units.gb(est.memory.total_bytes)}"
+             f"{per_gpu(ctx.device)} and runs {units.ratio(faster)} faster: "
+             f"{units.rate(1.0 / est.times.tpot_s)} (hwadvisor recommend --goal "
+             "inference-latency)")
+
+
+def _summary(goal: Goal, plan: Plan, ctx: RuleContext, below: float | None = None) -> str:
     device = f"{ctx.workload.gpus} x {ctx.device.name}"
     metric = plan.metric
     change = ""
@@ -659,6 +729,14 @@ def _summary(goal: Goal, plan: Plan, ctx: RuleContext) -> str:
              else "the engine's defaults")
     limit = units.gb(plan.device_memory_bytes)
     per = per_gpu(ctx.device)
+    if plan.fits and below is not None:
+        # Bottom line first: it fits, but at no usable speed; what would is in the alternatives.
+        ways = [a.text for a in plan.alternatives if a.fits][:3]
+        return (f"Fits, but nothing that fits on {device} reaches {units.rate(below)} "
+                f"(--min-tokens-per-s): {ctx.workload.model} with {steps} — the fastest memory "
+                f"plan, {units.rate(1.0 / (ctx.estimate.times.tpot_s or math.inf))}, "
+                f"{units.gb(plan.memory_per_gpu_bytes)}{per} of {limit}."
+                + (f" Instead: {'; '.join(ways)}." if ways else ""))
     if plan.fits:
         return (f"Fits: {ctx.workload.model} on {device} with {steps} — "
                 f"{fmt_metric(goal, metric.after)}{change}, "
@@ -743,13 +821,20 @@ def recommend(
 ) -> Outcome:
     """Search the goal's playbook for the plan on this workload and device; say the rest.
 
-    min_tokens_per_s: the speed a smaller model must reach to be the answer (None: the
-    USABLE_TOKENS_PER_S default); smaller ones that fit are listed either way.
+    min_tokens_per_s: the speed a plan's answer must keep (None: speed_floor's default): a
+    smaller model must reach it to be the answer (smaller ones that fit are listed either
+    way), and a memory plan below it is not the answer when one above it fits.
     """
     estimator = estimator or default_estimator()
     chosen = [r.for_goal(goal) for r in rules] if rules is not None else rules_for_goal(goal)
     start, options = baseline(workload, device)
+    floor = speed_floor(goal, min_tokens_per_s)
     result = search(goal, chosen, start, device, host, options, estimator)
+    below_floor = False
+    if goal == "memory-footprint" and start.phase == "inference":
+        result = memory_plan_at_floor(result, chosen, host, options, estimator, floor)
+        below_floor = result.final.facts["fits"] and \
+            not _usable(result.final.estimate, start, floor)
     final = result.final
     steps = [step_of(goal, t, i) for i, t in enumerate(result.steps, start=1)]
     fits = bool(final.facts["fits"])
@@ -768,12 +853,15 @@ def recommend(
     if not fits or leans:
         # Without a fit, what would; with a fit that leans on offload or a change of method,
         # what it takes without them (more GPUs), so the trade-off is in plain sight.
-        floor = USABLE_TOKENS_PER_S if min_tokens_per_s is None else min_tokens_per_s
         found, count = alternatives(goal, result, {r.id: r for r in chosen}, floor)
         plan.alternatives = found
         plan.min_gpus = None if fits else count
+    if below_floor:
+        latency = latency_plan(result, host, options, estimator)
+        if latency is not None:
+            plan.alternatives.insert(0, latency)
     plan.engine_config = engine_config(final, plan)
-    plan.summary = _summary(goal, plan, final)
+    plan.summary = _summary(goal, plan, final, floor if below_floor else None)
     recs = _recommendations(goal, result)
     return Outcome(estimate=result.base.estimate, plan=plan, recommendations=recs,
                    rejected=_rejected(goal, result, recs), notes=[])

@@ -344,10 +344,24 @@ class _Searcher:
             return steps, self.context(*_state_of(steps[-1]))
         _, before = self.replay(start, [s.candidate.rule.id for s in steps])
         replayed, ctx = self.replay(start, [s.candidate.rule.id for s in ordered])
-        if (ctx.facts["fits"] or not before.facts["fits"]) and \
-                goal_gain(self.goal, before.estimate, ctx.estimate) >= 1.0:
+        if (ctx.facts["fits"] or not before.facts["fits"]) and (
+                goal_gain(self.goal, before.estimate, ctx.estimate) >= 1.0
+                or self._resized_faster(before, ctx)):
             return replayed, ctx
         return steps, before
+
+    def _resized_faster(self, before: RuleContext, after: RuleContext) -> bool:
+        """Whether a memory plan re-sized after its later steps fits and generates faster.
+
+        Offload sized on the bf16 model and kept beside 4-bit weights leaves the card nearly
+        empty while layers stream over the host link: re-sized on the 4-bit state, fewer
+        layers leave the GPU. The memory goal's metric rises to the card's limit (with the
+        planner's headroom), the speed by several times; the memory goal keeps the speed.
+        """
+        if self.goal != "memory-footprint" or not after.facts["fits"]:
+            return False
+        b, a = before.estimate.times.tpot_s, after.estimate.times.tpot_s
+        return b is not None and a is not None and a < b
 
     def levels(self) -> list[int]:
         """Tiers to escalate through: a tier no rule has would only repeat the one below."""
@@ -410,7 +424,27 @@ def search(goal: Goal, rules: list[Rule], workload: Workload, device: Device,
     steps += more
     if steps:
         steps, ctx = searcher.finalize(base, steps)
-    # Every rule not in the plan gets its last word on the final plan.
+    return _finish(searcher, base, steps, ctx, already)
+
+
+def search_steps(goal: Goal, rules: list[Rule], workload: Workload, device: Device,
+                 host: HostInfo | None, options: Any, estimator: Estimator,
+                 rule_ids: list[str]) -> SearchResult:
+    """Return the plan of these rules, in order, from the engine's default setup.
+
+    A plan found under other inputs (a looser --quality) replayed on this workload: each step
+    is judged on the state before it, and a planner sizes its change there.
+    """
+    already = _engine_skips(rules, workload, device)
+    searcher = _Searcher(goal, rules, device, host, estimator, set(already))
+    base = searcher.context(workload, options)
+    steps, ctx = searcher.replay(base, rule_ids)
+    return _finish(searcher, base, steps, ctx, already)
+
+
+def _finish(searcher: _Searcher, base: RuleContext, steps: list[Taken], ctx: RuleContext,
+            already: dict[str, str]) -> SearchResult:
+    """Return the search result: every rule not in the plan judged on the final state."""
     used = {s.candidate.rule.id for s in steps}
     searcher.rejected = {}
     final_candidates = searcher.candidates(ctx, used)
