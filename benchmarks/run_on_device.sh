@@ -40,13 +40,13 @@ startup)
     startup_both
     ;;
 multi)
-    timeout 240 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors -m "gpu or multigpu" -rs tests/test_collectives.py tests/test_gpu_probe.py 2>&1 | tee "$res/pytest_multi.log" | tail -8
+    timeout 240 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors -m "gpu or multigpu" -rs tests/trials/test_collectives.py tests/probe/test_nvidia_gpu.py 2>&1 | tee "$res/pytest_multi.log" | tail -8
     timeout 30 python3 -m hwadvisor probe --json --output "$res/probe_x2.json" >/dev/null
     timeout 120 python3 -m hwadvisor validate --trial collectives --json --output "$res/validate_collectives.json" >/dev/null 2>"$res/validate_collectives.err"
     timeout 150 python3 -m hwadvisor recommend --goal a --model llama-3-8b --phase training --gpus 2 --validate --json --output "$res/recommend_a_x2.json" >/dev/null 2>"$res/recommend_a_x2.err"
     ;;
 tests)
-    timeout 250 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/test_schema.py -m gpu -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -30
+    timeout 250 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/report/test_schema.py -m gpu -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -30
     timeout 30 python3 -m hwadvisor probe --json --output "$res/probe_h200.json" >/dev/null
     timeout 90 python3 -m hwadvisor probe --measure --json --output "$res/probe_measure_h200.json" >/dev/null 2>"$res/probe_measure.err"
     echo "probe --measure exit $?"
@@ -55,7 +55,7 @@ tests)
     ;;
 probe)
     # The probe path on a real GPU: its GPU tests, probe and probe --measure, start-up (more rounds).
-    timeout 200 python3 -m pytest -q -p no:cacheprovider -rs tests/test_gpu_probe.py tests/test_cli_probe.py tests/test_probe_nvidia.py tests/test_probe_degrade.py tests/test_startup_paths.py tests/test_detect.py tests/test_probe_presence.py 2>&1 | tee "$res/pytest_probe.log" | tail -6
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -rs tests/probe/test_nvidia_gpu.py tests/cli/test_probe_command.py tests/probe/test_nvidia.py tests/probe/test_degrade.py tests/cli/test_startup.py tests/probe/test_detect.py tests/probe/test_presence.py 2>&1 | tee "$res/pytest_probe.log" | tail -6
     timeout 30 python3 -m hwadvisor probe --json --output "$res/probe_h200.json" >/dev/null 2>"$res/probe.err"; echo "probe exit $?"
     timeout 90 python3 -m hwadvisor probe --measure --json --output "$res/probe_measure_h200.json" >/dev/null 2>"$res/probe_measure.err"; echo "probe --measure exit $?"
     echo "== start-up byte-compiled"; startup probe_startup --bytecompile --runs 11
@@ -69,13 +69,13 @@ e2e)
     # Whole models in plain PyTorch + transformers (calibrates --engine hf), the GPU tests on
     # the current layout, and the validate suite's trials at the default workload.
     timeout 420 python3 benchmarks/e2e_torch.py --out "$res/e2e_torch.json" 2>&1 | grep -v -i warn | tee "$res/e2e_torch.txt" | tail -30
-    timeout 200 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/test_schema.py -m gpu -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -6
+    timeout 200 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/report/test_schema.py -m gpu -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -6
     timeout 150 python3 -m hwadvisor validate --json --output "$res/validate.json" >/dev/null 2>"$res/validate.err"; echo "validate exit $?"
     ;;
 plan)
     # The stacked-step trial and the model against the trials (GPU tests first), then the plan
     # validated as a whole for each goal on this GPU.
-    timeout 240 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/test_schema.py -m gpu -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -12
+    timeout 240 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/report/test_schema.py -m gpu -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -12
     timeout 120 python3 benchmarks/trials_vs_model.py --run 2>&1 | tee "$res/trials_vs_model.txt" | tail -24
     rv() { name=$1; shift; timeout 150 python3 -m hwadvisor recommend "$@" --validate --json --output "$res/$name.json" >/dev/null 2>"$res/$name.err"; echo "$name exit $?"; }
     rv recommend_b_8b_b1 --goal b --model llama-3-8b --batch 1
@@ -91,7 +91,7 @@ cluster)
     # collectives trial's own launcher: the same bus bandwidth within ±5% is the target.
     n=$(nvidia-smi -L | grep -c '^GPU')
     job="python3 -m torch.distributed.run --standalone --nproc-per-node $n -m hwadvisor"
-    timeout 300 python3 -m pytest -q -p no:cacheprovider -m "gpu or multigpu" -rs tests/test_cluster.py 2>&1 | tee "$res/pytest_cluster.log" | tail -8
+    timeout 300 python3 -m pytest -q -p no:cacheprovider -m "gpu or multigpu" -rs tests/cluster/test_job.py 2>&1 | tee "$res/pytest_cluster.log" | tail -8
     timeout 150 python3 -m hwadvisor validate --trial collectives --json --output "$res/collectives_own.json" >/dev/null 2>"$res/collectives_own.err"
     timeout 200 $job validate --trial collectives --json --output "$res/collectives_torchrun.json" >/dev/null 2>"$res/collectives_torchrun.err"
     timeout 200 $job probe --measure --json --output "$res/probe_measure_torchrun.json" >/dev/null 2>"$res/probe_measure_torchrun.err"
@@ -99,7 +99,7 @@ cluster)
     ;;
 final)
     # Everything once more on a two-GPU machine: GPU 0 serves the single-GPU work.
-    timeout 300 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/test_schema.py -m "gpu or multigpu" -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -12
+    timeout 300 python3 -m pytest -q -p no:cacheprovider --continue-on-collection-errors --ignore=tests/report/test_schema.py -m "gpu or multigpu" -rs 2>&1 | tee "$res/pytest_gpu.log" | tail -12
     timeout 30 python3 -m hwadvisor probe --json --output "$res/probe.json" >/dev/null
     timeout 90 python3 -m hwadvisor probe --measure --json --output "$res/probe_measure.json" >/dev/null 2>"$res/probe_measure.err"
     HWADVISOR_SUITE_REPORT="$res/validate_suite.json" timeout 240 python3 benchmarks/validate_h200.py --out "$res/validate_bench.json" 2>&1 | tee "$res/validate_bench.txt" | tail -24

@@ -39,7 +39,7 @@ SOURCE_GROUPS = (
 )
 _ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 # The performance families the efficiency tables know (perfmodel/efficiency.py keys its rows
-# by these; tests/test_profiles.py checks the two agree). A profile states its own.
+# by these; tests/probe/test_profiles.py checks the two agree). A profile states its own.
 FAMILIES: tuple[str, ...] = (
     "nvidia-hopper", "nvidia-blackwell", "nvidia-ampere-hbm", "nvidia-ada-dc", "nvidia-ada",
     "nvidia-ampere-dc", "nvidia-ampere", "nvidia-older", "amd-cdna3", "amd-cdna2", "amd-rdna3",

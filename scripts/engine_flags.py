@@ -16,7 +16,7 @@ Run: python scripts/engine_flags.py                 # (re)write every table
      python scripts/engine_flags.py --engine vllm   # one engine
      python scripts/engine_flags.py --check         # report drift against the committed tables
 
-The pins must equal the versions the engine entries name; tests/test_engine_flags.py checks it.
+The pins must equal the versions the engine entries name; tests/engines/test_flags.py checks it.
 """
 
 from __future__ import annotations

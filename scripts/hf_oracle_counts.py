@@ -5,8 +5,8 @@ default configuration (AutoConfig.for_model(type)) is built with AutoModelForCau
 meta device (no weights, no network, trust_remote_code off) and its parameters counted. The
 fixture keeps the config (as config.json would hold it), the total, the active count (routed
 experts a token does not visit left out) and, where transformers cannot build the model, why.
-tests/test_hf_coverage.py compares hwadvisor's counts with it; run again after a transformers
-upgrade:  python scripts/hf_oracle_counts.py
+tests/workload/test_hf_coverage.py compares hwadvisor's counts with it; run again after a
+transformers upgrade:  python scripts/hf_oracle_counts.py
 """
 
 from __future__ import annotations

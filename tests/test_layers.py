@@ -33,6 +33,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
                 "cli", "cluster", "pipeline"),
     # the pipeline only chains the stages; trials are reached through validator/measure.py
     "pipeline": ("trials", "cli"),
+    # runs trials and turns their samples into verdicts; progress goes out as a callback
+    "validator": ("cli",),
     # the CLI parses and prints: it reaches trials (torch) through the validator only
     "cli": ("trials",),
 }
@@ -46,6 +48,9 @@ MAX_LOOSE_MODULES = 6
 # units) is the contract every stage speaks and does not count.
 MAX_PIPELINE_STAGES = 6
 GROUND_FLOOR = ("models", "errors", "units", "")
+# errors.py and units.py are the floor models stands on: they import no hwadvisor module.
+BEDROCK = ("errors", "units")
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 MAX_PIPELINE_LINES = 250
 
 
@@ -186,6 +191,62 @@ def test_no_import_cycles() -> None:
 def _stages_of(module: str) -> set[str]:
     return {_package_of(t) for t in _imports()[module]
             if _internal(t) and _package_of(t) not in GROUND_FLOOR}
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """Package -> the other packages (and top modules) its modules import."""
+    graph: dict[str, set[str]] = {}
+    for module, imported in _imports().items():
+        package = _package_of(module)
+        targets = {_package_of(t) for t in imported if _internal(t)}
+        graph.setdefault(package, set()).update(targets - {package})
+    return graph
+
+
+def test_no_import_cycles_between_packages() -> None:
+    # Stricter than modules: rules -> perfmodel -> rules through two different modules is a
+    # tangle of the house even when no single chain of modules closes.
+    assert _cycles(_package_graph()) == []
+
+
+@pytest.mark.parametrize("module", BEDROCK)
+def test_errors_and_units_import_nothing_of_hwadvisor(module: str) -> None:
+    imported = _imports()[f"hwadvisor.{module}"]
+    assert not [t for t in imported if _internal(t)], sorted(imported)
+
+
+def _table_rows() -> dict[str, str]:
+    """docs/architecture.md's package table: package -> its "must not import" cell."""
+    rows: dict[str, str] = {}
+    for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        name = cells[0].split("`")[1].removesuffix("/").removesuffix(".py")
+        rows[name] = cells[2]
+    return rows
+
+
+def test_every_row_of_the_architecture_table_is_enforced() -> None:
+    rows = _table_rows()
+    assert {"probe", "workload", "perfmodel", "rules", "validator", "trials", "cluster", "report",
+            "engines", "pipeline", "cli", "models"} <= set(rows), sorted(rows)
+    unchecked = []
+    for package, cell in rows.items():
+        if cell == "—":
+            continue
+        if cell.startswith("anything but"):
+            allowed = {w.strip().strip("`") for w in cell.removeprefix("anything but").split(",")}
+            assert allowed | {""} == set(MODELS_MAY_IMPORT), (package, cell)
+            continue
+        stated = {w.strip() for w in cell.split("(")[0].split(",")}
+        unchecked += [f"{package} must not import {w}" for w in stated
+                      if w not in FORBIDDEN.get(package, ())]
+    assert not unchecked, "docs/architecture.md states, FORBIDDEN lacks:\n" + "\n".join(unchecked)
+
+
+def test_the_table_reader_reads_a_row() -> None:
+    assert _table_rows()["validator"] == "cli"
 
 
 def test_the_pipeline_only_chains() -> None:

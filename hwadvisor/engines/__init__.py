@@ -1,7 +1,7 @@
 """The engines: one data file per engine (data/<id>.toml), its schema, choice and renderer.
 
 Adding an engine is one file in data/ (defaults with sources, costs, kernels, formats, config)
-plus its id in schema.ENGINE_IDS; tests/test_engines.py refuses an engine without costs,
+plus its id in schema.ENGINE_IDS; tests/engines/test_engine_data.py refuses an engine without costs,
 kernels or a config, and the flag tables under tests/fixtures/engine_flags/ hold every emitted
 flag to the engine's own parser at the pinned version.
 """

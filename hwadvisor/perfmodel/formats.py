@@ -9,7 +9,7 @@ table and the output layer on its own terms. Sizes below reproduce published fil
 An engine's published recipe replaces a format's widths (engines/data/<id>.toml [quantization]):
 ExecuTorch's 8da4w keeps the embedding and the classifier in 8 bits (Llama 3.2 1B SpinQuant
 1,083 MiB, 3B 2,435 MiB).
-tests/test_formats.py pins each of these to within 2%.
+tests/perfmodel/test_formats.py pins each of these to within 2%.
 """
 
 from __future__ import annotations

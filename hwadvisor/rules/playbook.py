@@ -150,7 +150,7 @@ class GoalOverride(_Strict):
 class VerdictSpec(_Strict):
     """Which effect of which trial confirms or refutes a rule: the validator reads it.
 
-    Trials are named by id only (tests/test_rules_trials.py checks each id against the trial
+    Trials are named by id only (tests/rules/test_rules_trials.py checks each id against the trial
     registry), so reading the playbooks never imports the validator or torch.
     """
 

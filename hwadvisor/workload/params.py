@@ -1,7 +1,7 @@
 """Parameter counts by part (embeddings, attention, MLP, experts), from a ModelSpec: the one home.
 
 The exact counts (param_breakdown, count_params) match what transformers instantiates on the
-meta device for every preset (tests/test_workload.py); the perf model reads them as a
+meta device for every preset (tests/workload/test_build.py); the perf model reads them as a
 ParamBreakdown.
 """
 

@@ -1,0 +1,229 @@
+"""Every flag and key hwadvisor emits exists in the engine it names, at the pinned version.
+
+The tables (tests/fixtures/engine_flags/, built by scripts/engine_flags.py from each engine's
+own code) say which flags each engine command takes, with types, choices and ranges. These
+tests render every config step alone, the plans of the scenario gallery and hypothesis-drawn
+workloads for every engine that can run them, and check each emitted flag against the tables.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+from engine_flag_check import (
+    check_config,
+    check_rendered,
+    load_engines,
+    render_config,
+    table,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hwadvisor import profiles
+from hwadvisor.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[2]
+# Flags the engine data emits that the engine does not take at its pinned version: fixed in the
+# engine data, then removed from here (strict xfail: a fix makes the test fail until it is).
+KNOWN_BAD: dict[tuple[str, str], str] = {}
+# Engines without a table, and why (their checks are skipped, said so, not passed silently).
+NO_TABLE: dict[str, str] = {
+    "trtllm": "tensorrt-llm's PyPI sdist is a stub and its wheels live on NVIDIA's own index; "
+              "the pinned source (v1.2.0rc2) could not be read here",
+}
+# Stand-in plan values for rendering one step alone (degrees of 1 keep layout keys quiet).
+SAMPLE_VALUES: dict[str, object] = {
+    "model": "meta-llama/Llama-3.1-8B", "tp": 1, "pp": 1, "dp": 1, "dp_shard": 4,
+    "dp_replicate": 2, "ep": 1, "attn_dp": 8, "cp": 2, "gpus": 8, "nodes": 1, "gpus_per_node": 8,
+    "batch": 4, "max_batch": 4, "prompt_len": 1024, "gen_len": 256, "chunk": 2048,
+    "kv_dtype": "fp8",
+    "weights_dtype": "bf16", "spec_tokens": 4,
+    "spec_draft_tokens": 5, "gpu_layers": 33, "grad_accum": 2,
+    "lora_rank": 16, "threads": 8, "offload_fraction": 0.5, "mtp_layers": 1,
+    "mtp_draft_tokens": 2, "soc_model": "SM8750",
+    "slot_context": 1280, "max_model_len": 8192, "kv_pool_tokens": 5120,
+    "fine_tune_type": "lora", "zero_stage": 3, "precision_fp16": True, "precision_bf16": True,
+    "context": 2048, "global_batch": 64,
+}
+LAYOUT_VALUES = {"tp": 2, "pp": 2, "dp": 2, "ep": 2, "max_batch": 16, "context": 4096,
+                 "gpu_layers": 33}
+
+
+def _pin(engine_id: str) -> str:
+    """Return the version a table was read at."""
+    data = table(engine_id)
+    assert data is not None
+    return str(data["version"])
+
+
+def _cases() -> list[tuple[str, str]]:
+    """Return (engine, config key) for every step and layout key of every engine config.
+
+    A key of an engine's training tool (mlx-lm's mlx_lm.lora) is named "training:<key>".
+    """
+    serving = [(e.id, key) for e in load_engines().values() for key in e.config.steps]
+    training = [(e.id, f"training:{key}") for e in load_engines().values()
+                if e.training_config is not None for key in e.training_config.steps]
+    return serving + training
+
+
+def _marked(engine_id: str, key: str) -> object:
+    """Return the test case, xfail-marked when it emits a known-bad flag."""
+    reason = KNOWN_BAD.get((engine_id, key))
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    return pytest.param(engine_id, key, marks=marks, id=f"{engine_id}:{key}")
+
+
+def _skip_without_table(engine_id: str) -> None:
+    if engine_id in NO_TABLE:
+        pytest.skip(NO_TABLE[engine_id])
+
+
+@pytest.mark.parametrize(("engine_id", "key"), [_marked(e, k) for e, k in _cases()])
+def test_each_step_alone_renders_flags_the_engine_takes(engine_id: str, key: str) -> None:
+    _skip_without_table(engine_id)
+    from hwadvisor.engines import STEP_FORMS
+
+    engine = load_engines()[engine_id]
+    phase, _, key = key.rpartition(":")
+    step, forms = key, None
+    if key in STEP_FORMS:
+        step, form = STEP_FORMS[key]
+        forms = {step: form}
+    values = dict(SAMPLE_VALUES)
+    if key in LAYOUT_VALUES:
+        values[key] = LAYOUT_VALUES[key]
+    rendered = render_config(engine, [step], values, None, forms, phase or "inference")
+    assert check_rendered(rendered) == []
+
+
+def test_every_engine_but_the_listed_ones_has_a_table() -> None:
+    missing = [e for e in load_engines() if table(e) is None and e not in NO_TABLE]
+    assert missing == []
+
+
+# Each table's version must be the version its engine entry names (a bump of one alone fails).
+def test_table_versions_match_the_engine_entries() -> None:
+    mismatched = []
+    for engine in load_engines().values():
+        if engine.id in NO_TABLE:
+            continue
+        pin = _pin(engine.id)
+        said = f"{engine.version} {engine.defaults.version}"
+        if pin not in re.split(r"[\s,()]+", said) and not any(
+                part.startswith(pin) for part in re.split(r"[\s,()]+", said)):
+            mismatched.append((engine.id, pin, engine.version))
+    assert mismatched == []
+
+
+def test_the_table_script_pins_what_the_tables_hold() -> None:
+    spec = importlib.util.spec_from_file_location("engine_flags", ROOT / "scripts" /
+                                                  "engine_flags.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["engine_flags"] = module
+    spec.loader.exec_module(module)
+    for engine_id, pin in module.PINS.items():
+        data = table(engine_id)
+        if data is not None:
+            assert data["version"] == pin.version, engine_id
+
+
+# ---------------------------------------------------------------------------------------------
+# The scenario gallery
+
+
+@lru_cache(maxsize=1)
+def _scenario_configs() -> tuple[tuple[str, str, str, str], ...]:
+    """Return (scenario id, engine, format, text) of every gallery plan's engine config."""
+    spec = importlib.util.spec_from_file_location("scenarios", ROOT / "scripts" /
+                                                  "scenarios.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["scenarios"] = module
+    spec.loader.exec_module(module)
+    out = []
+    for scenario in module.SCENARIOS:
+        config = module.run(scenario).plan.engine_config
+        if config is not None:
+            out.append((scenario.id, config.engine, config.format, config.text))
+    return tuple(out)
+
+
+def _scenario_ids() -> list[str]:
+    spec_path = ROOT / "tests" / "fixtures" / "scenarios.json"
+    return sorted(json.loads(spec_path.read_text(encoding="utf-8")))
+
+
+KNOWN_BAD_SCENARIOS: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("scenario_id", [
+    pytest.param(s, marks=[pytest.mark.xfail(strict=True, reason=KNOWN_BAD_SCENARIOS[s])]
+                 if s in KNOWN_BAD_SCENARIOS else []) for s in _scenario_ids()])
+def test_gallery_plans_emit_flags_the_engine_takes(scenario_id: str) -> None:
+    configs = [c for c in _scenario_configs() if c[0] == scenario_id]
+    for _, engine_id, fmt, text in configs:
+        if engine_id in NO_TABLE:
+            continue
+        assert check_config(engine_id, fmt, text) == [], text
+
+
+# ---------------------------------------------------------------------------------------------
+# Drawn workloads, every engine that can run them
+
+MODELS = ["llama-3.2-1b", "llama-3-8b", "qwen3-8b", "mixtral-8x7b", "llama-3-70b",
+          "qwen3-30b-a3b", "deepseek-v3"]
+GOALS = ["a", "b", "c"]
+
+
+@st.composite
+def _workloads(draw: st.DrawFn) -> tuple[str, str, dict[str, object]]:
+    device = draw(st.sampled_from(sorted(profiles.ids())))
+    goal = draw(st.sampled_from(GOALS))
+    phase = "training" if goal == "a" else draw(st.sampled_from(["inference", "training"]))
+    workload: dict[str, object] = {
+        "model": draw(st.sampled_from(MODELS)), "phase": phase,
+        "batch": draw(st.sampled_from([1, 4, 32, 256])),
+        "prompt_len": draw(st.sampled_from([256, 2048, 8192, 32768])),
+        "gpus": draw(st.sampled_from([1, 2, 8])),
+    }
+    # only engines that run this phase on this device class: the others are refused up front
+    device_class = profiles.get(device).device_class.value
+    fitting = sorted(e.id for e in load_engines().values()
+                     if phase in e.phases and device_class in e.device_classes)
+    workload["engine"] = draw(st.sampled_from(fitting))
+    return goal, device, workload
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(_workloads())
+def test_drawn_workloads_emit_flags_the_engine_takes(case: tuple[str, str, dict]) -> None:
+    from hwadvisor.pipeline import recommend_report
+    from hwadvisor.rules.playbook import parse_goal
+    from hwadvisor.workload import WorkloadRequest
+
+    goal, device, workload = case
+    try:
+        report = recommend_report(parse_goal(goal), device, WorkloadRequest(**workload))
+    except UserError:
+        return  # this engine cannot run this phase, device or format: refused, fine
+    config = report.plan.engine_config
+    if config is None or config.engine in NO_TABLE:
+        return
+    bad = [p for p in check_config(config.engine, config.format, config.text)
+           if not _known(config.engine, p)]
+    assert bad == [], config.text
+
+
+def _known(engine_id: str, problem: str) -> bool:
+    """Tell whether a problem is one KNOWN_BAD already lists (so drawn cases do not repeat it)."""
+    return any(e == engine_id and key in problem for (e, key) in KNOWN_BAD)

@@ -1,0 +1,92 @@
+"""The published-results benchmark: its figures load, rebuild, and meet the targets."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks"
+
+
+def _module(name: str) -> ModuleType:
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def published() -> ModuleType:
+    return _module("published")
+
+
+@pytest.fixture(scope="module")
+def rows(published: ModuleType) -> list:
+    return published.evaluate(published.load_figures() + published.e2e_figures())
+
+
+def test_the_data_file_has_its_110_figures_and_a_held_out_third(published: ModuleType) -> None:
+    figures = published.load_figures()
+    assert len(figures) == 110
+    check = [f for f in figures if f.split == "check"]
+    assert 0.3 <= len(check) / len(figures) <= 0.4
+    assert {f.split for f in figures} == {"tune", "check"}
+
+
+def test_e2e_runs_are_figures_with_both_splits(published: ModuleType) -> None:
+    figures = published.e2e_figures()
+    assert {f.engine for f in figures} == {"hf"}
+    assert {f.split for f in figures} == {"tune", "check"}
+    assert any(f.phase == "training" for f in figures)
+
+
+def test_only_figures_without_a_profile_are_skipped(rows: list) -> None:
+    skipped = [r for r in rows if r.skipped]
+    assert all("no profile" in r.skipped for r in skipped)
+    assert len([r for r in rows if r.error is not None]) >= 110
+
+
+# On-device engines: ExecuTorch on a Snapdragon 8 Gen 3 phone, Genie on the 8 Elite's NPU,
+# Core ML on an M1 Max (issue: phones and NPUs). Median within 20%, none beyond 40%.
+ON_DEVICE = ("executorch", "qnn", "coreml", "litert", "mlc-llm")
+
+
+def test_phone_and_apple_runtime_figures_are_within_20_percent(rows: list) -> None:
+    mine = [r for r in rows if r.fig.engine in ON_DEVICE and r.error is not None]
+    assert len(mine) >= 15
+    errors = sorted(abs(r.error) for r in mine)
+    assert errors[len(errors) // 2] <= 0.20
+    assert errors[-1] <= 0.40, [(r.fig.id, round(r.error, 2)) for r in mine]
+
+
+@pytest.mark.parametrize("split", ["tune", "check"])
+def test_targets_are_met_on_each_split(published: ModuleType, rows: list, split: str) -> None:
+    got = published.summary([r for r in rows if r.fig.split == split])
+    assert got is not None
+    median, worst, worst_id = got
+    assert median <= published.MEDIAN_TARGET, f"{split} median {median:.1%}"
+    assert worst <= published.WORST_TARGET, f"{split} worst {worst:.1%} ({worst_id})"
+
+
+def test_parallel_layouts_are_read(published: ModuleType) -> None:
+    assert published._degrees("TP 4 x PP 4 (VP 5) x CP 2 x DP 2") == {
+        "TP": 4, "PP": 4, "VP": 5, "CP": 2, "DP": 2}
+    assert published._degrees("Megatron-FSDP 8 (TP 1, PP 1, CP 1)")["FSDP"] == 8
+
+
+def test_trial_shapes_are_within_25_percent() -> None:
+    trials = _module("trials_vs_model")
+    rows = trials.compare()
+    assert {r.trial for r in rows} >= {"cuda-graphs", "torch-compile", "int4-weight-only",
+                                       "fp8-gemm", "activation-checkpointing"}
+    text, ok = trials.render(rows)
+    assert ok, text

@@ -1,0 +1,240 @@
+"""The engine's own benchmark in the loop (validator/engine_bench.py).
+
+The llama.cpp parsers read outputs captured on an NVIDIA H200 (llama.cpp 0c1e57098, see
+docs/benchmarks.md, "llama.cpp on the H200"); the subprocess path runs a fake engine binary (a
+small Python script put on PATH) so the command, the run and the parse are exercised end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from hwadvisor.models import EngineConfig, EngineFigures, EngineValidation, PlanValidation
+from hwadvisor.validator import engine_bench as eb
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "engine_bench"
+EMITTED = EngineConfig(
+    engine="llamacpp",
+    version="llama.cpp 0c1e57098",
+    format="cli",
+    text="llama-server -m MODEL \\\n  --parallel 1 \\\n  --ctx-size 131072 \\\n"
+    "  --n-gpu-layers 999 \\\n  --spec-type ngram-mod \\\n  --spec-ngram-mod-n-max 3",
+)
+
+
+def fake_binary(folder: Path, name: str, stdout_file: Path, exit_code: int = 0) -> Path:
+    """A Python script named `name` in folder that records its argv and prints a captured output."""
+    path = folder / name
+    path.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        f"open({str(folder / 'argv.json')!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+        f"sys.stdout.write(open({str(stdout_file)!r}).read())\n"
+        f"sys.exit({exit_code})\n"
+    )
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_llama_bench_json_from_the_h200_gives_prefill_and_decode() -> None:
+    text = (FIXTURES / "llama_bench_1b_q4_k_m.json").read_text()
+    run = eb.parse_llama_bench(text, eb.BenchWorkload("m.gguf", 1, 512, 128))
+    rows = json.loads(text)
+    pp = next(r for r in rows if r["n_gen"] == 0)
+    tg = next(r for r in rows if r["n_prompt"] == 0)
+    assert run.figures.prefill_tokens_per_s == pytest.approx(pp["avg_ts"])
+    assert run.figures.decode_tokens_per_s == pytest.approx(tg["avg_ts"])
+    assert run.figures.ttft_s == pytest.approx(512 / pp["avg_ts"])
+    assert run.figures.tpot_s == pytest.approx(1 / tg["avg_ts"])
+    assert run.version is not None and "llama.cpp" in run.version
+    assert run.spread is not None and 0 <= run.spread < 0.5
+
+
+def test_batched_bench_table_from_the_h200_picks_the_batch_row() -> None:
+    text = (FIXTURES / "batched_bench_1b_q4_k_m_p512.txt").read_text()
+    r8 = eb.parse_batched_bench(text, eb.BenchWorkload("m.gguf", 8, 512, 128)).figures
+    r64 = eb.parse_batched_bench(text, eb.BenchWorkload("m.gguf", 64, 512, 128)).figures
+    # more sequences: more tokens/s over the batch, a longer prefill of the whole batch
+    assert r64.decode_tokens_per_s > r8.decode_tokens_per_s > 0
+    assert r64.ttft_s > r8.ttft_s > 0
+    assert r8.tpot_s == pytest.approx(8 / r8.decode_tokens_per_s, rel=0.01)
+    with pytest.raises(ValueError, match="no row"):
+        eb.parse_batched_bench(text, eb.BenchWorkload("m.gguf", 16, 512, 128))
+
+
+def test_batched_bench_jsonl_lines_read_like_the_table() -> None:
+    line = (
+        '{"n_kv_max": 41216, "n_batch": 2048, "n_ubatch": 512, "flash_attn": -1, '
+        '"is_pp_shared": 0, '
+        '"n_gpu_layers": 99, "n_threads": 8, "n_threads_batch": 8, "pp": 512, "tg": 128, "pl": 8, '
+        '"n_kv": 5120, "t_pp": 0.25, "speed_pp": 16384.0, "t_tg": 0.5, "speed_tg": 2048.0, '
+        '"t": 0.75, "speed": 6826.6}'
+    )
+    f = eb.parse_batched_bench(line, eb.BenchWorkload("m.gguf", 8, 512, 128)).figures
+    assert (f.ttft_s, f.prefill_tokens_per_s, f.decode_tokens_per_s) == (0.25, 16384.0, 2048.0)
+    assert f.tpot_s == pytest.approx(0.5 / 128)
+
+
+def test_llamacpp_command_takes_the_emitted_flags_it_can_and_says_which_it_cannot(
+    tmp_path: Path,
+) -> None:
+    cmd, not_run = eb.llamacpp_command(eb.BenchWorkload("m.gguf", 1, 512, 128), EMITTED, tmp_path)
+    assert (
+        cmd[:2] == ["llama-bench", "-m"]
+        and ["-ngl", "999"] == cmd[cmd.index("-ngl") : cmd.index("-ngl") + 2]
+    )
+    assert cmd[cmd.index("-p") + 1] == "512" and cmd[cmd.index("-n") + 1] == "128"
+    assert {n.split(":")[0] for n in not_run} == {
+        "--parallel",
+        "--ctx-size",
+        "--spec-type",
+        "--spec-ngram-mod-n-max",
+    }
+    cmd8, _ = eb.llamacpp_command(eb.BenchWorkload("m.gguf", 8, 2048, 256), EMITTED, tmp_path)
+    assert cmd8[0] == "llama-batched-bench" and cmd8[cmd8.index("-npl") + 1] == "8"
+    assert int(cmd8[cmd8.index("-c") + 1]) >= 8 * (
+        2048 + 256
+    )  # every sequence gets its whole context
+
+
+def test_not_installed_is_unsupported_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    v = eb.validate_engine("llamacpp", eb.BenchWorkload(str(model), 1, 512, 128), EMITTED, None)
+    assert v.status == "unsupported" and "llama-bench is not on PATH" in (v.reason or "")
+    v = eb.validate_engine("trtllm", eb.BenchWorkload(str(model), 1, 512, 128), None, None)
+    assert v.status == "unsupported" and "no benchmark" in (v.reason or "")
+
+
+def test_a_preset_name_is_unsupported_the_benchmark_needs_the_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_binary(tmp_path, "llama-bench", FIXTURES / "llama_bench_1b_q4_k_m.json")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    v = eb.validate_engine("llamacpp", eb.BenchWorkload("llama-3.2-1b", 1, 512, 128), EMITTED, None)
+    assert v.status == "unsupported" and "not a local file" in (v.reason or "")
+    assert not (tmp_path / "argv.json").exists()  # nothing ran
+
+
+def test_fake_llama_bench_runs_end_to_end_and_is_judged_by_the_tolerance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture = FIXTURES / "llama_bench_1b_q4_k_m.json"
+    fake_binary(tmp_path, "llama-bench", capture)
+    monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + os.environ.get("PATH", ""))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    work = eb.BenchWorkload(str(model), 1, 512, 128)
+    measured = eb.parse_llama_bench(capture.read_text(), work).figures
+    right = EngineFigures(ttft_s=measured.ttft_s * 1.05, tpot_s=measured.tpot_s * 0.95)
+    # the captured pp512 repetitions spread 15% on the H200: a ±20% tolerance can judge them
+    v = eb.validate_engine("llamacpp", work, EMITTED, right, tolerance=0.2)
+    assert eb.validate_engine("llamacpp", work, EMITTED, right).status == "inconclusive"
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[:2] == ["-m", str(model)] and "-ngl" in argv and "json" in argv
+    assert v.status == "confirmed", v.reason
+    assert v.ratio["tpot_s"] == pytest.approx(1 / 0.95) and v.measured == measured
+    wrong = EngineFigures(ttft_s=measured.ttft_s, tpot_s=measured.tpot_s * 2.0)
+    v = eb.validate_engine("llamacpp", work, EMITTED, wrong, tolerance=0.2)
+    assert v.status == "refuted" and "tpot_s" in (v.reason or "")
+    assert eb.validate_engine("llamacpp", work, EMITTED, None).status == "inconclusive"
+
+
+def test_a_failing_engine_is_an_error_with_its_last_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out.txt"
+    out.write_text("error: failed to load model\n")
+    fake_binary(tmp_path, "llama-bench", out, exit_code=1)
+    monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + os.environ.get("PATH", ""))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    v = eb.validate_engine("llamacpp", eb.BenchWorkload(str(model), 1, 512, 128), EMITTED, None)
+    assert (
+        v.status == "error"
+        and "exited 1" in (v.reason or "")
+        and "failed to load" in (v.reason or "")
+    )
+
+
+def test_the_run_spread_beyond_the_tolerance_is_inconclusive() -> None:
+    status, reason = eb.verdict({"tpot_s": 1.02}, spread=0.3, tolerance=0.15)
+    assert status == "inconclusive" and "spread" in (reason or "")
+
+
+def test_plan_validation_carries_the_engine_result() -> None:
+    v = PlanValidation(
+        status="inconclusive",
+        engine=EngineValidation(engine="llamacpp", status="unsupported", reason="x"),
+    )
+    assert PlanValidation.model_validate_json(v.model_dump_json()).engine == v.engine
+
+
+def test_a_recommend_report_without_a_model_file_is_unsupported() -> None:
+    from typer.testing import CliRunner
+
+    from hwadvisor.cli.app import app
+
+    out = CliRunner().invoke(
+        app,
+        [
+            "recommend",
+            "--goal",
+            "inference-latency",
+            "--device",
+            "h200-sxm",
+            "--engine",
+            "llamacpp",
+            "--model",
+            "llama-3.2-1b",
+            "--weights-dtype",
+            "q4_k_m",
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    from hwadvisor.models import Report
+
+    report = Report.model_validate_json(out.stdout)
+    v = eb.validate_plan_engine(report, None)
+    assert v is not None and v.engine == "llamacpp" and v.status == "unsupported"
+    assert v.predicted is not None and v.predicted.decode_tokens_per_s == pytest.approx(
+        1 / report.estimate.times.tpot_s
+    )
+
+
+def test_recommend_validate_runs_the_engines_own_benchmark_on_the_model_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """recommend --validate --engine-model: the emitted config's engine benchmark, end to end."""
+    pytest.importorskip("torch")  # --validate runs the trials too
+    from typer.testing import CliRunner
+
+    from hwadvisor.cli.app import app
+    from hwadvisor.models import Report
+
+    fake_binary(tmp_path, "llama-bench", FIXTURES / "llama_bench_1b_q4_k_m.json")
+    monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + os.environ.get("PATH", ""))
+    model = tmp_path / "llama-3.2-1b-q4_k_m.gguf"
+    model.write_bytes(b"GGUF")
+    out = CliRunner().invoke(app, [
+        "recommend", "--goal", "inference-latency", "--device", "h200-sxm", "--engine",
+        "llamacpp", "--model", "llama-3.2-1b", "--weights-dtype", "q4_k_m", "--prompt-len", "512",
+        "--gen-len", "128", "--validate", "--engine-model", str(model), "--json"])
+    assert out.exit_code in (0, 1), out.output
+    report = Report.model_validate_json(out.stdout)
+    engine = report.plan.validation.engine
+    assert engine is not None and engine.engine == "llamacpp"
+    assert engine.status in ("confirmed", "refuted", "inconclusive"), engine.reason
+    assert engine.measured is not None and engine.predicted is not None
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[:2] == ["-m", str(model)]  # the benchmark ran on the user's file
