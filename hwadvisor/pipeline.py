@@ -148,17 +148,9 @@ def validate_recommendations(report: Report, progress: Progress | None = None,
                              quick: bool = False, nvls: bool = False,
                              engine_model: Path | None = None) -> Report:
     """Run each recommendation's trial, the plan's stacked step and the engine's benchmark."""
-    from hwadvisor.validator.engine_bench import attach_engine_validation
-    from hwadvisor.validator.inputs import repredict
-    from hwadvisor.validator.measure import attribute_trials
-    from hwadvisor.validator.plan import plan_check
-    from hwadvisor.validator.runner import validate_report
+    from hwadvisor.validator.measure import validate_recommend_report
 
-    before = len(report.trials)
-    report = validate_report(report, progress=progress, quick=quick, repredict=repredict,
-                             nvls=nvls, plan_check=plan_check(report))
-    attribute_trials(report.trials[before:], report.devices[0] if report.devices else None)
-    return attach_engine_validation(report, engine_model)
+    return validate_recommend_report(report, progress, quick, nvls, engine_model)
 
 
 def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: WorkloadRequest,

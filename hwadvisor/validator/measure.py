@@ -185,3 +185,22 @@ def saved_recommendations(path: Path) -> Report:
 def failed_notes(trials: list[TrialResult]) -> list[str]:
     """Return one --measure note for each trial that did not run cleanly."""
     return [f"--measure: trial {t.id} {t.status}: {t.reason}" for t in trials if t.status != "ok"]
+
+
+def validate_recommend_report(report: Report, progress: Progress | None, quick: bool,
+                              nvls: bool, engine_model: Path | None) -> Report:
+    """Run each recommendation's trial, the plan's stacked step and the engine's benchmark.
+
+    The trials' results are credited to the device they ran on (attribute_trials); the
+    engine's own benchmark runs on `engine_model` where the engine is installed.
+    """
+    from hwadvisor.validator.engine_bench import attach_engine_validation
+    from hwadvisor.validator.inputs import repredict
+    from hwadvisor.validator.plan import plan_check
+    from hwadvisor.validator.runner import validate_report
+
+    before = len(report.trials)
+    report = validate_report(report, progress=progress, quick=quick, repredict=repredict,
+                             nvls=nvls, plan_check=plan_check(report))
+    attribute_trials(report.trials[before:], report.devices[0] if report.devices else None)
+    return attach_engine_validation(report, engine_model)
