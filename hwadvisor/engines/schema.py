@@ -80,7 +80,7 @@ PLACEHOLDERS: frozenset[str] = frozenset({
     "lora_rank",
     "threads", "offload_fraction", "mtp_layers", "mtp_draft_tokens", "slot_context",
     "max_model_len", "kv_pool_tokens", "fine_tune_type", "zero_stage", "attn_dp", "soc_model",
-    "global_batch",
+    "global_batch", "local_batch",
 })
 WEIGHT_FORMATS: tuple[str, ...] = (
     "bf16", "fp16", "fp32", "fp8", "int8", "int4", "fp4", "q4_0", "q4_k_m", "q5_k_m", "q6_k",
@@ -301,6 +301,14 @@ class Costs(_Strict):
     kv_passes: float = Field(0.0, ge=0, description="KV-cache passes per decode step beyond one")
     kv_passes_eager: float = Field(0.0, ge=0, description="More passes when decode runs eagerly")
     moe_kernels: float = Field(6.0, ge=0, description="Kernels an MoE layer adds (grouped)")
+    overlap_covers: Literal["all", "tensor-parallel"] = Field(
+        "all", description="What the engine's communication-overlap switch hides: all "
+        "(tensor-parallel and data-parallel collectives, as Megatron's tp_comm_overlap with "
+        "overlap_grad_reduce / overlap_param_gather) or tensor-parallel only (torchtitan's async "
+        "TP; its FSDP2 prefetch is the data-parallel overlap it always has)")
+    tp_overlap_hidden: float = Field(
+        1.0, ge=0, le=1, description="Largest share of the tensor-parallel collectives the "
+        "overlap hides (1: all, up to the compute that can cover them)")
     by_family: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="Figures measured on one device family (the keys of "
         "perfmodel/efficiency.device_family: nvidia-hopper ...) that replace the general ones")

@@ -180,7 +180,7 @@ def _fully_sharded(setup: Setup, link: Link, busy_s: dict[str, float], result: C
     computing: FSDP_IMPLICIT_OVERLAP of the traffic hides without comm_overlap, all of it (up
     to the compute time) with it.
     """
-    layout, wl, spec = setup.layout, setup.workload, setup.spec
+    layout, spec = setup.layout, setup.spec
     n = max(1, layout.shard_degree)
     layers = spec.num_layers / (layout.pp if setup.training else 1)
     weights = model_weight_bytes(setup) / (layout.tp * layout.pp)
@@ -192,18 +192,19 @@ def _fully_sharded(setup: Setup, link: Link, busy_s: dict[str, float], result: C
         _tensor_parallel(setup, tp_link, busy_s, result)
     if n <= 1:
         return
-    overlap = setup.options.comm_overlap
+    overlap = setup.options.comm_overlap and _overlap_covers(setup) == "all"
     if setup.training:
         grads = setup.parts.total * grad_bytes_per_param(setup) / (layout.tp * layout.pp)
-        gathers = 2.0 * layers * gather_s(unit, n, link)
+        gathers_per_unit, rounds = _fsdp_rounds(setup, result)
+        gathers = gathers_per_unit * layers * gather_s(unit, n, link)
         scatter = layers * gather_s(grads / layers, n, link)
-        total = (gathers + scatter) * wl.grad_accum
+        total = (gathers + scatter) * rounds
         busy = busy_s.get("train", 0.0)
         result.train = PhaseComm(result.train.total_s + total,
                                  result.train.exposed_s + _fsdp_exposed(total, busy, overlap))
         result.details.update(
-            fsdp_allgather_bytes=2.0 * (n - 1) / n * weights * wl.grad_accum,
-            fsdp_reduce_scatter_bytes=(n - 1) / n * grads * wl.grad_accum,
+            fsdp_allgather_bytes=gathers_per_unit * (n - 1) / n * weights * rounds,
+            fsdp_reduce_scatter_bytes=(n - 1) / n * grads * rounds,
             fsdp_s=total)
         return
     gather = layers * gather_s(unit, n, link)
@@ -213,6 +214,42 @@ def _fully_sharded(setup: Setup, link: Link, busy_s: dict[str, float], result: C
                               + _fsdp_exposed(gather, busy_s.get("decode", 0.0), overlap))
     result.details.update(fsdp_allgather_bytes=(n - 1) / n * weights, fsdp_s=gather)
     result.notes.append("fsdp inference: every forward all-gathers the weights")
+
+
+def _fsdp_rounds(setup: Setup, result: CommResult) -> tuple[float, float]:
+    """All-gathers per unit and per round, and rounds per step, of FSDP's training traffic.
+
+    Without pipeline stages every micro-batch gathers each unit twice (forward, and again in
+    the backward after resharding) and reduce-scatters its gradients. With pipeline stages
+    torchtitan keeps the stage's parameters unsharded across micro-batches
+    (parallelize_llama.apply_fsdp: "For PP, do not reshard after forward to avoid
+    per-microbatch all-gathers", torchtitan 2024-12 and since) and torch.distributed.pipelining
+    syncs gradients on the last backward only (stage.py backward_maybe_with_nosync): one
+    all-gather and one reduce-scatter per step.
+    """
+    if setup.layout.pp > 1:
+        result.notes.append("fsdp with pipeline stages: parameters stay gathered across the "
+                            "micro-batches; one all-gather and one reduce-scatter per step")
+        return 1.0, 1.0
+    return 2.0, float(setup.workload.grad_accum)
+
+
+def _overlap_covers(setup: Setup) -> str:
+    """Return what the engine's overlap switch hides: "all" or "tensor-parallel" (its data)."""
+    return E.engine_time(setup.workload, setup.res.family).overlap_covers
+
+
+def _tp_exposed(setup: Setup, total: float, busy: float, overlap: bool) -> float:
+    """TP collectives left exposed: the engine's overlap hides at most its share of them.
+
+    Without overlap all of them; with it, what compute (TP_OVERLAPPABLE_COMPUTE_FRACTION of
+    it) cannot cover, and never less than the share the engine's overlap leaves
+    (engines/data/<id>.toml [costs] tp_overlap_hidden: torchtitan's async TP hides about half).
+    """
+    if not overlap:
+        return total
+    hidden = E.engine_time(setup.workload, setup.res.family).tp_overlap_hidden
+    return max(total * (1.0 - hidden), total - C.TP_OVERLAPPABLE_COMPUTE_FRACTION * busy)
 
 
 def _fsdp_exposed(total: float, busy: float, overlap: bool) -> float:
@@ -253,11 +290,10 @@ def _tensor_parallel(setup: Setup, link: Link, busy_s: dict[str, float],
     wl, spec, n = setup.workload, setup.spec, setup.layout.tp
     h_bytes = spec.hidden_size * setup.act_bytes
     overlap = setup.options.comm_overlap and not setup.layout.tp_crosses_nodes
-    frac = C.TP_OVERLAPPABLE_COMPUTE_FRACTION
 
     def phase(tokens: float, per_layer: float, busy: float) -> PhaseComm:
         total = spec.num_layers * per_layer * allreduce_s(tokens * h_bytes, n, link)
-        return PhaseComm(total, _exposed(total, frac * busy, overlap))
+        return PhaseComm(total, _tp_exposed(setup, total, busy, overlap))
 
     if setup.training:
         recompute = 2.0 if wl.activation_checkpointing and not \

@@ -354,13 +354,34 @@ def runtime_bytes(setup: Setup, tensors: float) -> float:
     return fixed + C.FRAGMENTATION_FRACTION.get(cls, 0.05) * tensors
 
 
+def _fsdp_stage_unsharded(setup: Setup, whole: float, notes: list[str]) -> float:
+    """Extra bytes per GPU when FSDP keeps a pipeline stage unsharded across micro-batches.
+
+    With pipeline stages torchtitan does not reshard after the forward (parallelize_llama
+    apply_fsdp: "For PP, do not reshard after forward to avoid per-microbatch all-gathers") and
+    torch.distributed.pipelining syncs gradients on the last backward only, so FSDP2 holds the
+    stage's parameters gathered, and accumulates its gradients unsharded, for the whole step:
+    whole (the model's bytes of that kind) / (tp x pp) on top of the 1/shard share.
+    """
+    layout = setup.layout
+    shard = max(1, layout.shard_degree)
+    if shard <= 1:
+        return 0.0
+    stage = whole / (layout.tp * layout.pp)
+    notes.append(f"fsdp with {layout.pp} pipeline stages: the stage's parameters and "
+                 "gradients stay unsharded across the micro-batches")
+    return stage * (1.0 - 1.0 / shard)
+
+
 def memory_estimate(setup: Setup) -> MemoryEstimate:
     """Bytes per GPU by part, the total and whether it fits the usable device memory."""
     wl, layout, notes = setup.workload, setup.layout, []
     shards = layout.weight_shards
     full_weights = stored_weight_bytes(setup)
     weights = full_weights / shards
-    if layout.strategy == "fsdp":
+    if layout.strategy == "fsdp" and setup.training and layout.pp > 1:
+        weights += _fsdp_stage_unsharded(setup, full_weights, notes)
+    elif layout.strategy == "fsdp":
         gathered = C.FSDP_GATHERED_LAYERS * largest_layer_weight_bytes(setup)
         weights += gathered * (1 - 1 / shards)
         notes.append(f"fsdp: 1/{shards} of the weights per GPU plus "
@@ -379,6 +400,9 @@ def memory_estimate(setup: Setup) -> MemoryEstimate:
     if setup.training:
         act = training_activation_bytes(setup)
         grads, opt = training_state_bytes(setup, notes)
+        if layout.strategy == "fsdp" and layout.pp > 1 and setup.options.finetune == "full":
+            grads += _fsdp_stage_unsharded(setup, setup.parts.total * grad_bytes_per_param(setup),
+                                           [])
         if wl.activation_checkpointing:
             notes.append("activation checkpointing: " + (
                 "attention recomputed, the rest kept" if setup.options.selective_checkpointing

@@ -563,6 +563,10 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
         "zero_stage": _zero_stage(plan, opts),
         # sequences per optimizer step over all data-parallel ranks (Megatron, torchtitan)
         "global_batch": wl.batch * wl.grad_accum * (layout.dp if layout is not None else 1),
+        # what one data-parallel rank runs per pipeline schedule: the micro-batch, or with
+        # pipeline stages all of its micro-batches (torchtitan cuts its local batch into them)
+        "local_batch": wl.batch * wl.grad_accum if layout is not None and layout.pp > 1
+        else wl.batch,
         "chunk": opts.prefill_chunk_tokens or 8192, "kv_dtype": wl.kv_dtype,
         "weights_dtype": wl.weights_dtype, "spec_tokens": opts.speculative_draft_tokens or 3,
         "spec_draft_tokens": (opts.speculative_draft_tokens or 3) + 1, "grad_accum": wl.grad_accum,

@@ -353,25 +353,67 @@ def _splits_heads(ctx: RuleContext, size: int) -> bool:
         and tp_fits_node(size, per_node, wl.nodes)
 
 
+def pipeline_split(batch: int, accum: int, stages: int, widen: int = 1) -> tuple[int, int]:
+    """Return (micro-batch, micro-batches) that feed `stages` stages from the same sequences.
+
+    Pipeline stages need micro-batches in flight: at least two per stage keeps the 1F1B bubble
+    (stages - 1) / (micro-batches + stages - 1) under a third. The global batch stays what it
+    was: the stages take GPUs from data parallelism, so each of the `widen` times fewer
+    data-parallel ranks runs `widen` times the sequences (batch x accum x widen), cut into
+    micro-batches (a divisor of the batch), never more. Where even micro-batches of one sequence
+    are too few, they are all there is.
+    """
+    total = batch * accum * widen
+    wanted = 2 * stages
+    for micro in sorted((d for d in range(1, batch + 1) if batch % d == 0), reverse=True):
+        if total // micro >= wanted:
+            return micro, total // micro
+    return 1, total
+
+
+def _dp_shrink(ctx: RuleContext, stages: int) -> int:
+    """Return how many times fewer data-parallel ranks `stages` pipeline stages leave."""
+    before = resolve_layout(ctx.workload, ctx.options).dp
+    after = resolve_layout(ctx.workload, ctx.options.model_copy(
+        update={"pipeline_stages": stages})).dp
+    return max(1, before // max(1, after))
+
+
 def pipeline_plan(ctx: RuleContext) -> Plan:
-    """Pipeline stages across nodes: the stage count (2, 4, 8) with the best throughput."""
+    """Pipeline stages across nodes: the stage count (2, 4, 8) with the best throughput.
+
+    The micro-batches come out of the local batch (pipeline_split): the step says how the
+    gradient accumulation changes, and the sequences per step do not.
+    """
     best: tuple[float, int] | None = None
+    batch, accum = ctx.workload.batch, ctx.workload.grad_accum
     for stages in (2, 4, 8):
         if stages > ctx.workload.gpus or ctx.workload.gpus % stages:
             continue
-        accum = max(ctx.workload.grad_accum, 2 * stages)  # micro-batches to fill the pipe
-        if not ctx.fits_with({"grad_accum": accum}, {"pipeline_stages": stages}):
+        micro, count = pipeline_split(batch, accum, stages, _dp_shrink(ctx, stages))
+        change = {"batch": micro, "grad_accum": count}
+        if not ctx.fits_with(change, {"pipeline_stages": stages}):
             continue
-        est = ctx.estimate_with({"grad_accum": accum}, {"pipeline_stages": stages})
+        est = ctx.estimate_with(change, {"pipeline_stages": stages})
         if est.tokens_per_s and (best is None or est.tokens_per_s > best[0]):
             best = (est.tokens_per_s, stages)
     if best is None:
         return Plan(reject="no pipeline split of 2-8 stages fits")
     stages = best[1]
-    accum = max(ctx.workload.grad_accum, 2 * stages)
-    return Plan(workload={"grad_accum": accum}, options={"pipeline_stages": stages},
-                notes=[f"{stages} stages, {accum} micro-batches per step (bubble "
-                       f"{(stages - 1) / (accum + stages - 1):.0%}); 1F1B schedule"])
+    widen = _dp_shrink(ctx, stages)
+    micro, count = pipeline_split(batch, accum, stages, widen)
+    bubble = (stages - 1) / (count + stages - 1)
+    ranks = resolve_layout(ctx.workload, ctx.options).dp
+    notes = [f"{stages} stages fed by {count} micro-batches of {micro} sequence"
+             f"{'s' if micro > 1 else ''} (gradient accumulation {accum} -> {count}): "
+             f"{ranks // widen} data-parallel ranks of {micro * count} sequences where there "
+             f"were {ranks} of {batch * accum}, the global batch of {ranks * batch * accum} "
+             f"as before; bubble {bubble:.0%}, 1F1B schedule"]
+    if count < 2 * stages:
+        notes.append(f"only {count} micro-batches for {stages} stages: a larger local batch "
+                     "or an interleaved schedule shrinks the bubble")
+    return Plan(workload={"batch": micro, "grad_accum": count},
+                options={"pipeline_stages": stages}, notes=notes)
 
 
 def context_plan(ctx: RuleContext) -> Plan:

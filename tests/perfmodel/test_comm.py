@@ -187,3 +187,44 @@ def test_multi_node_takes_the_network_from_the_profile_unless_given():
                        ModelOptions(sharding="fsdp"))
     assert assumed.communication["bus_bandwidth_gbps"] == C.INTER_NODE_DEFAULT_GBPS
     assert any("assumed 400 Gb/s" in a for a in assumed.assumptions)
+
+
+def _fsdp_pp(grad_accum: int, stages: int) -> dict[str, float]:
+    wl = build_workload("llama-3-8b", phase="training", batch=1, gpus=8, grad_accum=grad_accum,
+                        engine="torchtitan")
+    opts = ModelOptions(sharding="fsdp", pipeline_stages=stages)
+    return estimate(wl, dev("h100-sxm"), opts).communication
+
+
+def test_fsdp_with_pipeline_stages_gathers_once_per_step_not_per_micro_batch():
+    # torchtitan keeps a stage's parameters gathered across micro-batches under PP and
+    # torch.distributed.pipelining reduces gradients on the last backward only.
+    one, eight = _fsdp_pp(1, 4), _fsdp_pp(8, 4)
+    assert eight["fsdp_allgather_bytes"] == pytest.approx(one["fsdp_allgather_bytes"])
+    assert eight["fsdp_reduce_scatter_bytes"] == pytest.approx(one["fsdp_reduce_scatter_bytes"])
+    # without stages every micro-batch gathers twice and reduce-scatters
+    flat1, flat8 = _fsdp_pp(1, 1), _fsdp_pp(8, 1)
+    assert flat8["fsdp_allgather_bytes"] == pytest.approx(8 * flat1["fsdp_allgather_bytes"])
+
+
+def _tp_fsdp(engine: str, overlap: bool):
+    wl = build_workload("llama-3.1-70b", phase="training", batch=4, prompt_len=8192, gpus=16,
+                        nodes=2, gpus_per_node=8, engine=engine, activation_checkpointing=True)
+    opts = ModelOptions(sharding="fsdp", tp_size=8, comm_overlap=overlap, compiled=True)
+    return estimate(wl, dev("h100-sxm"), opts)
+
+
+def test_async_tp_hides_part_of_the_tp_traffic_and_none_of_fsdp():
+    from hwadvisor.engines import engine_for
+
+    wl_engine = engine_for(build_workload("llama-3-8b", phase="training", engine="torchtitan"))
+    hidden = wl_engine.costs.tp_overlap_hidden
+    assert 0.0 < hidden < 1.0
+    vanilla, asynctp = _tp_fsdp("torchtitan", False), _tp_fsdp("torchtitan", True)
+    tp = asynctp.communication["tp_train_s"]
+    saved = vanilla.times.communication_exposed_s - asynctp.times.communication_exposed_s
+    # async TP takes its share of the TP collectives off the step, and nothing of FSDP's
+    assert saved == pytest.approx(hidden * tp, rel=1e-6)
+    # Megatron's overlap switch covers TP and data-parallel traffic, up to the compute
+    megatron = _tp_fsdp("megatron", True)
+    assert megatron.times.communication_exposed_s < asynctp.times.communication_exposed_s

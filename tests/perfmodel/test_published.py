@@ -34,9 +34,9 @@ def rows(published: ModuleType) -> list:
     return published.evaluate(published.load_figures() + published.e2e_figures())
 
 
-def test_the_data_file_has_its_110_figures_and_a_held_out_third(published: ModuleType) -> None:
+def test_the_data_file_has_its_113_figures_and_a_held_out_third(published: ModuleType) -> None:
     figures = published.load_figures()
-    assert len(figures) == 110
+    assert len(figures) == 113
     check = [f for f in figures if f.split == "check"]
     assert 0.3 <= len(check) / len(figures) <= 0.4
     assert {f.split for f in figures} == {"tune", "check"}
@@ -90,3 +90,21 @@ def test_trial_shapes_are_within_25_percent() -> None:
                                        "fp8-gemm", "activation-checkpointing"}
     text, ok = trials.render(rows)
     assert ok, text
+
+
+@pytest.mark.parametrize("split", ["tune", "check"])
+def test_every_training_figure_is_within_20_percent(published: ModuleType, rows: list,
+                                                     split: str) -> None:
+    mine = [r for r in rows if r.fig.phase == "training" and r.fig.split == split
+            and r.error is not None]
+    assert len(mine) >= 10
+    over = [(r.fig.id, round(r.error, 3)) for r in mine
+            if abs(r.error) > published.TRAINING_TARGET]
+    assert not over, over
+
+
+def test_the_pipeline_schedule_is_read_from_the_layout(published: ModuleType) -> None:
+    figures = {f.id: f for f in published.load_figures()}
+    looped = published.build(figures["torchtitan-h100-llama3.1-405b-fsdp8-tp8-pp8-fp8"])[2]
+    plain = published.build(figures["torchtitan-h100-llama3.1-405b-fsdp8-tp8-pp8-fp8-1f1b"])[2]
+    assert (looped.virtual_pipeline_stages, plain.virtual_pipeline_stages) == (2, 1)

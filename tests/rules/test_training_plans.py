@@ -6,9 +6,11 @@ from functools import cache
 
 import pytest
 
+from hwadvisor import profiles
 from hwadvisor.models import ModelOptions, Report
+from hwadvisor.perfmodel import estimate
 from hwadvisor.pipeline import estimate_report, recommend_report
-from hwadvisor.workload import WorkloadRequest
+from hwadvisor.workload import WorkloadRequest, build_workload
 
 A, C = "training-throughput", "memory-footprint"
 
@@ -74,12 +76,55 @@ def test_selective_checkpointing_keeps_more_than_full():
 def test_torchtitans_256_gpu_70b_run_fits_with_full_checkpointing():
     # torchtitan's published Llama-3.1-70B run: 256 H100, FSDP 32 x TP 8, local batch 16 x 8k,
     # full activation checkpointing (docs/performance.md). Selective, the default, is not enough.
+    wl = build_workload("llama-3.1-70b", phase="training", batch=16, prompt_len=8192,
+                        gpus=256, nodes=32, gpus_per_node=8, engine="torchtitan",
+                        activation_checkpointing=True)
+    device = profiles.device_from_profile("h100-sxm")
+    published = ModelOptions(sharding="fsdp", tp_size=8, compiled=True, fused_optimizer=True)
+    assert estimate(wl, device, published).fits
+    selective = published.model_copy(update={"selective_checkpointing": True})
+    assert not estimate(wl, device, selective).fits
+    # the planner finds a plan that fits from the engine's defaults (selective checkpointing)
     report = plan("h100-sxm", model="llama-3.1-70b", batch=16, prompt_len=8192, nodes=32,
                   gpus_per_node=8)
     assert report.plan is not None and report.plan.fits
-    assert report.plan.layout is not None and report.plan.layout.tp == 8
     assert report.plan.engine_config is not None
-    assert 'mode = "full"' in report.plan.engine_config.text
+
+
+def test_pipeline_micro_batches_come_out_of_the_local_batch():
+    from hwadvisor.rules.planners import pipeline_split
+
+    # 16 sequences per rank and step, 4 stages: 8 micro-batches of 2 (two per stage)
+    assert pipeline_split(16, 1, 4) == (2, 8)
+    # already accumulating: the micro-batch stays, the accumulation is the micro-batches
+    assert pipeline_split(4, 8, 4) == (4, 8)
+    # too few sequences for 2 per stage: all of them as micro-batches of one
+    assert pipeline_split(3, 1, 4) == (1, 3)
+    for batch, accum, stages in ((16, 1, 4), (4, 8, 4), (3, 1, 4), (12, 2, 8)):
+        micro, count = pipeline_split(batch, accum, stages)
+        assert micro * count == batch * accum  # the global batch holds
+    # stages that halve the data-parallel ranks double each rank's sequences
+    assert pipeline_split(16, 1, 2, widen=2) == (8, 4)
+    assert pipeline_split(1, 16, 2, widen=2) == (1, 32)
+
+
+def test_a_pipelined_plan_keeps_the_sequences_per_step_and_says_so():
+    report = plan("h100-sxm", model="llama-3.1-70b", batch=16, prompt_len=8192, nodes=32,
+                  gpus_per_node=8)
+    assert report.plan is not None and report.workload is not None
+    steps = {s.id: s for s in report.plan.steps}
+    if "pipeline-parallel" not in steps:
+        pytest.skip("this plan has no pipeline stages")
+    text = steps["pipeline-parallel"].why
+    assert "micro-batches" in text and "the global batch of" in text and "as before" in text
+    config = report.plan.engine_config
+    assert config is not None
+    layout = report.plan.layout
+    assert layout is not None
+    # the global batch the user's local batch gave on the plan's layout without stages
+    before = 16 * 256 // (layout.tp * layout.cp)
+    assert f"global_batch_size = {before}" in config.text
+    assert "pipeline_parallel_microbatch_size" in config.text
 
 
 def test_qlora_of_8b_at_batch_4_by_4k_fits_a_4090_with_micro_batch_1():
