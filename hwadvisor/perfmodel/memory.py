@@ -375,7 +375,8 @@ def _fsdp_stage_unsharded(setup: Setup, whole: float, notes: list[str]) -> float
 
 def memory_estimate(setup: Setup) -> MemoryEstimate:
     """Bytes per GPU by part, the total and whether it fits the usable device memory."""
-    wl, layout, notes = setup.workload, setup.layout, []
+    wl, layout = setup.workload, setup.layout
+    notes: list[str] = []
     shards = layout.weight_shards
     full_weights = stored_weight_bytes(setup)
     weights = full_weights / shards
