@@ -309,6 +309,11 @@ class Costs(_Strict):
     tp_overlap_hidden: float = Field(
         1.0, ge=0, le=1, description="Largest share of the tensor-parallel collectives the "
         "overlap hides (1: all, up to the compute that can cover them)")
+    offload: Literal["optimizer", "fsdp-cpu"] = Field(
+        "optimizer", description="What the engine's training offload moves to the host: the "
+        "optimizer state and step only (ZeRO-Offload: DeepSpeed offload_optimizer, Megatron "
+        "--optimizer-cpu-offload) or parameters, gradients and optimizer state with the step on "
+        "the CPU (FSDP2 CPUOffloadPolicy: torchtitan enable_cpu_offload; needs FSDP sharding)")
     by_family: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="Figures measured on one device family (the keys of "
         "perfmodel/efficiency.device_family: nvidia-hopper ...) that replace the general ones")

@@ -22,6 +22,7 @@ from hwadvisor.perfmodel.memory import (
     engine_recipe,
     grad_bytes_per_param,
     kv_bytes_per_token_per_layer,
+    offload_kind,
     recurrent_state_bytes,
     score_bytes_per_layer,
     window_layers,
@@ -741,12 +742,38 @@ def _lora_op(setup: Setup, r: _Rates, tokens: float, layers: float) -> Op:
         tokens, rank, h, r.half_dim), r.stream)
 
 
+def _host_step_rate(setup: Setup) -> float:
+    """Host memory bandwidth one GPU's CPU optimizer step gets: the node's, shared.
+
+    Every GPU of a node steps its own shard on the same host at the same time
+    (HOST_OPTIMIZER_GBPS per node).
+    """
+    per_node = max(1, min(setup.layout.gpus_per_node, setup.layout.gpus))
+    return C.HOST_OPTIMIZER_GBPS * C.GB / per_node
+
+
+def _offload_pcie_bytes_per_param(setup: Setup, kind: str) -> float:
+    """Bytes over PCIe per (sharded) parameter and step of the engine's offload.
+
+    ZeRO-Offload: the 16-bit gradients down, the updated 16-bit weights up, once a step.
+    FSDP2 CPUOffloadPolicy: the fp32 parameter shard up before each all-gather (forward, and
+    again in the backward after resharding) and the fp32 gradient shard down after each
+    reduce-scatter, every micro-batch (torch fully_shard: offload_policy copies the sharded
+    parameters host-to-device and the reduced gradients device-to-host).
+    """
+    if kind == "fsdp-cpu":
+        return (2.0 * 4.0 + C.GRAD_BYTES_FP32) * setup.workload.grad_accum
+    return grad_bytes_per_param(setup) + 2.0
+
+
 def optimizer_phase(setup: Setup) -> Phase:
     """Build the optimizer step per GPU, once per step: fused or foreach, GPU or host.
 
-    LoRA/QLoRA step only the adapters (memory.lora_params). Offloaded (ZeRO-Offload): the step
-    runs on the host at its memory bandwidth, and gradients go down and updated 16-bit weights
-    come up over PCIe.
+    LoRA/QLoRA step only the adapters (memory.lora_params). Offloaded, as the engine offloads
+    (memory.offload_kind): the step runs on the host at its memory bandwidth, shared by the
+    node's GPUs, with the engine's PCIe traffic (ZeRO-Offload: gradients down and 16-bit
+    weights up once a step; FSDP2 CPUOffloadPolicy: parameter shards up for every all-gather and
+    gradient shards down for every reduce-scatter).
     """
     opts = setup.options
     table = C.OPT_BYTES_PER_PARAM_FUSED if opts.fused_optimizer else C.OPT_BYTES_PER_PARAM_UNFUSED
@@ -760,13 +787,12 @@ def optimizer_phase(setup: Setup) -> Phase:
     per_param = table[setup.workload.optimizer]
     kind = "fused" if opts.fused_optimizer else "foreach"
     r = rates(setup)
-    if opts.optimizer_offload:
+    offload = offload_kind(setup)
+    if offload is not None:
         phase.add(Op("optimizer on the host", params * 10.0,
-                     params * C.HOST_OPTIMIZER_BYTES_PER_PARAM, 1e15,
-                     C.HOST_OPTIMIZER_GBPS * C.GB))
-        pcie = params * (grad_bytes_per_param(setup) + 2.0)
-        phase.add(Op("gradients and weights over PCIe", 0.0, 0.0, 1.0, 1.0, None, pcie,
-                     r.host_rate))
+                     params * C.HOST_OPTIMIZER_BYTES_PER_PARAM, 1e15, _host_step_rate(setup)))
+        phase.add(Op("offload traffic over PCIe", 0.0, 0.0, 1.0, 1.0, None,
+                     params * _offload_pcie_bytes_per_param(setup, offload), r.host_rate))
         return phase
     rate = r.stream * C.OPTIMIZER_BANDWIDTH_EFFICIENCY[kind]
     phase.add(Op("optimizer", params * 10.0, params * per_param, 1e15, rate))

@@ -376,7 +376,10 @@ OPTIMIZER_BANDWIDTH_EFFICIENCY = {"foreach": 0.9, "fused": 0.9}
 # Optimizer offload (ZeRO-Offload / CPUOffloadPolicy): the step runs on the host at its memory
 # bandwidth. A server socket streams ~100 GB/s from DDR5 in a multi-threaded Adam (DeepSpeed
 # CPUAdam, Ren et al. 2021, ZeRO-Offload, sec. 5: ~ the host's memory bandwidth); bytes per
-# parameter: fp32 param, grad, m, v read, three written, a 16-bit copy: 30.
+# parameter: fp32 param, grad, m, v read, three written, a 16-bit copy: 30. The figure is the
+# node's: its GPUs step their shards at once and share it (compute._host_step_rate). FSDP2's
+# CPUOffloadPolicy steps with torch's AdamW on CPU tensors (fused CPU kernel since torch 2.4);
+# assumed to reach the same bandwidth (not measured here).
 HOST_OPTIMIZER_GBPS = 100.0
 HOST_OPTIMIZER_BYTES_PER_PARAM = 30.0
 # Activation checkpointing recomputes the forward: full = every layer's forward again;

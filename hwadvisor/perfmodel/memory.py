@@ -323,17 +323,46 @@ def training_state_bytes(setup: Setup, notes: list[str]) -> tuple[float, float]:
         params = setup.parts.total
         grads = params * grad_bytes_per_param(setup) / shards
         opt = params * optimizer_bytes_per_param(setup) / shards
-    if setup.options.optimizer_offload:
+    kind = offload_kind(setup)
+    if kind == "fsdp-cpu":
+        # FSDP2 reduce-scatters one unit's gradients at a time and copies the shard to the host
+        notes.append(f"FSDP2 CPUOffloadPolicy: sharded parameters, gradients ({grads / C.GB:.1f}"
+                     f" GB) and optimizer state ({opt / C.GB:.1f} GB per GPU) in host RAM")
+        grads = C.FSDP_GATHERED_LAYERS * largest_layer_weight_bytes(setup) * \
+            grad_bytes_per_param(setup) / bytes_per_element(working_weight_dtype(setup))
+        opt = 0.0
+    elif kind == "optimizer":
         notes.append(f"optimizer state ({opt / C.GB:.1f} GB per GPU) in host RAM")
         opt = 0.0
     return grads, opt
 
 
+def offload_kind(setup: Setup) -> str | None:
+    """Return what the training offload moves: "optimizer" or "fsdp-cpu" (None without it).
+
+    The engine decides (engines/data/<id>.toml [costs] offload): ZeRO-Offload moves the
+    optimizer state and step; FSDP2's CPUOffloadPolicy moves parameters, gradients and
+    optimizer state, and only where FSDP shards them (otherwise the optimizer-only form).
+    """
+    if not (setup.training and setup.options.optimizer_offload) or setup.unified_memory:
+        return None
+    kind = E.engine_time(setup.workload, setup.res.family).offload
+    if kind == "fsdp-cpu" and setup.layout.strategy in ("fsdp", "hsdp"):
+        return "fsdp-cpu"
+    return "optimizer"
+
+
 def offloaded_host_bytes(setup: Setup) -> float:
-    """Host RAM the offloaded optimizer state takes, per GPU (0 without offload)."""
-    if not (setup.training and setup.options.optimizer_offload):
+    """Host RAM the offload takes, per GPU (0 without offload).
+
+    Both forms keep the fp32 master weights, the Adam moments and fp32 gradients for the CPU
+    step in host RAM (ZeRO-Offload: Ren et al. 2021, sec. 4; FSDP2: the sharded fp32
+    parameters and their gradients): the optimizer's bytes plus 4 a parameter, over the shards.
+    """
+    if offload_kind(setup) is None:
         return 0.0
-    return setup.parts.total * optimizer_bytes_per_param(setup) / setup.layout.weight_shards
+    per_param = optimizer_bytes_per_param(setup) + C.GRAD_BYTES_FP32
+    return setup.parts.total * per_param / setup.layout.weight_shards
 
 
 # --- The whole picture ------------------------------------------------------------------------
@@ -380,7 +409,10 @@ def memory_estimate(setup: Setup) -> MemoryEstimate:
     shards = layout.weight_shards
     full_weights = stored_weight_bytes(setup)
     weights = full_weights / shards
-    if layout.strategy == "fsdp" and setup.training and layout.pp > 1:
+    if offload_kind(setup) == "fsdp-cpu":
+        # the shards live in host RAM: the GPU holds only the units FSDP has gathered
+        weights = C.FSDP_GATHERED_LAYERS * largest_layer_weight_bytes(setup)
+    elif layout.strategy == "fsdp" and setup.training and layout.pp > 1:
         weights += _fsdp_stage_unsharded(setup, full_weights, notes)
     elif layout.strategy == "fsdp":
         gathered = C.FSDP_GATHERED_LAYERS * largest_layer_weight_bytes(setup)

@@ -479,10 +479,13 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule],
     offloader = _offload_engine(ctx) if training else None
     if offloader is not None and "optimizer-offload" not in in_plan:
         params = float(ctx.workload.params_total or 0)
-        out.append(_alternative(goal, ctx, "optimizer-offload",
-                                "Optimizer state in host RAM (ZeRO-Offload)", {},
+        title, what = ("Optimizer state in host RAM (ZeRO-Offload)", "the optimizer")
+        if offloader == "" and _offloads_whole_shards(ctx):
+            title, what = ("Parameters, gradients and optimizer in host RAM (FSDP2 "
+                           "CPUOffloadPolicy)", "parameters, gradients and optimizer state")
+        out.append(_alternative(goal, ctx, "optimizer-offload", title, {},
                                 {"optimizer_offload": True},
-                                f"offload the optimizer (host RAM {units.gb(params * 16)})"
+                                f"offload {what} (host RAM {units.gb(params * 16)})"
                                 + offloader, host_bytes=int(params * 16)))
     if training and ctx.options.finetune == "full":
         # The frozen base keeps the checkpoint's own dtype: the plan's FP8 training casts for
@@ -591,6 +594,21 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
     return values
 
 
+def _offloads_whole_shards(ctx: RuleContext) -> bool:
+    """Tell whether the engine's offload is FSDP2's CPUOffloadPolicy and the plan shards.
+
+    torchtitan applies enable_cpu_offload only where FSDP shards the parameters
+    (data_parallel_shard_degree > 1): elsewhere it does nothing.
+    """
+    from hwadvisor.engines import engine_for
+    from hwadvisor.perfmodel.layout import resolve_layout
+
+    if engine_for(ctx.workload).costs.offload != "fsdp-cpu":
+        return False
+    layout = resolve_layout(ctx.workload, ctx.options)
+    return layout.strategy in ("fsdp", "hsdp") and layout.shard_degree > 1
+
+
 def _offload_engine(ctx: RuleContext) -> str | None:
     """Say who offloads the optimizer alone: '' for the workload's engine, else DeepSpeed.
 
@@ -599,13 +617,17 @@ def _offload_engine(ctx: RuleContext) -> str | None:
     from hwadvisor.engines import engine_for, get_engine
 
     engine = engine_for(ctx.workload)
-    if not engine.cannot("optimizer-offload"):
+    if not engine.cannot("optimizer-offload") and (
+            engine.costs.offload != "fsdp-cpu" or _offloads_whole_shards(ctx)):
         return ""
     other = get_engine("deepspeed")
     if str(ctx.device.device_class) not in other.device_classes:
         return None
-    return (f" with {other.name} (ZeRO-Offload); {engine.name} cannot: "
-            f"{engine.reasons.get('optimizer-offload', 'no such option')}")
+    why = engine.reasons.get("optimizer-offload", "no such option")
+    if engine.costs.offload == "fsdp-cpu" and not engine.cannot("optimizer-offload"):
+        why = ("its offload is FSDP2's CPUOffloadPolicy (parameters, gradients and optimizer "
+               "together), applied only where FSDP shards the parameters over several GPUs")
+    return f" with {other.name} (ZeRO-Offload); {engine.name} cannot: {why}"
 
 
 def _zero_stage(plan: Plan, options: ModelOptions) -> int:

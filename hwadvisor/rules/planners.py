@@ -294,9 +294,17 @@ def qlora_plan(ctx: RuleContext) -> Plan:
 
 def optimizer_offload_plan(ctx: RuleContext) -> Plan:
     """Optimizer states, fp32 master weights and the step in host RAM; checks the host has it."""
+    from hwadvisor.engines import engine_for
+
     params = float(ctx.workload.params_total or 0)
+    layout = resolve_layout(ctx.workload, ctx.options)
+    if engine_for(ctx.workload).costs.offload == "fsdp-cpu" and not (
+            layout.strategy in ("fsdp", "hsdp") and layout.shard_degree > 1):
+        return Plan(reject=f"{ctx.facts['engine_name']}'s offload is FSDP2's CPUOffloadPolicy, "
+                           "applied only where FSDP shards the parameters over several GPUs")
     # fp32 master + Adam m and v (12 B/param, ZeRO-Offload) plus the fp32 gradients the CPU
-    # step reads (4 B/param), split over the GPUs' hosts when sharded.
+    # step reads (4 B/param), split over the GPUs' hosts when sharded; FSDP2's
+    # CPUOffloadPolicy holds the same: fp32 parameter shards, their gradients, m and v.
     needed = params * 16.0 / max(ctx.facts["nodes"], 1)
     host = ctx.facts["host_memory_bytes"]
     note = f"the host needs {gb(needed)} of RAM for them per node"

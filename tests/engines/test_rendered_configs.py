@@ -177,10 +177,14 @@ def test_torchtitan_says_full_checkpointing_and_leaves_its_selective_default():
     assert "activation_checkpoint" not in level("selective")  # torchtitan's default mode
 
 
-def test_torchtitan_cannot_offload_the_optimizer_alone():
+def test_torchtitans_offload_is_fsdp2_cpu_offload_policy():
+    # enable_cpu_offload moves parameters, gradients and optimizer state (FSDP2
+    # CPUOffloadPolicy); there is no weight streaming for inference.
     engine = get_engine("torchtitan")
-    assert engine.cannot("optimizer-offload") and engine.cannot("cpu-offload")
-    assert "CPUOffloadPolicy" in engine.reasons["optimizer-offload"]
+    assert engine.costs.offload == "fsdp-cpu"
+    assert not engine.cannot("optimizer-offload") and engine.cannot("cpu-offload")
+    assert engine.config.steps["optimizer-offload"] == ["training.enable_cpu_offload = true"]
+    assert get_engine("deepspeed").costs.offload == "optimizer"
 
 
 # --- MLX trains with mlx_lm.lora ------------------------------------------------------------

@@ -104,3 +104,58 @@ def test_calibrated_memory_alone_equals_the_whole_estimate() -> None:
         options = ModelOptions().model_copy(update=change)
         assert model.memory(workload, device, options) == model(workload, device,
                                                                 options).memory
+
+
+# --- offload as each engine does it ------------------------------------------------------------
+
+def _offloaded(engine: str, gpus: int = 8, grad_accum: int = 1):
+    from hwadvisor import profiles
+    from hwadvisor.models import ModelOptions
+    from hwadvisor.perfmodel import estimate
+    from hwadvisor.workload import build_workload
+
+    wl = build_workload("llama-3-8b", phase="training", batch=1, prompt_len=2048, gpus=gpus,
+                        engine=engine, grad_accum=grad_accum)
+    device = profiles.device_from_profile("h100-sxm")
+    base = ModelOptions(sharding="fsdp", fused_optimizer=True)
+    return (estimate(wl, device, base),
+            estimate(wl, device, base.model_copy(update={"optimizer_offload": True})))
+
+
+def test_fsdp2_cpu_offload_moves_parameters_gradients_and_optimizer():
+    plain, off = _offloaded("torchtitan")
+    assert off.memory.optimizer_bytes == 0
+    # the parameter and gradient shards leave too: only the gathered units stay
+    assert off.memory.weights_bytes < plain.memory.weights_bytes
+    assert off.memory.gradients_bytes < plain.memory.gradients_bytes
+    assert any("CPUOffloadPolicy" in n for n in off.memory.notes)
+
+
+def test_zero_offload_moves_the_optimizer_only():
+    plain, off = _offloaded("deepspeed")
+    assert off.memory.optimizer_bytes == 0
+    assert off.memory.weights_bytes == plain.memory.weights_bytes
+    assert off.memory.gradients_bytes == plain.memory.gradients_bytes
+
+
+def test_fsdp2_cpu_offload_moves_shards_every_micro_batch():
+    # parameters up for each all-gather and gradients down for each reduce-scatter: the PCIe
+    # traffic grows with the micro-batches; ZeRO-Offload's is once a step
+    one = _offloaded("torchtitan", grad_accum=1)[1].times.optimizer_s
+    four = _offloaded("torchtitan", grad_accum=4)[1].times.optimizer_s
+    assert four > 1.2 * one
+    zero1 = _offloaded("deepspeed", grad_accum=1)[1].times.optimizer_s
+    zero4 = _offloaded("deepspeed", grad_accum=4)[1].times.optimizer_s
+    assert zero4 == pytest.approx(zero1)
+
+
+def test_the_host_step_shares_the_nodes_memory_bandwidth():
+    from hwadvisor.perfmodel import constants as C
+
+    _, off = _offloaded("deepspeed", gpus=8)
+    _, alone = _offloaded("deepspeed", gpus=1)
+    params = off.params_total / 8
+    # eight GPUs step their shards on one host at once: each gets an eighth of its bandwidth
+    host = params * C.HOST_OPTIMIZER_BYTES_PER_PARAM / (C.HOST_OPTIMIZER_GBPS * C.GB / 8)
+    assert off.times.optimizer_s >= host
+    assert alone.times.optimizer_s > 0

@@ -198,3 +198,24 @@ def test_the_chunked_loss_holds_far_less_than_the_full_logits():
     assert plain.memory.activations_bytes - fused.memory.activations_bytes == \
         pytest.approx(logits * 12, rel=1e-6)  # 16 -> 4 bytes a logit
     assert chunked.memory.activations_bytes < fused.memory.activations_bytes
+
+
+def test_torchtitan_offloads_with_its_cpu_offload_policy_where_fsdp_shards():
+    # 70B on one node of H100: torchtitan's own offload (FSDP2 CPUOffloadPolicy) makes it fit,
+    # with parameters, gradients and optimizer state in host RAM
+    report = plan("h100-sxm", model="llama-3-70b", batch=1, prompt_len=4096, gpus=8)
+    assert report.plan is not None and report.plan.fits
+    assert "optimizer-offload" in {s.id for s in report.plan.steps}
+    assert report.plan.engine_config is not None
+    assert "enable_cpu_offload = true" in report.plan.engine_config.text
+
+
+def test_torchtitans_offload_does_nothing_on_one_gpu_so_deepspeed_is_named():
+    # enable_cpu_offload applies only where FSDP shards: one GPU gets ZeRO-Offload's name
+    report = plan("rtx-4090", model="llama-3.2-3b", batch=1, prompt_len=2048,
+                  engine="torchtitan")
+    assert report.plan is not None and not report.plan.fits
+    assert "optimizer-offload" not in {s.id for s in report.plan.steps}
+    offload = alternative(report, "optimizer-offload")
+    assert offload is not None and "DeepSpeed" in offload.text
+    assert "CPUOffloadPolicy" in offload.text
