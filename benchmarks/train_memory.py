@@ -4,9 +4,11 @@ Each case builds a Llama-shaped model from a preset's config.json with random we
 (transformers, no download), trains it as the Hugging Face Trainer does with bf16=True (fp32
 weights under bf16 autocast, fused AdamW, the loss on the logits as transformers computes it),
 with and without gradient checkpointing, and reads torch.cuda.max_memory_allocated over a few
-steps after the first. The estimate is hwadvisor's for the same workload (engine hf, one GPU),
-read without its runtime allowance (allocator fragmentation and the CUDA context are not in
-max_memory_allocated).
+steps after the first, per phase (the forward up to leaving autocast, the backward, the
+optimizer step) and overall, with the reserved peak beside it. The estimate is hwadvisor's for
+the same workload (engine hf, one GPU), read without its runtime allowance (allocator
+fragmentation and the CUDA context are not in max_memory_allocated), and its notes say which
+phase it expects to peak.
 
 Run on a GPU host: python benchmarks/train_memory.py --out train_memory.json
 """
@@ -48,26 +50,38 @@ def measure(preset: str, batch: int, seq: int, ckpt: bool, steps: int = 3) -> di
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
     ids = torch.randint(0, cfg.vocab_size, (batch, seq), device=device)
     losses = []
+    phases = {"forward": 0, "backward": 0, "step": 0}
+
+    def phase_peak(name: str, counted: bool) -> None:
+        # the allocator's peak since the last reset, kept per phase (forward up to leaving
+        # autocast, backward, optimizer step): which one is highest is what the model predicts
+        torch.cuda.synchronize()
+        if counted:
+            phases[name] = max(phases[name], torch.cuda.max_memory_allocated(device))
+        torch.cuda.reset_peak_memory_stats(device)
+
     for i in range(steps + 1):
-        if i == 1:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats(device)
+        phase_peak("step", False)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(ids, labels=ids).loss
+        phase_peak("forward", i > 0)
         loss.backward()
+        phase_peak("backward", i > 0)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        phase_peak("step", i > 0)
         losses.append(float(loss))
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated(device)
+    peak = max(phases.values())
+    reserved = torch.cuda.max_memory_reserved(device)
     # correctness first: random weights give a loss near ln(vocab), and finite
     assert all(abs(x) < 100 for x in losses), f"loss not finite: {losses}"
     del model, opt
     torch.cuda.empty_cache()
-    return {"peak_allocated_bytes": peak, "losses": losses}
+    return {"peak_allocated_bytes": peak, "peak_by_phase_bytes": phases,
+            "peak_reserved_bytes": reserved, "losses": losses}
 
 
-def predict(preset: str, batch: int, seq: int, ckpt: bool) -> dict[str, float]:
+def predict(preset: str, batch: int, seq: int, ckpt: bool) -> dict[str, Any]:
     """Return hwadvisor's memory estimate by part for the same workload on one h200-sxm."""
     from hwadvisor.models import ModelOptions
     from hwadvisor.pipeline import estimate_report
@@ -78,10 +92,11 @@ def predict(preset: str, batch: int, seq: int, ckpt: bool) -> dict[str, float]:
     report = estimate_report(request, "h200-sxm", ModelOptions(fused_optimizer=True))
     assert report.estimate is not None
     mem = report.estimate.memory
-    parts = {k: float(getattr(mem, k)) for k in ("weights_bytes", "activations_bytes",
-                                                "gradients_bytes", "optimizer_bytes",
-                                                "runtime_bytes", "total_bytes")}
+    keys = ("weights_bytes", "activations_bytes", "gradients_bytes", "optimizer_bytes",
+            "runtime_bytes", "total_bytes")
+    parts: dict[str, Any] = {k: float(getattr(mem, k)) for k in keys}
     parts["tensors_bytes"] = parts["total_bytes"] - parts["runtime_bytes"]
+    parts["peak_at"] = next((n for n in mem.notes if n.startswith("training peak")), "")
     return parts
 
 

@@ -309,6 +309,10 @@ class Costs(_Strict):
     tp_overlap_hidden: float = Field(
         1.0, ge=0, le=1, description="Largest share of the tensor-parallel collectives the "
         "overlap hides (1: all, up to the compute that can cover them)")
+    autocast_fp32_weights: bool = Field(
+        False, description="Training keeps the model's weights in fp32 and computes under "
+        "torch.autocast (transformers' Trainer with bf16=True/fp16=True): fp32 residual stream "
+        "and norms, 16-bit weight copies cached during the forward (perfmodel/memory.py)")
     offload: Literal["optimizer", "fsdp-cpu"] = Field(
         "optimizer", description="What the engine's training offload moves to the host: the "
         "optimizer state and step only (ZeRO-Offload: DeepSpeed offload_optimizer, Megatron "

@@ -477,22 +477,26 @@ OPTIMIZER_BYTES_MIXED: dict[str, float] = {"adamw": 12.0, "adamw-8bit": 6.0, "sg
 OPTIMIZER_BYTES_FP32: dict[str, float] = {"adamw": 8.0, "adamw-8bit": 2.0, "sgd": 4.0}
 # FSDP keeps one or two layers' full parameters gathered at a time (current + prefetched).
 FSDP_GATHERED_LAYERS = 2
-# Loss on logits, bytes per (token, vocab) element at the step's peak. Without checkpointing the
-# peak is the loss's backward, where the bf16 logits (2), their fp32 upcast (4, transformers'
-# loss casts logits to float), cross-entropy's saved log-softmax (4) and the fp32 and bf16
-# gradients (4 + 2) are alive together: 16. With checkpointing the peak moves into the layers'
-# recomputation, after the loss's buffers are gone but for the upcast copies: 8. Measured on the
-# H200 (benchmarks/train_memory.py, allocator peak, Llama-3.2-1B/3B and Llama-3-8B shapes at
-# 2k-8k tokens, docs/benchmarks.md): 16 puts the runs without checkpointing at -2% to +2%; 8 puts
-# those with it at -9.5% (1B), +5.6% (3B) and +2.2% (8B). Was 6 (an assumption): -29% to +2%.
-TRAIN_LOGIT_BYTES_PER_ELEMENT = 16.0
-TRAIN_LOGIT_BYTES_CHECKPOINTED = 8.0
-# A fused cross-entropy kernel (Megatron-Core's fused_vocab_parallel_cross_entropy) reads the
-# bf16 logits and writes their bf16 gradient in place: no fp32 copy, no saved log-softmax, 4
-# bytes per element. Liger's fused linear cross-entropy never holds the logits whole: it
-# computes them chunk by chunk with a chunk of about BT x hidden elements (chunk_size =
-# next_power_of_2(ceil(BT / ceil(V / H))), liger_kernel/ops/fused_linear_cross_entropy.py), in
-# fp32 with its gradient: 8 bytes per (token, hidden) element.
+# Loss on logits, bytes per (token, vocab) element. At the loss's backward (the activations'
+# peak): cross-entropy's saved fp32 log-softmax (4, on the fp32 upcast transformers' and
+# torchtitan's losses make), its gradient (4) and the gradient of the fp32 logits (4): 12.
+# At the forward's end: the 16-bit logits (2), their fp32 upcast (4) and the log-softmax (4):
+# 10. With the peaks of perfmodel/memory.training_peak_bytes, the H200 allocator peaks
+# (benchmarks/train_memory.py, Llama-3.2-1B/3B and Llama-3-8B at 2k-16k tokens per step, with
+# and without checkpointing, docs/benchmarks.md) are met within +-2.2% (was 16 / 8 summed with
+# every state: -9.5% to +5.7%).
+TRAIN_LOGIT_BYTES_PER_ELEMENT = 12.0
+TRAIN_LOGIT_BYTES_FORWARD = 10.0
+# Autocast over fp32 weights (transformers' Trainer with bf16=True; plain torch.autocast): the
+# residual stream and the RMSNorms run in fp32 and each linear casts its own input, so a Llama
+# decoder layer saves, per token and hidden unit: two norms' fp32 input and output (2 x 8), the
+# q, k, v projections' three bf16 input casts (6), the rotated query and SDPA's query, output
+# and o_proj input (~6), the MLP's gate and up input casts (4): ~32, counted from
+# transformers' LlamaDecoderLayer (5.x); the gated MLP's gate, up, SiLU output and product
+# (the down projection's input), 2 bytes each per intermediate unit: 8. Checked against the
+# H200 allocator peaks without checkpointing (1B at 8k and 16k tokens, 3B at 4k: within 0.1%).
+AUTOCAST_ACT_HIDDEN_COEFF = 32.0
+AUTOCAST_ACT_GATED_MLP_COEFF = 8.0
 TRAIN_LOGIT_BYTES_FUSED = 4.0
 TRAIN_LOGIT_CHUNK_BYTES_PER_HIDDEN = 8.0
 INFER_LOGIT_BYTES_PER_ELEMENT = 4.0

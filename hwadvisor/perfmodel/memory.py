@@ -93,38 +93,57 @@ def kv_cache_bytes(spec: ModelSpec, dtype: str, batch: float, tokens: float, tp:
 
 # --- Activations ------------------------------------------------------------------------------
 
-def mlp_act_coeff(spec: ModelSpec, width: float, compiled: bool) -> float:
+def mlp_act_coeff(spec: ModelSpec, width: float, compiled: bool, autocast: bool = False) -> float:
     """Return saved bytes per token per hidden unit (16-bit) of an MLP of `width`.
 
     Gated: input 2 + gate, up and activation outputs 3 x 2 x width/h; compiled recomputes the
     activation (2 x 2 x width/h). Non-gated: input 2 + 2 x 2 x width/h + a dropout mask 1
-    (Korthikanti's 19 for width 4h); compiled drops the activation output.
+    (Korthikanti's 19 for width 4h); compiled drops the activation output. Under autocast over
+    fp32 weights (eager), a gated MLP saves gate, up, activation and product (the down
+    projection's input), 4 x 2 x width/h, its inputs counted in AUTOCAST_ACT_HIDDEN_COEFF.
     """
     ratio = width / spec.hidden_size
     if spec.gated_mlp:
+        if autocast and not compiled:
+            return C.AUTOCAST_ACT_GATED_MLP_COEFF * ratio
         return 2.0 + (4.0 if compiled else 6.0) * ratio
     return 2.0 + (2.0 if compiled else 4.0) * ratio + 1.0
 
 
-def layer_act_coeffs(spec: ModelSpec, compiled: bool) -> tuple[float, float]:
-    """Return saved bytes per token per hidden (16-bit, no scores) of a dense and an MoE layer."""
+def layer_act_coeffs(spec: ModelSpec, compiled: bool,
+                     autocast: bool = False) -> tuple[float, float]:
+    """Return saved bytes per token per hidden (16-bit, no scores) of a dense and an MoE layer.
+
+    autocast: the engine trains fp32 weights under torch.autocast (transformers' Trainer), so
+    the residual stream and norms are fp32 and each linear keeps its own 16-bit cast of its
+    input (AUTOCAST_ACT_HIDDEN_COEFF), measured on the H200 (docs/benchmarks.md).
+    """
     norms = C.ACT_NORM_COEFF_COMPILED if compiled else C.ACT_NORM_COEFF
     base = C.ACT_ATTENTION_COEFF + norms
-    dense = base + mlp_act_coeff(spec, spec.intermediate_size, compiled)
+    if autocast and not compiled:
+        base = C.AUTOCAST_ACT_HIDDEN_COEFF
+    dense = base + mlp_act_coeff(spec, spec.intermediate_size, compiled, autocast)
     if spec.num_experts <= 0:
         return dense, dense
     k = spec.experts_per_token
-    moe = base + k * mlp_act_coeff(spec, expert_width(spec), compiled)
+    moe = base + k * mlp_act_coeff(spec, expert_width(spec), compiled, autocast)
     shared = shared_expert_width(spec)
     if shared:
-        moe += mlp_act_coeff(spec, shared, compiled)
+        moe += mlp_act_coeff(spec, shared, compiled, autocast)
     return dense, moe
+
+
+def autocast_fp32(setup: Setup) -> bool:
+    """Tell whether the engine trains fp32 weights under autocast (engine data [costs])."""
+    return setup.training and setup.options.mixed_precision and \
+        setup.options.finetune == "full" and \
+        E.engine_time(setup.workload, setup.res.family).autocast_fp32_weights
 
 
 def act_coeff_sum(setup: Setup) -> tuple[float, float]:
     """Sum over layers of the per-layer coefficient per GPU, and the largest layer's."""
     spec, tp = setup.spec, setup.layout.tp
-    dense, moe = layer_act_coeffs(spec, setup.options.compiled)
+    dense, moe = layer_act_coeffs(spec, setup.options.compiled, autocast_fp32(setup))
     sequence_parallel = setup.training  # Megatron-style SP assumed with TP in training
     dense = _tp_split(dense, tp, sequence_parallel)
     moe = _tp_split(moe, tp, sequence_parallel)
@@ -154,39 +173,90 @@ def _tp_split(coeff: float, tp: int, sequence_parallel: bool) -> float:
 
 
 def training_activation_bytes(setup: Setup) -> float:
-    """Activations held at the peak of one micro-batch's forward/backward, per GPU.
+    """Activations held at the loss's backward of one micro-batch, per GPU (its peak).
 
     Without checkpointing: every layer's saved tensors (Korthikanti et al. 2022 with the MLP
     sized to its width; the 4*a*s/h score term only with math attention), plus the logits.
     Selective checkpointing (Korthikanti et al., sec. 5) recomputes the attention core only: the
     same minus the score term (which flash attention never stores anyway).
-    Full checkpointing: each layer's 2*s*b*h input plus one layer's working set, plus logits.
+    Full checkpointing: each layer's input (fp32 under autocast over fp32 weights) plus one
+    layer's working set, plus the logits.
     """
+    return _layer_activation_bytes(setup) + _logit_bytes(setup, C.TRAIN_LOGIT_BYTES_PER_ELEMENT)
+
+
+def _tokens(setup: Setup) -> float:
+    """Tokens of one micro-batch on one GPU (context parallelism splits each sequence)."""
+    return float(setup.batch * setup.workload.prompt_len) / setup.layout.cp
+
+
+def _layer_activation_bytes(setup: Setup) -> float:
+    """Return the layers' saved activations at the loss's backward (training_activation_bytes)."""
     wl, spec, tp = setup.workload, setup.spec, setup.layout.tp
-    # Context parallelism splits each sequence; pipeline stages keep the activations of as many
-    # micro-batches in flight as there are stages (1F1B), i.e. one whole model's worth.
-    tokens = float(setup.batch * wl.prompt_len) / setup.layout.cp
+    # pipeline stages keep the activations of as many micro-batches in flight as there are
+    # stages (1F1B), i.e. one whole model's worth
+    tokens = _tokens(setup)
     scale = setup.act_bytes / 2.0  # the coefficients are 16-bit bytes
-    total_coeff, largest = act_coeff_sum(setup)
+    total_coeff, _ = act_coeff_sum(setup)
     scores = score_bytes_per_layer(setup, setup.batch, wl.prompt_len, wl.prompt_len)
     h = spec.hidden_size
     if wl.activation_checkpointing and setup.options.selective_checkpointing:
-        layers = total_coeff * tokens * h * scale
-    elif wl.activation_checkpointing:
-        inputs = spec.num_layers * 2.0 * tokens * h * scale / tp  # sharded by SP under TP
-        working = largest * tokens * h * scale + scores
-        layers = inputs + working
-    else:
-        layers = total_coeff * tokens * h * scale + scores * spec.num_layers
-    loss = setup.options.cross_entropy
+        return total_coeff * tokens * h * scale
+    if wl.activation_checkpointing:
+        residual = 4.0 if autocast_fp32(setup) else 2.0 * scale
+        inputs = spec.num_layers * residual * tokens * h / tp  # sharded by SP under TP
+        return inputs + checkpoint_working_bytes(setup)
+    return total_coeff * tokens * h * scale + scores * spec.num_layers
+
+
+def checkpoint_working_bytes(setup: Setup) -> float:
+    """One layer's activations recomputed at once in the backward under full checkpointing."""
+    if not setup.workload.activation_checkpointing or setup.options.selective_checkpointing:
+        return 0.0
+    wl = setup.workload
+    _, largest = act_coeff_sum(setup)
+    scores = score_bytes_per_layer(setup, setup.batch, wl.prompt_len, wl.prompt_len)
+    return largest * _tokens(setup) * setup.spec.hidden_size * setup.act_bytes / 2.0 + scores
+
+
+def _logit_bytes(setup: Setup, per_element: float) -> float:
+    """Return the loss's bytes on the logits: per (token, vocab) element, or Liger's chunks."""
+    tokens, tp, loss = _tokens(setup), setup.layout.tp, setup.options.cross_entropy
     if loss == "chunked":
-        logits = tokens * h * C.TRAIN_LOGIT_CHUNK_BYTES_PER_HIDDEN / tp
-    else:
-        per_element = C.TRAIN_LOGIT_BYTES_FUSED if loss == "fused" else (
-            C.TRAIN_LOGIT_BYTES_CHECKPOINTED if wl.activation_checkpointing else
-            C.TRAIN_LOGIT_BYTES_PER_ELEMENT)
-        logits = tokens * spec.vocab_size * per_element / tp
-    return layers + logits
+        return tokens * setup.spec.hidden_size * C.TRAIN_LOGIT_CHUNK_BYTES_PER_HIDDEN / tp
+    if loss == "fused":
+        per_element = C.TRAIN_LOGIT_BYTES_FUSED
+    return tokens * setup.spec.vocab_size * per_element / tp
+
+
+def training_peak_bytes(setup: Setup, weights: float, act: float, grads: float, opt: float,
+                        notes: list[str]) -> float:
+    """Tensors at the training step's peak: the larger of its two (or three) high points.
+
+    - the loss's backward: weights, optimizer state and the activations, but gradients only
+      when earlier micro-batches left theirs (zero_grad(set_to_none=True), torch's default,
+      frees them after each step); under autocast over fp32 weights with checkpointing, the
+      16-bit weight copies autocast made are gone by then (its cache is dropped on leaving the
+      autocast region and checkpointing kept no reference);
+    - the end of the forward (autocast and checkpointing only): the copies still cached, the
+      layers' inputs and the forward's logits (TRAIN_LOGIT_BYTES_FORWARD);
+    - the optimizer step (and the last layers' backward): weights, full gradients, optimizer
+      state and one checkpointed layer's recomputation.
+    Measured on the H200 (benchmarks/train_memory.py): the 8B at 2k tokens peaks at the step,
+    the 1B and 3B at the loss or the forward's end.
+    """
+    held = grads if setup.workload.grad_accum > 1 else 0.0
+    peaks = {"the loss's backward": weights + opt + held + act,
+             "the optimizer step": weights + grads + opt + checkpoint_working_bytes(setup)}
+    if autocast_fp32(setup) and setup.workload.activation_checkpointing:
+        forward = act - _logit_bytes(setup, C.TRAIN_LOGIT_BYTES_PER_ELEMENT) + \
+            _logit_bytes(setup, C.TRAIN_LOGIT_BYTES_FORWARD)
+        peaks["the loss's backward"] -= weights
+        peaks["the forward's end"] = weights + opt + held + forward
+    where = max(peaks, key=lambda k: peaks[k])
+    notes.append(f"training peak at {where} (" + ", ".join(
+        f"{k} {v / C.GB:.1f} GB" for k, v in peaks.items()) + ")")
+    return peaks[where]
 
 
 def inference_activation_bytes(setup: Setup) -> float:
@@ -444,7 +514,10 @@ def memory_estimate(setup: Setup) -> MemoryEstimate:
         kv = kv_cache_bytes(setup.spec, wl.kv_dtype, setup.batch / layout.attn_dp,
                             wl.prompt_len + wl.gen_len, layout.attn_tp) / layout.pp
         act = inference_activation_bytes(setup)
-    tensors = weights + kv + act + grads + opt
+    if setup.training:
+        tensors = training_peak_bytes(setup, weights, act, grads, opt, notes)
+    else:
+        tensors = weights + kv + act + grads + opt
     runtime = runtime_bytes(setup, tensors)
     total = tensors + runtime
     usable = setup.res.usable_memory_bytes

@@ -164,8 +164,12 @@ def test_conditions_are_checked_in_order_and_all_reported():
 
 
 def test_8b_full_fine_tune_on_8_h100_fits_with_fsdp():
-    """Plain PyTorch starts from DDP (16 B/param does not fit 80 GB): FSDP makes it fit."""
-    out = run("h100-sxm", A, model="llama-3-8b", phase="training", batch=2, prompt_len=4096,
+    """Plain PyTorch starts from DDP (16 B/param does not fit 80 GB): FSDP makes it fit.
+
+    One sequence of 4096 tokens: under autocast over fp32 weights the 8B's activations at
+    batch 2 (~76 GB with the loss) would not fit next to even sharded state.
+    """
+    out = run("h100-sxm", A, model="llama-3-8b", phase="training", batch=1, prompt_len=4096,
               gpus=8, engine="hf")
     assert not out.estimate.fits  # DDP: every GPU holds all 128 GB of state
     shard = step(out, "fsdp2-zero3")

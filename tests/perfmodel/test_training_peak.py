@@ -1,0 +1,50 @@
+"""Training memory against the H200 allocator's peaks (benchmarks/data/train_memory_h200.json)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = json.loads((ROOT / "benchmarks" / "data" / "train_memory_h200.json").read_text())
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("train_memory",
+                                                  ROOT / "benchmarks" / "train_memory.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["train_memory"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("row", DATA, ids=lambda r: f"{r['preset']}-{r['batch']}x{r['seq_len']}"
+                         f"-{'ckpt' if r['checkpointing'] else 'plain'}")
+def test_training_memory_is_within_5_percent_of_the_allocator_peak(row: dict) -> None:
+    predicted = _bench().predict(row["preset"], row["batch"], row["seq_len"],
+                                 row["checkpointing"])["tensors_bytes"]
+    measured = row["measured"]["peak_allocated_bytes"]
+    assert predicted == pytest.approx(measured, rel=0.05)
+
+
+def test_the_8b_peaks_at_the_optimizer_step_and_the_1b_at_the_loss():
+    from hwadvisor.models import ModelOptions
+    from hwadvisor.pipeline import estimate_report
+    from hwadvisor.workload import WorkloadRequest
+
+    def where(model: str, batch: int, seq: int) -> str:
+        request = WorkloadRequest(model=model, phase="training", batch=batch, prompt_len=seq,
+                                  engine="hf", activation_checkpointing=True)
+        report = estimate_report(request, "h200-sxm", ModelOptions(fused_optimizer=True))
+        assert report.estimate is not None
+        return next(n for n in report.estimate.memory.notes if n.startswith("training peak"))
+
+    # 16 bytes a parameter of state outweigh 2k tokens' activations; 16k tokens' logits do not
+    assert where("llama-3-8b", 1, 2048).startswith("training peak at the optimizer step")
+    assert where("llama-3.2-1b", 4, 4096).startswith("training peak at the loss's backward")
