@@ -257,8 +257,9 @@ def test_recommend_validate_sets_plan_validation_on_cpu():
     from hwadvisor.pipeline import validate_recommendations
 
     # planned for this CPU (a GPU plan is not measured on a CPU: the next test), with an
-    # engine and goal whose steps torch runs here (LoRA's train step)
-    report = _report("training-throughput", None, model="llama-3.2-1b", batch=1,
+    # engine and goal whose steps torch runs here (checkpointing's train step: at batch 2 the
+    # activations need it on a host of a few tens of GB)
+    report = _report("training-throughput", None, model="llama-3.2-1b", batch=2,
                      phase="training", engine="hf")
     report = validate_recommendations(report, quick=True)
     v = report.plan.validation
