@@ -313,6 +313,11 @@ class Costs(_Strict):
         False, description="Training keeps the model's weights in fp32 and computes under "
         "torch.autocast (transformers' Trainer with bf16=True/fp16=True): fp32 residual stream "
         "and norms, 16-bit weight copies cached during the forward (perfmodel/memory.py)")
+    selective_checkpointing: Literal["attention-core", "op-every-other-mm"] = Field(
+        "attention-core", description="What the engine's selective checkpointing keeps: all but "
+        "the attention core (Korthikanti et al. 2022; Megatron --recompute-granularity "
+        "selective) or, per op, every other matmul's output and attention's (torchtitan's "
+        "per-op SAC), recomputing the rest")
     offload: Literal["optimizer", "fsdp-cpu"] = Field(
         "optimizer", description="What the engine's training offload moves to the host: the "
         "optimizer state and step only (ZeRO-Offload: DeepSpeed offload_optimizer, Megatron "

@@ -201,12 +201,36 @@ def _layer_activation_bytes(setup: Setup) -> float:
     scores = score_bytes_per_layer(setup, setup.batch, wl.prompt_len, wl.prompt_len)
     h = spec.hidden_size
     if wl.activation_checkpointing and setup.options.selective_checkpointing:
+        if selective_policy(setup) == "op-every-other-mm":
+            return spec.num_layers * op_sac_bytes_per_token(setup) * tokens * scale / tp
         return total_coeff * tokens * h * scale
     if wl.activation_checkpointing:
         residual = 4.0 if autocast_fp32(setup) else 2.0 * scale
         inputs = spec.num_layers * residual * tokens * h / tp  # sharded by SP under TP
         return inputs + checkpoint_working_bytes(setup)
     return total_coeff * tokens * h * scale + scores * spec.num_layers
+
+
+def selective_policy(setup: Setup) -> str:
+    """Return what the engine's selective checkpointing keeps (engine data [costs]).
+
+    Per-op SAC is counted for dense layers; MoE layers fall back to the attention-core count.
+    """
+    if setup.spec.num_experts > 0:
+        return "attention-core"
+    return E.engine_time(setup.workload, setup.res.family).selective_checkpointing
+
+
+def op_sac_bytes_per_token(setup: Setup) -> float:
+    """Bytes one dense layer keeps per token under per-op SAC that saves every other mm (16-bit).
+
+    The block's input (h), the outputs of wq (h), wv (kv), w1 (intermediate) and w2 (h), and
+    SDPA's output (h), 2 bytes each; the rest is recomputed in the backward.
+    """
+    spec = setup.spec
+    kv = spec.num_kv_heads * spec.head_dim
+    return 2.0 * (4.0 * spec.hidden_size + spec.num_heads * spec.head_dim + kv
+                  + spec.intermediate_size)
 
 
 def checkpoint_working_bytes(setup: Setup) -> float:
@@ -472,6 +496,14 @@ def _fsdp_stage_unsharded(setup: Setup, whole: float, notes: list[str]) -> float
     return stage * (1.0 - 1.0 / shard)
 
 
+def _selective_words(setup: Setup) -> str:
+    """Say what selective checkpointing keeps, as the engine does it."""
+    if selective_policy(setup) == "op-every-other-mm":
+        return ("per op: the block input, every other matmul's output and attention's output "
+                "kept, the rest recomputed")
+    return "attention recomputed, the rest kept"
+
+
 def memory_estimate(setup: Setup) -> MemoryEstimate:
     """Bytes per GPU by part, the total and whether it fits the usable device memory."""
     wl, layout = setup.workload, setup.layout
@@ -508,7 +540,7 @@ def memory_estimate(setup: Setup) -> MemoryEstimate:
                                            [])
         if wl.activation_checkpointing:
             notes.append("activation checkpointing: " + (
-                "attention recomputed, the rest kept" if setup.options.selective_checkpointing
+                _selective_words(setup) if setup.options.selective_checkpointing
                 else "layer inputs kept, one layer recomputed"))
     else:
         kv = kv_cache_bytes(setup.spec, wl.kv_dtype, setup.batch / layout.attn_dp,
