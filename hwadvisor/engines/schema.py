@@ -292,6 +292,9 @@ class Costs(_Strict):
     """
 
     host_s: float = Field(ge=0, description="Host work per forward outside the kernels (s)")
+    host_s_graphed: float | None = Field(
+        None, ge=0, description="Host work exposed per forward when CUDA graphs replay it (s); "
+        "None: host_s either way")
     host_op_factor: float = Field(
         ge=0, description="Host cost of one eager kernel launch, in units of EAGER_OP_S")
     kernels: str = Field(description="KERNELS_PER_LAYER row when not compiled")
@@ -313,16 +316,53 @@ class Costs(_Strict):
         return self.model_copy(update=found)
 
 
+# Kernels a release's rates may name: the engines' choices above and the ones a weight format
+# implies (perfmodel/efficiency.quant_kernel: GGUF's legacy and K-quant kernels, MLX, NF4).
+RATE_KERNELS: tuple[str, ...] = (*KERNELS, "llamacpp", "llamacpp-k", "mlx", "bitsandbytes")
+
+
+class KernelRate(_Strict):
+    """A kernel's rates as one release of the engine runs them.
+
+    Only where they differ from the performance model's general table (perfmodel/constants.py);
+    an empty entry means the general figure.
+    """
+
+    gemv: float | None = Field(None, gt=0, description="Share of the stream bandwidth at decode")
+    compute: float | None = Field(None, gt=0, description="Share of the 16-bit dense peak")
+    vector: float | None = Field(
+        None, gt=0, description="Share of the fp32 vector peak its few-row matmuls compute at "
+        "(the general GEMV_VECTOR_EFFICIENCY otherwise)")
+    vector_rows: int | None = Field(
+        None, ge=1, description="Up to this many rows the kernel is a matrix-vector kernel on "
+        "the vector units (no tensor cores); None: the faster of the two at every M")
+
+
+def _check_rate_keys(rates: Mapping[str, KernelRate], where: str) -> None:
+    for key in rates:
+        kernel, _, family = key.partition("@")
+        if kernel not in RATE_KERNELS:
+            raise ValueError(f"{where} {key!r}: no kernel {kernel!r} "
+                             f"(kernels: {', '.join(RATE_KERNELS)})")
+        if not family:
+            raise ValueError(f"{where} {key!r}: expected 'kernel@family' "
+                             "(e.g. cublas@nvidia-hopper)")
+
+
 class Kernels(_Strict):
     """The matmul kernel the engine runs per kind of weights, by vendor where it differs.
 
-    Each kind maps to one kernel, or to a table {vendor: kernel, default: kernel}.
+    Each kind maps to one kernel, or to a table {vendor: kernel, default: kernel}. `rates` holds
+    what the pinned release was measured to reach where its kernels changed ('kernel@family').
     """
 
     dense: str | dict[str, str]
     fp8: str | dict[str, str]
     int4: str | dict[str, str]
     int4_words: str = Field(min_length=1, description="The 4-bit kernel, in words for the plan")
+    rates: dict[str, KernelRate] = Field(
+        default_factory=dict, description="The pinned release's measured kernel rates, keyed "
+        "'kernel@family', over the performance model's general table")
 
     @model_validator(mode="after")
     def _check(self) -> Kernels:
@@ -333,6 +373,7 @@ class Kernels(_Strict):
                 raise ValueError(f"kernels.{kind}: a vendor table needs a 'default' entry")
             _unknown(table.values(), KERNELS, f"kernels.{kind} kernel")
             _unknown(set(table) - {"default"}, VENDORS, f"kernels.{kind} vendor")
+        _check_rate_keys(self.rates, "kernels.rates")
         return self
 
     def pick(self, kind: str, vendor: str) -> str:
@@ -347,8 +388,16 @@ class History(_Strict):
     """Defaults that differed before a version: `--engine vllm==0.6.0` starts from these."""
 
     before: str = Field(description="The first version that no longer had these defaults")
-    defaults: dict[str, bool | int | str | None]
+    defaults: dict[str, bool | int | str | None] = Field(default_factory=dict)
+    kernel_rates: dict[str, KernelRate] = Field(
+        default_factory=dict, description="Kernel rates of releases before `before` (an empty "
+        "entry: the general table's figure, not the pinned release's measured one)")
     source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> History:
+        _check_rate_keys(self.kernel_rates, "history kernel_rates")
+        return self
 
 
 class Engine(_Strict):

@@ -69,7 +69,8 @@ def _model_notes(setup: Setup, deciding: Phase, timing: StepTime,
                  top: list[tuple[str, float]]) -> list[str]:
     opts, res = setup.options, setup.res
     r = rates(setup)
-    launch = "CUDA graph replay" if graphs_on(setup) else (
+    graphed = graphs_on(setup)
+    launch = "CUDA graph replay" if graphed else (
         f"eager launches at {eager_op_s(setup) * 1e6:.1f} us each on the host")
     notes = [
         "time = sum over op groups of max(FLOPs / rate, bytes / rate) at achievable rates, "
@@ -80,7 +81,8 @@ def _model_notes(setup: Setup, deciding: Phase, timing: StepTime,
         f"{r.attention_rate / 1e12:.0f} TFLOP/s, weight kernel {r.kernel} at "
         f"{r.gemv:.0%} of the stream when streaming weights",
         f"{deciding.name}: {timing.kernels:.0f} kernels ({launch}); "
-        f"engine {setup.workload.engine} host work {host_step_s(setup) * 1e3:.2f} ms per forward",
+        f"engine {setup.workload.engine} host work "
+        f"{host_step_s(setup, graphed) * 1e3:.2f} ms per forward",
         f"elementwise ops: {r.elementwise} ({'torch.compile' if opts.compiled else 'engine'}"
         " kernels)",
         "largest op groups: " + ", ".join(f"{name} {seconds * 1e3:.3g} ms"

@@ -62,21 +62,30 @@ def graphs_on(setup: Setup) -> bool:
     return setup.options.cuda_graphs and not setup.training
 
 
-def host_step_s(setup: Setup) -> float:
-    """Return the engine's exposed host work per forward (host_overhead_s overrides)."""
+def host_step_s(setup: Setup, graphed: bool = False) -> float:
+    """Return the engine's exposed host work per forward (host_overhead_s overrides).
+
+    graphed: the forward replays as a CUDA graph, so an engine that prepares the next step
+    while the GPU replays this one exposes less (its costs' host_s_graphed).
+    """
     if setup.options.host_overhead_s is not None:
         return setup.options.host_overhead_s
-    return E.engine_time(setup.workload, setup.res.family).host_s
+    costs = E.engine_time(setup.workload, setup.res.family)
+    if graphed and costs.host_s_graphed is not None:
+        return costs.host_s_graphed
+    return costs.host_s
 
 
 def step_time(setup: Setup, phase: Phase, forwards: float = 1.0) -> StepTime:
     """Time of a phase of `forwards` forwards (host work counted once per forward)."""
     floors = phase.kernels * setup.res.kernel_floor_s
-    if graphs_on(setup):
+    graphed = graphs_on(setup)
+    if graphed:
         launch = forwards * C.GRAPH_NODE_S * 10.0  # one cudaGraphLaunch ~10 us
     else:
         launch = phase.host_kernels * eager_op_s(setup)
-    return StepTime(phase.busy_s, floors, launch, forwards * host_step_s(setup), phase.kernels)
+    return StepTime(phase.busy_s, floors, launch, forwards * host_step_s(setup, graphed),
+                    phase.kernels)
 
 
 def parameter_tensors(setup: Setup) -> int:

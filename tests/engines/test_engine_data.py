@@ -357,6 +357,35 @@ def test_engines_package_imports_no_cli_or_torch():
 
 def test_costs_measured_on_a_family_replace_the_general_ones_there_only():
     costs = get_engine("llamacpp").costs
-    assert costs.for_family("nvidia-hopper").host_s == 0.0  # measured on the H200
-    assert costs.for_family("nvidia-ada").host_s == costs.host_s > 0  # the tune split's fit
+    assert costs.for_family("nvidia-hopper").host_s_graphed == 0.0  # measured on the H200
+    assert costs.for_family("nvidia-hopper").host_s == costs.host_s > 0  # eager runs pay it
+    assert costs.for_family("nvidia-ada").host_s_graphed is None  # the tune split's fit
     assert costs.for_family(None) is costs
+
+
+def test_llamacpp_versions_are_build_numbers_and_older_builds_get_their_kernel_rates():
+    from hwadvisor.engines.catalog import release_tuple
+
+    assert release_tuple("b2843") == (2843,)
+    assert release_tuple("0c1e57098") is None  # a commit has no order
+    pinned = get_engine("llamacpp")
+    old = get_engine("llamacpp", "b2843")
+    assert pinned.defaults.cuda_graphs and not old.defaults.cuda_graphs  # graphs came in b2850
+    key = "llamacpp-f16@nvidia-hopper"
+    assert pinned.kernels.rates[key].gemv and old.kernels.rates[key].gemv is None
+    assert "kernel rates of that release" in " ".join(old.variant_notes)
+    between = get_engine("llamacpp", "b3000")  # graphs, but the F16 GEMV before PR #9816
+    assert between.defaults.cuda_graphs and between.kernels.rates[key].gemv is None
+
+
+def test_kernel_rates_must_name_a_known_kernel_and_a_family():
+    from hwadvisor.engines.schema import History, Kernels
+
+    base = {"dense": "cublas", "fp8": "cublas", "int4": "marlin", "int4_words": "Marlin"}
+    with pytest.raises(ValueError, match="no kernel"):
+        Kernels.model_validate({**base, "rates": {"nosuch@nvidia": {"gemv": 1.0}}})
+    with pytest.raises(ValueError, match="kernel@family"):
+        Kernels.model_validate({**base, "rates": {"cublas": {"gemv": 1.0}}})
+    with pytest.raises(ValueError, match="no kernel"):
+        History.model_validate({"before": "1.0", "source": "x",
+                                "kernel_rates": {"nosuch@amd": {}}})
