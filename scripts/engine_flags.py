@@ -691,7 +691,15 @@ def extract_vllm(root: Path) -> tuple[dict[str, Any], list[str]]:
         if index.cls(cls) is not None:
             for name, rec in generated_flags(index, cls, set(), "optional").items():
                 flags.setdefault(name, rec)
-    return {"vllm serve": _command(flags, positional=["model_tag"])}, index.files()
+    commands = {"vllm serve": _command(flags, positional=["model_tag"])}
+    # `vllm bench latency` (what `recommend --validate` runs): latency.add_cli_args, which
+    # adds its own flags and then EngineArgs.add_cli_args (the engine flags of `vllm serve`).
+    latency = pkg / "benchmarks" / "latency.py"
+    if latency.exists():
+        bench = argparse_table(latency, index)
+        engine = argparse_table(pkg / "engine" / "arg_utils.py", index)
+        commands["vllm bench latency"] = _command({**engine, **bench})
+    return commands, index.files()
 
 
 def extract_sglang(root: Path) -> tuple[dict[str, Any], list[str]]:
@@ -703,7 +711,17 @@ def extract_sglang(root: Path) -> tuple[dict[str, Any], list[str]]:
     for cls_name in re.findall(r"\w+", namespaces.group(1)) if namespaces else []:
         for name, rec in sglang_fields(index, cls_name).items():
             flags.setdefault(name, rec)
-    return {"python -m sglang.launch_server": _command(flags)}, index.files()
+    commands = {"python -m sglang.launch_server": _command(flags)}
+    # The one-batch benchmark (what `recommend --validate` runs): BenchArgs.add_cli_args, then
+    # ServerArgs.add_cli_args. It moved from sglang/bench_one_batch.py to
+    # sglang/benchmark/one_batch.py; the table names the module the pinned release has.
+    for module in ("benchmark/one_batch.py", "bench_one_batch.py"):
+        bench_path = path.parents[1] / module
+        if bench_path.exists():
+            name = "python -m sglang." + module.removesuffix(".py").replace("/", ".")
+            commands[name] = _command({**flags, **argparse_table(bench_path, index)})
+            break
+    return commands, index.files()
 
 
 def sglang_fields(index: PyIndex, cls_name: str) -> Flags:
@@ -738,11 +756,11 @@ def sglang_fields(index: PyIndex, cls_name: str) -> Flags:
 
 
 def extract_mlx(root: Path) -> tuple[dict[str, Any], list[str]]:
-    """mlx_lm.server / generate / lora / convert: one argparse table per command."""
+    """mlx_lm.server / generate / lora / convert / benchmark: one argparse table per command."""
     pkg = find(root, "mlx_lm/server.py").parent
     index = PyIndex.build(pkg)
     commands = {}
-    for module in ("server", "generate", "lora", "convert"):
+    for module in ("server", "generate", "lora", "convert", "benchmark"):
         commands[f"mlx_lm.{module}"] = _command(argparse_table(pkg / f"{module}.py", index))
     return commands, index.files()
 

@@ -389,3 +389,24 @@ def test_kernel_rates_must_name_a_known_kernel_and_a_family():
     with pytest.raises(ValueError, match="no kernel"):
         History.model_validate({"before": "1.0", "source": "x",
                                 "kernel_rates": {"nosuch@amd": {}}})
+# TensorRT-LLM 1.2.0rc2's speculative_config dispatch (DecodingBaseConfig.from_dict in
+# tensorrt_llm/llmapi/llm_args.py, read from the 1.2.0rc2 docs' source view:
+# https://nvidia.github.io/TensorRT-LLM/1.2.0rc2/_modules/tensorrt_llm/llmapi/llm_args.html).
+# Any other decoding_type stops trtllm-serve with "Invalid decoding type". Until a flag table
+# for trtllm exists (tests/engines/test_flags.py NO_TABLE), this checks the YAML notes' types.
+TRTLLM_DECODING_TYPES = {"MTP", "Medusa", "Eagle", "Lookahead", "NGram", "DraftTarget",
+                         "SaveState", "UserProvided", "AUTO"}
+
+
+def test_trtllm_speculative_notes_name_decoding_types_the_pinned_release_takes() -> None:
+    import re
+
+    from hwadvisor.engines import load_engines
+
+    engine = load_engines()["trtllm"]
+    assert engine.version == "1.2.0rc2"
+    notes = engine.config.step_notes
+    named = {step: re.findall(r"decoding_type: (\w+)", text) for step, text in notes.items()}
+    used = {t for types in named.values() for t in types}
+    assert used and used <= TRTLLM_DECODING_TYPES, named
+    assert "speculative_model_dir" in notes["speculative-decoding-eagle3"]

@@ -65,7 +65,7 @@ EngineModelOpt = Annotated[
     typer.Option("--engine-model", help="The model file or folder the engine itself loads (a GGUF "
                  "for llama.cpp, a Hugging Face folder for vLLM, SGLang or MLX): with --validate, "
                  "the engine's own benchmark (llama-bench, vllm bench latency, "
-                 "sglang.bench_one_batch, mlx_lm.benchmark) runs on it where the engine is "
+                 "sglang.benchmark.one_batch, mlx_lm.benchmark) runs on it where the engine is "
                  "installed, and plan.validation.engine holds measured against predicted.",
                  show_default=False),
 ]
