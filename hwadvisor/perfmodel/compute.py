@@ -585,9 +585,18 @@ def kernels_per_forward(setup: Setup, tokens: float) -> float:
             moe = C.MOE_KERNELS_EAGER_PER_EXPERT * touched
         else:
             moe = engine.moe_kernels
+        if _deepseek_block(setup):
+            moe += C.DEEPSEEK_MOE_EXTRA_KERNELS
+    if _deepseek_block(setup):
+        per_layer += C.MLA_EXTRA_KERNELS
     layers = spec.num_layers * _layer_share(setup)
     return layers * per_layer + setup.parts.moe_layers * _layer_share(setup) * moe + \
         C.KERNELS_OUTSIDE_LAYERS
+
+
+def _deepseek_block(setup: Setup) -> bool:
+    """Whether the layers are DeepSeek-V2/V3's (MLA attention): their kernel counts are larger."""
+    return setup.spec.attention == "mla" and bool(setup.spec.kv_lora_rank)
 
 
 def _layer_share(setup: Setup) -> float:

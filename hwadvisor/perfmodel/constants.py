@@ -355,6 +355,24 @@ KERNELS_OUTSIDE_LAYERS = 10.0
 # MixtralSparseMoeBlock: index, gate, up, act, mul, down, index_add); with grouped / fused MoE
 # kernels EngineTime.moe_kernels (vLLM fused_moe: 2 GEMM kernels + routing ~4 = 6).
 MOE_KERNELS_EAGER_PER_EXPERT = 6.0
+# DeepSeek-V2/V3 layers in the serving engines launch more kernels than a Llama layer, read
+# from SGLang's python/sglang/srt/models/deepseek_v2.py (0.4.x; vLLM's deepseek_v2.py runs the
+# same ops) for a decode step of the native block-FP8 checkpoint (weight_block_size 128x128):
+# - MLA, absorbed decode (forward_absorb): q_a_proj, q_b_proj, kv_a_proj_with_mqa and o_proj are
+#   block-FP8 GEMMs, each after its own activation quantisation (per_token_group_quant_fp8) = 8;
+#   q_a and kv_a layernorms 2; the two per-head bmms with W_UK and W_UV, each after a per-tensor
+#   re-quantisation of its input (input_to_float8: abs, amax, clamp, scale, cast) = 12; q/k
+#   concatenation and transposes 4; rotary on the rope part 1. 27 kernels, of which a fused
+#   layer's attention half (qkv, rotary, attention, o_proj, cache write, norm ~ 6) is already in
+#   KERNELS_PER_LAYER["fused"]: 21 more.
+MLA_EXTRA_KERNELS = 21.0
+# - the DeepSeek MoE block: the router's grouped top-k in plain torch ops (sglang
+#   srt/layers/moe/topk.py grouped_topk / biased_grouped_topk: sigmoid or softmax, bias add,
+#   per-group top-2 and sum, group top-k, mask build and scatter, masked fill, top-k, gather,
+#   renormalise ~ 13), block-FP8 activation quantisation before both expert GEMMs 2, the shared
+#   expert (two quantisations, two GEMMs, SiLU-and-mul = 5) and the routed scaling and sum 2:
+#   22 beyond the engine's grouped-MoE kernels (EngineTime.moe_kernels).
+DEEPSEEK_MOE_EXTRA_KERNELS = 22.0
 # A grouped MoE GEMM tile streams one expert's (BLOCK_N x K) weights after one DRAM latency
 # (~0.5 us on Hopper: Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU
 # Architecture", arXiv:2402.13499; Chips and Cheese's H100 measurements agree) at its SM's

@@ -326,10 +326,19 @@ def smaller_model(goal: Goal, result: SearchResult, floor: float = USABLE_TOKENS
     states: list[tuple[RuleContext, list[str]]] = [(ctx, [])]
     if lean is not None:
         states.append((lean, dropped))
+    unloaded = _without_offload(result)
     fitting: list[tuple[bool, bool, int, str, Estimate, list[str]]] = []
     for preset, same_vocab, params in presets:
         best: tuple[Estimate, list[str]] | None = None
-        for state, without in states:
+        tried = states
+        if unloaded is not None:
+            # The big model's offload was sized to fit the big model: a smaller one that fits
+            # on the GPUs without it runs without it, whatever the goal.
+            workload, est = _estimate_preset(unloaded[0], preset)
+            if fits_limit(est, unloaded[0].facts):
+                best = (est, unloaded[1])
+                tried = [s for s in states if s[1]]  # the plan without its fit-only steps
+        for state, without in tried:
             workload, est = _estimate_preset(state, preset)
             if not fits_limit(est, state.facts):
                 continue
@@ -417,6 +426,18 @@ def _estimate_preset(state: RuleContext, preset: str) -> tuple[Workload, Estimat
         "model": preset, "spec": spec, "params_total": total, "params_active": active,
         "is_default": False})
     return workload, state.estimator(workload, state.device, state.options)
+
+
+# The plan step that keeps layers in host RAM (rules/memory.toml).
+OFFLOAD_RULE = "cpu-offload"
+
+
+def _without_offload(result: SearchResult) -> tuple[RuleContext, list[str]] | None:
+    """Return the plan replayed without its weight offload and the step's id; None without one."""
+    ids = [s.candidate.rule.id for s in result.steps]
+    if OFFLOAD_RULE not in ids:
+        return None
+    return result.replay([i for i in ids if i != OFFLOAD_RULE]), [OFFLOAD_RULE]
 
 
 def _without_fit_steps(result: SearchResult) -> tuple[RuleContext | None, list[str]]:

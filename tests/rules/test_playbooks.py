@@ -315,6 +315,22 @@ def test_a_smaller_model_that_fits_whole_drops_the_plans_offload():
     assert smaller.metric < 5.0
 
 
+def test_under_the_memory_goal_a_smaller_model_does_not_inherit_the_big_ones_offload():
+    """The 70B memory plan offloads layers; an 8B that fits whole on the 4090 runs without it.
+
+    Before, the 8B kept the 70B's offloaded share (3.5 GB on the GPU, 9.4 tokens/s): a smaller
+    footprint, but an offload no one would run for a model that fits.
+    """
+    out = run("rtx-4090", "memory-footprint", model="llama-3-70b")
+    assert "cpu-offload" in {s.id for s in out.plan.steps}
+    smaller = [a for a in out.plan.alternatives if a.id == "smaller-model"]
+    assert smaller and all("without cpu-offload" in a.text for a in smaller)
+    first = smaller[0]
+    assert first.memory_per_gpu_bytes is not None and first.memory_per_gpu_bytes > 5e9
+    speed = float(first.text.rsplit(", ", 1)[1].split(" tokens/s")[0])
+    assert speed > 50.0
+
+
 def test_a_smaller_model_trains_without_the_optimizer_offload_it_does_not_need():
     # torchtitan has no optimizer-only offload (its enable_cpu_offload is FSDP2's whole-model
     # CPUOffloadPolicy), so the plan that offloads the optimizer is DeepSpeed's.
