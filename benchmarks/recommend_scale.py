@@ -16,7 +16,7 @@ import time
 
 from hwadvisor import profiles
 from hwadvisor.pipeline import recommend_report
-from hwadvisor.rules.playbook import DEFAULT_GOAL, GOAL_PHASE, GOALS
+from hwadvisor.rules.playbooks.schema import DEFAULT_GOAL, GOAL_PHASE, GOALS
 from hwadvisor.workload import WorkloadRequest, list_presets
 
 IN_PROCESS_TARGET_S = 0.020

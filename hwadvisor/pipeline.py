@@ -118,7 +118,7 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     from hwadvisor.perfmodel import PerfModel
     from hwadvisor.probe.target import MAX_PLANNED_DEVICES
     from hwadvisor.rules.advise import recommend
-    from hwadvisor.rules.playbook import GOAL_PHASE
+    from hwadvisor.rules.playbooks.schema import GOAL_PHASE
     from hwadvisor.workload.settle import planned_host, train_on_probed_gpus, workload_notes
 
     if request.phase is None:

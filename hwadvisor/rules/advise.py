@@ -1,6 +1,6 @@
 """From the plan search to the advice: the plan, its bottom line, and the items behind it.
 
-recommend() runs the search (rules/plan.py) on the engine's default setup, then says what a
+recommend() runs the search (rules/search.py) on the engine's default setup, then says what a
 practitioner needs next to the steps: whether it fits, how many GPUs would make it fit, the
 largest batch and context the plan holds, the other ways out, and the plan in the engine's own
 words (its flags or config).
@@ -28,8 +28,9 @@ from hwadvisor.models import (
 from hwadvisor.models.plan import EngineConfig, EngineLine
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.context import Estimator, RuleContext
-from hwadvisor.rules.engine import Candidate, baseline, default_estimator, fits_limit
-from hwadvisor.rules.plan import (
+from hwadvisor.rules.judge import Candidate, baseline, default_estimator, fits_limit
+from hwadvisor.rules.playbooks.schema import Rule, rules_for_goal
+from hwadvisor.rules.search import (
     SearchResult,
     beyond_budget,
     fmt_metric,
@@ -43,7 +44,6 @@ from hwadvisor.rules.plan import (
     step_of,
     tier,
 )
-from hwadvisor.rules.playbook import Rule, rules_for_goal
 
 MAX_SEARCH_GPUS = 1024
 MAX_BATCH = 1 << 16
@@ -780,8 +780,8 @@ def _worth_listing(goal: Goal, c: Candidate, result: SearchResult) -> bool:
 
 def _not_enough(goal: Goal, result: SearchResult, c: Candidate) -> str:
     """Say why a candidate stayed out: its own effect, and the goal's metric when that differs."""
-    from hwadvisor.rules.engine import GOAL_METRIC
-    from hwadvisor.rules.metrics import prediction
+    from hwadvisor.rules.judge import GOAL_METRIC
+    from hwadvisor.rules.playbooks.metrics import prediction
 
     why = f"on the plan it would not help enough: {c.prediction.text}"
     metric = GOAL_METRIC[goal]

@@ -1,10 +1,10 @@
-"""The rules engine: judge one rule on one state of the plan, and predict its effect.
+"""The judge: whether one rule applies to one state of the plan, and what it predicts there.
 
 A state is the workload and the knobs as the plan has them so far (the engine's defaults
 first). Judging a rule on it: check its conditions against the facts of that state; if one
 fails, the rule is rejected with its why-not. Otherwise run the performance model on the rule's
 what-if (or its predictor) applied to the state, read the rule's metric before and after, and
-return the candidate with the goal's metric after it too. rules/plan.py searches over the
+return the candidate with the goal's metric after it too. rules/search.py searches over the
 candidates; this module never ranks.
 """
 
@@ -24,12 +24,17 @@ from hwadvisor.models import (
     Workload,
 )
 from hwadvisor.models.recommend import Goal
-from hwadvisor.rules.conditions import CONDITIONS, ENGINE_REASONS, expected_text, failed_conditions
 from hwadvisor.rules.context import Estimator, RuleContext, within_limit
-from hwadvisor.rules.facts import fit_text, gb
-from hwadvisor.rules.metrics import METRICS, gain, prediction, read_metric, tradeoff_text
-from hwadvisor.rules.planners import PLANNERS, PREDICTORS, Plan
-from hwadvisor.rules.playbook import Rule
+from hwadvisor.rules.playbooks.conditions import (
+    CONDITIONS,
+    ENGINE_REASONS,
+    expected_text,
+    failed_conditions,
+)
+from hwadvisor.rules.playbooks.facts import fit_text, gb
+from hwadvisor.rules.playbooks.metrics import METRICS, gain, prediction, read_metric, tradeoff_text
+from hwadvisor.rules.playbooks.planners import PLANNERS, PREDICTORS, Plan
+from hwadvisor.rules.playbooks.schema import Rule
 
 # The goal's one metric (issue "plans, not lists"): what a plan is ranked and searched on.
 GOAL_METRIC: dict[Goal, str] = {
@@ -57,7 +62,7 @@ def render(template: str, facts: dict[str, Any], **extra: Any) -> str:
 
 
 def default_estimator() -> Estimator:
-    """Return the performance model, as the rules engine calls it (imported on first use)."""
+    """Return the performance model, as the judge calls it (imported on first use)."""
     from hwadvisor.perfmodel import PerfModel
 
     return PerfModel()
@@ -310,7 +315,7 @@ def new_context(workload: Workload, device: Device, host: HostInfo | None,
                 options: ModelOptions, estimator: Estimator,
                 cache: dict[Any, Estimate] | None = None) -> RuleContext:
     """Return a RuleContext for one state (estimates cached across states in `cache`)."""
-    from hwadvisor.rules.facts import build_facts
+    from hwadvisor.rules.playbooks.facts import build_facts
 
     shared: dict[Any, Estimate] = cache if cache is not None else {}
     key = RuleContext.key_of(workload, options)

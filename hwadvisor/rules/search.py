@@ -30,7 +30,7 @@ from hwadvisor.models import (
 )
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.context import Estimator, RuleContext
-from hwadvisor.rules.engine import (
+from hwadvisor.rules.judge import (
     GOAL_METRIC,
     Candidate,
     Rejection,
@@ -40,8 +40,8 @@ from hwadvisor.rules.engine import (
     title_of,
     why_text,
 )
-from hwadvisor.rules.metrics import METRICS, gain, prediction, read_metric
-from hwadvisor.rules.playbook import Rule
+from hwadvisor.rules.playbooks.metrics import METRICS, gain, prediction, read_metric
+from hwadvisor.rules.playbooks.schema import Rule
 
 if TYPE_CHECKING:
     from hwadvisor.engines import Engine

@@ -11,7 +11,7 @@ from hwadvisor.models import ModelOptions
 from hwadvisor.perfmodel import PerfModel, estimate, estimate_memory
 from hwadvisor.pipeline import build_workload
 from hwadvisor.probe.target import primary_device, resolve_target
-from hwadvisor.rules.engine import new_context
+from hwadvisor.rules.judge import new_context
 from hwadvisor.workload import WorkloadRequest
 
 MODELS = ["llama-3.2-1b", "llama-3-8b", "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"]

@@ -12,7 +12,7 @@ from hwadvisor.errors import UserError
 from hwadvisor.pipeline import build_workload
 from hwadvisor.probe.target import primary_device, resolve_target
 from hwadvisor.rules.advise import recommend
-from hwadvisor.rules.engine import default_estimator, new_context
+from hwadvisor.rules.judge import default_estimator, new_context
 from hwadvisor.workload import WorkloadRequest
 
 MODELS = ["llama-3.2-1b", "llama-3-8b", "qwen3-8b", "mixtral-8x7b", "llama-3-70b",

@@ -12,11 +12,11 @@ from hwadvisor.models import Recommendation
 from hwadvisor.pipeline import build_workload as pipeline_workload
 from hwadvisor.probe.target import primary_device, resolve_target
 from hwadvisor.rules.advise import Outcome, recommend
-from hwadvisor.rules.conditions import CONDITIONS, When, failed_conditions
-from hwadvisor.rules.engine import Candidate, Rejection, default_estimator, judge, new_context
-from hwadvisor.rules.facts import FACT_NAMES
-from hwadvisor.rules.metrics import METRICS
-from hwadvisor.rules.playbook import (
+from hwadvisor.rules.judge import Candidate, Rejection, default_estimator, judge, new_context
+from hwadvisor.rules.playbooks.conditions import CONDITIONS, When, failed_conditions
+from hwadvisor.rules.playbooks.facts import FACT_NAMES
+from hwadvisor.rules.playbooks.metrics import METRICS
+from hwadvisor.rules.playbooks.schema import (
     GOALS,
     load_rules,
     load_text,
@@ -367,7 +367,7 @@ def test_a_checkpoint_with_mtp_layers_drafts_with_them_in_the_engine_config():
 
 def test_mla_alone_is_not_mtp():
     """DeepSeek-V2-style checkpoints have MLA but no MTP layers: no MTP feature, no MTP claim."""
-    from hwadvisor.rules.facts import _features
+    from hwadvisor.rules.playbooks.facts import _features
 
     _, _, v3 = _target("h200-sxm", {"model": "deepseek-v3", "gpus": 8})
     assert {"mla", "mtp", "moe"} <= set(_features(v3))

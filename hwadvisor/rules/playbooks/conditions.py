@@ -2,7 +2,7 @@
 
 A rule's `[rule.when]` table is validated into `When` (unknown keys are refused). Every
 condition has a default why-not template here; a rule may override it in `[rule.why_not]`.
-Templates name facts (see hwadvisor/rules/facts.py) and `{expected}`, the rule's value.
+Templates name facts (see facts.py beside it) and `{expected}`, the rule's value.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hwadvisor.models import ModelOptions
 from hwadvisor.perfmodel.drafters import DRAFTERS
 from hwadvisor.perfmodel.layout import resolve_layout, tp_fits_heads, tp_fits_node
-from hwadvisor.rules.facts import gb
+from hwadvisor.rules.playbooks.facts import gb
 
 if TYPE_CHECKING:
     from hwadvisor.rules.context import RuleContext

@@ -1,4 +1,4 @@
-"""The schema of the playbook files (hwadvisor/rules/*.toml), and their loader.
+"""The schema of the playbook files (hwadvisor/rules/playbooks/*.toml), and their loader.
 
 Unknown keys are refused everywhere; every metric, trial, planner, predictor, condition and
 template field a rule names must exist, so a typo fails at load time (and in the tests).
@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hwadvisor.errors import UserError
 from hwadvisor.models import ModelOptions, ModelSpec, Workload
 from hwadvisor.models.recommend import Goal
-from hwadvisor.rules.conditions import CONDITIONS, ENGINE_REASONS, When
-from hwadvisor.rules.facts import FACT_NAMES
-from hwadvisor.rules.metrics import METRICS
+from hwadvisor.rules.playbooks.conditions import CONDITIONS, ENGINE_REASONS, When
+from hwadvisor.rules.playbooks.facts import FACT_NAMES
+from hwadvisor.rules.playbooks.metrics import METRICS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -95,7 +95,7 @@ class WhatIf(_Strict):
         if self.options:
             ModelOptions(**self.options)  # values must be valid knobs
         if self.planner is not None:
-            from hwadvisor.rules.planners import PLANNERS
+            from hwadvisor.rules.playbooks.planners import PLANNERS
 
             if self.planner not in PLANNERS:
                 raise ValueError(f"unknown planner {self.planner!r}; known: {sorted(PLANNERS)}")
@@ -218,7 +218,7 @@ class Rule(_Strict):
         if (self.what_if is None) == (self.predictor is None):
             raise ValueError(f"{self.id}: give exactly one of what_if and predictor")
         if self.predictor is not None:
-            from hwadvisor.rules.planners import PREDICTORS
+            from hwadvisor.rules.playbooks.planners import PREDICTORS
 
             if self.predictor not in PREDICTORS:
                 raise ValueError(f"{self.id}: unknown predictor {self.predictor!r}")
@@ -282,7 +282,7 @@ def load_text(text: str, source: str = "<text>") -> list[Rule]:
 def load_rules() -> tuple[Rule, ...]:
     """Every rule of the shipped playbooks, validated; ids are unique across files."""
     rules: list[Rule] = []
-    folder = resources.files("hwadvisor.rules")
+    folder = resources.files("hwadvisor.rules.playbooks")
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".toml"):
             rules.extend(load_text(entry.read_text(encoding="utf-8"), entry.name))
