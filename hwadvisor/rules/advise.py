@@ -780,11 +780,11 @@ def _worth_listing(goal: Goal, c: Candidate, result: SearchResult) -> bool:
 
 def _not_enough(goal: Goal, result: SearchResult, c: Candidate) -> str:
     """Say why a candidate stayed out: its own effect, and the goal's metric when that differs."""
-    from hwadvisor.rules.judge import GOAL_METRIC
+    from hwadvisor.rules.playbooks.goals import goal_spec
     from hwadvisor.rules.playbooks.metrics import prediction
 
     why = f"on the plan it would not help enough: {c.prediction.text}"
-    metric = GOAL_METRIC[goal]
+    metric = goal_spec(goal).metric
     before, after = goal_value(goal, result.final.estimate), None
     if c.after is not None:
         after = goal_value(goal, c.after)

@@ -23,7 +23,6 @@ from hwadvisor.models import (
     Prediction,
     Workload,
 )
-from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.context import Estimator, RuleContext, within_limit
 from hwadvisor.rules.playbooks.conditions import (
     CONDITIONS,
@@ -35,13 +34,6 @@ from hwadvisor.rules.playbooks.facts import fit_text, gb
 from hwadvisor.rules.playbooks.metrics import METRICS, gain, prediction, read_metric, tradeoff_text
 from hwadvisor.rules.playbooks.planners import PLANNERS, PREDICTORS, Plan
 from hwadvisor.rules.playbooks.schema import Rule
-
-# The goal's one metric (issue "plans, not lists"): what a plan is ranked and searched on.
-GOAL_METRIC: dict[Goal, str] = {
-    "training-throughput": "estimate.tokens_per_s",
-    "inference-latency": "estimate.times.request_latency_s",
-    "memory-footprint": "estimate.memory.total_bytes",
-}
 
 
 class _Formatter(string.Formatter):

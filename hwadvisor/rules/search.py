@@ -31,7 +31,6 @@ from hwadvisor.models import (
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.context import Estimator, RuleContext
 from hwadvisor.rules.judge import (
-    GOAL_METRIC,
     Candidate,
     Rejection,
     caveats_of,
@@ -40,7 +39,8 @@ from hwadvisor.rules.judge import (
     title_of,
     why_text,
 )
-from hwadvisor.rules.playbooks.metrics import METRICS, gain, prediction, read_metric
+from hwadvisor.rules.playbooks.goals import goal_spec
+from hwadvisor.rules.playbooks.metrics import gain, prediction, read_metric
 from hwadvisor.rules.playbooks.schema import Rule
 
 if TYPE_CHECKING:
@@ -56,14 +56,6 @@ PRUNE_TOLERANCE = 0.995
 # A gain below this share is noise of the model, whatever a rule's own min_gain says.
 MIN_PLAN_GAIN = 0.01
 
-# The goal's metric as the plan reports it: name, unit and which way is better.
-GOAL_METRIC_NAME: dict[Goal, tuple[str, str, str]] = {
-    "training-throughput": ("tokens_per_s", "tokens/s", "higher"),
-    "inference-latency": ("request_latency_s", "s", "lower"),
-    "memory-footprint": ("memory_per_gpu_bytes", "bytes", "lower"),
-}
-
-
 def tier(rule: Rule) -> int:
     """1 drop-in change, 2 taken only to fit, 3 a change of method (last resort)."""
     if rule.changes_method:
@@ -73,7 +65,7 @@ def tier(rule: Rule) -> int:
 
 def goal_value(goal: Goal, estimate: Estimate) -> float | None:
     """Return the goal's one metric read from an estimate."""
-    return read_metric(estimate, GOAL_METRIC[goal])
+    return read_metric(estimate, goal_spec(goal).metric)
 
 
 def goal_gain(goal: Goal, before: Estimate, after: Estimate) -> float:
@@ -81,7 +73,7 @@ def goal_gain(goal: Goal, before: Estimate, after: Estimate) -> float:
     b, a = goal_value(goal, before), goal_value(goal, after)
     if b is None or a is None:
         return 1.0
-    return gain(METRICS[GOAL_METRIC[goal]], b, a)
+    return gain(goal_spec(goal).metric_spec, b, a)
 
 
 @dataclass
@@ -462,8 +454,9 @@ def _state_of(taken: Taken) -> tuple[Workload, Any]:
 
 def plan_metric(goal: Goal, base: Estimate, final: Estimate) -> PlanMetric:
     """Return the goal's metric before (engine defaults) and after the whole plan."""
-    name, unit, better = GOAL_METRIC_NAME[goal]
-    return PlanMetric(name=name, unit=unit, better=better,  # type: ignore[arg-type]
+    spec = goal_spec(goal)
+    return PlanMetric(name=spec.report_name, unit=spec.metric_spec.unit,
+                      better=spec.metric_spec.better,
                       before=goal_value(goal, base), after=goal_value(goal, final))
 
 
@@ -473,7 +466,7 @@ def side_effects(goal: Goal, before: Estimate, after: Estimate) -> list[str]:
              "estimate.times.ttft_s", "estimate.times.tpot_s", "estimate.times.train_step_s"]
     out = []
     for path in paths:
-        if path == GOAL_METRIC[goal]:
+        if path == goal_spec(goal).metric:
             continue
         b, a = read_metric(before, path), read_metric(after, path)
         if b is None or a is None or b == 0 or abs(a / b - 1) < 0.02:
@@ -566,5 +559,4 @@ def layout_of(ctx: RuleContext) -> PlanLayout:
 
 def fmt_metric(goal: Goal, value: float | None) -> str:
     """Return the goal's metric in words ('412 ms', '12,300 tokens/s', '38.2 GB')."""
-    _, unit, _ = GOAL_METRIC_NAME[goal]
-    return units.quantity(value, unit)
+    return units.quantity(value, goal_spec(goal).metric_spec.unit)

@@ -15,9 +15,9 @@ from hwadvisor.rules.advise import Outcome, recommend
 from hwadvisor.rules.judge import Candidate, Rejection, default_estimator, judge, new_context
 from hwadvisor.rules.playbooks.conditions import CONDITIONS, When, failed_conditions
 from hwadvisor.rules.playbooks.facts import FACT_NAMES
+from hwadvisor.rules.playbooks.goals import GOALS
 from hwadvisor.rules.playbooks.metrics import METRICS
 from hwadvisor.rules.playbooks.schema import (
-    GOALS,
     load_rules,
     load_text,
     rules_for_goal,

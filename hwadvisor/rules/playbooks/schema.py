@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from hwadvisor.errors import UserError
 from hwadvisor.models import ModelOptions, ModelSpec, Workload
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.playbooks.conditions import CONDITIONS, ENGINE_REASONS, When
@@ -25,40 +24,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
-
-GOALS: tuple[Goal, ...] = ("training-throughput", "inference-latency", "memory-footprint")
-# Inference latency is the default goal: it applies on every device class (a phone, a laptop,
-# a CPU-only host, an H200), while training advice only makes sense where people train.
-DEFAULT_GOAL: Goal = "inference-latency"
-# The playbooks' letters (A, B, C) and full names both name a goal.
-GOAL_ALIASES: dict[str, Goal] = {
-    "a": "training-throughput",
-    "training-throughput": "training-throughput",
-    "b": "inference-latency",
-    "inference-latency": "inference-latency",
-    "c": "memory-footprint",
-    "memory-footprint": "memory-footprint",
-}
-# The phase a goal implies when --phase is not given.
-GOAL_PHASE: dict[Goal, str] = {
-    "training-throughput": "training",
-    "inference-latency": "inference",
-    "memory-footprint": "inference",
-}
-
-
-def parse_goal(value: str | None) -> Goal:
-    """Return the goal for a name or alias (a, b, c); raise UserError listing the choices."""
-    if value is None:
-        return DEFAULT_GOAL
-    goal = GOAL_ALIASES.get(value.strip().lower())
-    if goal is None:
-        raise UserError(
-            f"unknown goal {value!r}",
-            hint="valid goals: training-throughput (a), inference-latency (b), "
-            "memory-footprint (c)",
-        )
-    return goal
 
 
 class _Strict(BaseModel):
