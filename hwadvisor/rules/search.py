@@ -278,7 +278,7 @@ class _Searcher:
         recomputation can beat moving the optimizer to the CPU).
         """
         ctx, steps, used = start, list[Taken](), set[str]()
-        while not ctx.facts["fits"] and len(steps) < MAX_STEPS:
+        while not ctx.facts.fits and len(steps) < MAX_STEPS:
             candidates = self.candidates(ctx, used)
             pick = _pick_by_metric(self.goal, ctx, candidates, level) if by_metric else \
                 _pick_to_fit(self.goal, ctx, candidates, level)
@@ -317,7 +317,7 @@ class _Searcher:
         for rule_id in reversed(list(ids)):
             trial = [i for i in ids if i != rule_id]
             _, ctx = self.replay(start, trial)
-            if ctx.facts["fits"] and goal_gain(self.goal, current.estimate,
+            if ctx.facts.fits and goal_gain(self.goal, current.estimate,
                                                ctx.estimate) >= PRUNE_TOLERANCE:
                 ids, current = trial, ctx
         return self.replay(start, ids)
@@ -336,7 +336,7 @@ class _Searcher:
             return steps, self.context(*_state_of(steps[-1]))
         _, before = self.replay(start, [s.candidate.rule.id for s in steps])
         replayed, ctx = self.replay(start, [s.candidate.rule.id for s in ordered])
-        if (ctx.facts["fits"] or not before.facts["fits"]) and (
+        if (ctx.facts.fits or not before.facts.fits) and (
                 goal_gain(self.goal, before.estimate, ctx.estimate) >= 1.0
                 or self._resized_faster(before, ctx)):
             return replayed, ctx
@@ -350,7 +350,7 @@ class _Searcher:
         layers leave the GPU. The memory goal's metric rises to the card's limit (with the
         planner's headroom), the speed by several times; the memory goal keeps the speed.
         """
-        if self.goal != "memory-footprint" or not after.facts["fits"]:
+        if self.goal != "memory-footprint" or not after.facts.fits:
             return False
         b, a = before.estimate.times.tpot_s, after.estimate.times.tpot_s
         return b is not None and a is not None and a < b
@@ -370,7 +370,7 @@ class _Searcher:
         best: tuple[list[Taken], RuleContext] | None = None
         for level in self.levels():
             runs = [self.fit_run(start, level, by_metric) for by_metric in (False, True)]
-            fitting = [self.prune(start, steps) for steps, ctx in runs if ctx.facts["fits"]]
+            fitting = [self.prune(start, steps) for steps, ctx in runs if ctx.facts.fits]
             if fitting:
                 return max(fitting, key=lambda run: goal_gain(self.goal, start.estimate,
                                                               run[1].estimate))
@@ -406,7 +406,7 @@ def search(goal: Goal, rules: list[Rule], workload: Workload, device: Device,
     base = searcher.context(workload, options)
     steps: list[Taken] = []
     ctx = base
-    if not base.facts["fits"]:
+    if not base.facts.fits:
         steps, ctx = searcher.fit(base)
     if fit_only:
         return SearchResult(base=base, final=ctx, steps=steps, already=already,
@@ -486,7 +486,7 @@ def _to_fit(taken: Taken) -> bool:
     if not taken.needed_to_fit or c.after is None:
         return False
     before = ctx.estimate.memory.total_bytes
-    crossed = bool(c.fits_after) and not ctx.facts["fits"]
+    crossed = bool(c.fits_after) and not ctx.facts.fits
     return crossed or (before > 0 and 1 - c.after.memory.total_bytes / before >= MIN_FIT_CUT)
 
 

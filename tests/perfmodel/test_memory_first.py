@@ -50,7 +50,7 @@ def test_perf_model_and_the_context_agree() -> None:
     change = ({"grad_accum": 4}, {"pipeline_stages": 2})
     assert ctx.memory_with(*change) == ctx.estimate_with(*change).memory
     assert ctx.fits_with(*change) == (ctx.estimate_with(*change).memory.total_bytes
-                                      <= ctx.facts["limit_bytes"])
+                                      <= ctx.facts.limit_bytes)
 
 
 def test_an_estimator_without_memory_is_asked_for_the_whole_estimate() -> None:

@@ -94,7 +94,7 @@ def test_max_batch_fits_and_one_more_does_not(case):
     o = options.model_copy(update={k: v for k, v in changes.items()
                                    if k in type(options).model_fields})
     ctx = new_context(w, device, report.host, o, default_estimator())
-    limit = ctx.facts["limit_bytes"]
+    limit = ctx.facts.limit_bytes
     at = ctx.estimate_with({"batch": final.max_batch}, {})
     over = ctx.estimate_with({"batch": final.max_batch + 1}, {})
     assert at.memory.total_bytes <= limit

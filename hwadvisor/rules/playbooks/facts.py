@@ -1,11 +1,13 @@
-"""The facts rules are judged on: one flat dict built from the workload, estimate and device.
+"""The facts rules are judged on: one typed `Facts` built from the workload, estimate and device.
 
-Conditions test these facts and why/why-not templates quote them, so every name a template
-may use is listed in FACT_NAMES (the rule schema refuses templates naming anything else).
+Conditions test these facts and why/why-not templates quote them by field name; the rule
+schema refuses a template naming anything else, and conditions.py a condition that reads a
+field `Facts` lacks.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from hwadvisor import units
@@ -20,77 +22,152 @@ GB = units.GB  # decimal gigabytes, as datasheets and model cards count them
 # a few spikes eat it; PyTorch's caching allocator commonly needs several percent slack).
 TIGHT_HEADROOM_FRACTION = 0.10
 
-FACT_NAMES: dict[str, str] = {
-    "model": "model name",
-    "engine": "engine id (vllm, llamacpp, hf ...)",
-    "engine_name": "engine name in words",
-    "host_memory_gb": "host RAM of the planned system",
-    "host_memory_bytes": "host RAM of the planned system in bytes (None when unknown)",
-    "seq_len": "prompt plus generated tokens",
-    "mtp_layers": "multi-token-prediction heads the checkpoint ships (DeepSeek-V3: 1)",
-    "knobs_on": "the engine knobs already on (cuda_graphs, compiled, fused_optimizer ...)",
-    "chunked_prefill": "the plan prefills in chunks",
-    "fp8_usable": "FP8 tensor cores here and an engine that runs FP8 weights",
-    "fp4_usable": "FP4 tensor cores here and an engine that runs FP4 weights",
-    "finetune": "full, lora or qlora",
-    "four_bit_kernel": "the 4-bit matmul kernel the engine runs, in words",
-    "params_b": "total parameters, billions",
-    "phase": "inference or training",
-    "batch": "batch size",
-    "prompt_len": "prompt (or training sequence) length",
-    "gen_len": "generated tokens",
-    "gpus": "GPUs in the plan",
-    "nodes": "nodes in the plan",
-    "gpus_per_node": "GPUs per node",
-    "weights_dtype": "weights dtype",
-    "kv_dtype": "KV cache dtype",
-    "activation_dtype": "compute dtype",
-    "optimizer": "optimizer",
-    "activation_checkpointing": "full activation checkpointing on (nothing more to recompute)",
-    "activation_checkpointing_text": "'full', 'selective' or 'off'",
-    "features": "model features (moe, mla, mtp, sliding_window, gqa, mha)",
-    "features_text": "model features in words",
-    "device": "device name",
-    "device_class": "device class",
-    "vendor": "device vendor",
-    "arch_text": "architecture and compute capability in words",
-    "cc": "compute capability (or gfx target), 'unknown' when not known",
-    "formats": "native low-precision formats",
-    "formats_text": "native formats in words",
-    "unified_memory": "memory shared with the CPU",
-    "memory_kind": "'unified memory' or 'discrete memory'",
-    "fast_interconnect": "NVLink/xGMI between GPUs",
-    "link_text": "the GPU-to-GPU link in words",
-    "bottleneck": "the estimate's bottleneck",
-    "bottleneck_why": "the numbers behind the bottleneck",
-    "fits": "the workload fits the memory limit",
-    "memory_tight": "does not fit, or headroom under 10%",
-    "fit_text": "memory total against the limit, in words",
-    "total_gb": "memory total per GPU",
-    "weights_gb": "weights per GPU",
-    "kv_gb": "KV cache per GPU",
-    "activations_gb": "activations per GPU",
-    "gradients_gb": "gradients per GPU",
-    "optimizer_gb": "optimizer state per GPU",
-    "limit_gb": "memory limit (device memory, or the mobile app limit)",
-    "headroom_gb": "limit minus total",
-    "limit_bytes": "memory limit in bytes (None when unknown)",
-    "headroom_bytes": "limit minus total in bytes (None when unknown)",
-    "limit_source": "where the limit comes from",
-    "kv_fraction": "KV cache share of the persistent state (weights, KV, gradients, optimizer)",
-    "state_gb": "the persistent state per GPU: weights, KV, gradients, optimizer",
-    "activation_fraction": "activations share of the total",
-    "headroom_fraction": "headroom share of the limit",
-    "decode_text": "decode step time in words",
-    "prefill_text": "prefill time in words",
-    "train_step_text": "train step time in words",
-    "launch_text": "launch overhead per step in words",
-    "comm_text": "communication time (exposed) in words",
-    "expected": "the rule's value for the failing condition",
-    "metric_label": "the metric's name (no_metric reason)",
-    "gain_pct": "predicted gain in percent (min_gain reason)",
-    "prediction_text": "the prediction in words (min_gain reason)",
-}
+
+@dataclass(frozen=True)
+class Facts:
+    """Every fact a rule's conditions test and its why / why-not texts quote, for one state.
+
+    Adding a fact: one field here (its type and a one-line doc) and its value in
+    `build_facts`; conditions and templates then name it by this field name.
+    """
+
+    model: str
+    """Model name."""
+    engine: str
+    """Engine id (vllm, llamacpp, hf ...)."""
+    engine_name: str
+    """Engine name in words."""
+    host_memory_gb: str
+    """Host RAM of the planned system."""
+    host_memory_bytes: int | None
+    """Host RAM of the planned system in bytes (None when unknown)."""
+    seq_len: int
+    """Prompt plus generated tokens."""
+    mtp_layers: int
+    """Multi-token-prediction heads the checkpoint ships (DeepSeek-V3: 1)."""
+    knobs_on: list[str]
+    """The engine knobs already on (cuda_graphs, compiled, fused_optimizer ...)."""
+    chunked_prefill: bool
+    """The plan prefills in chunks."""
+    fp8_usable: bool
+    """FP8 tensor cores here and an engine that runs FP8 weights."""
+    fp4_usable: bool
+    """FP4 tensor cores here and an engine that runs FP4 weights."""
+    finetune: str
+    """Full, lora or qlora."""
+    four_bit_kernel: str
+    """The 4-bit matmul kernel the engine runs, in words."""
+    params_b: float | None
+    """Total parameters, billions."""
+    phase: str
+    """Inference or training."""
+    batch: int
+    """Batch size."""
+    prompt_len: int
+    """Prompt (or training sequence) length."""
+    gen_len: int
+    """Generated tokens."""
+    gpus: int
+    """GPUs in the plan."""
+    nodes: int
+    """Nodes in the plan."""
+    gpus_per_node: int
+    """GPUs per node."""
+    weights_dtype: str
+    """Weights dtype."""
+    kv_dtype: str
+    """KV cache dtype."""
+    activation_dtype: str
+    """Compute dtype."""
+    optimizer: str
+    """Optimizer."""
+    activation_checkpointing: bool
+    """Full activation checkpointing on (nothing more to recompute)."""
+    activation_checkpointing_text: str
+    """'full', 'selective' or 'off'."""
+    features: list[str]
+    """Model features (moe, mla, mtp, sliding_window, gqa, mha)."""
+    features_text: str
+    """Model features in words."""
+    device: str
+    """Device name."""
+    device_class: str
+    """Device class."""
+    vendor: str
+    """Device vendor."""
+    arch_text: str
+    """Architecture and compute capability in words."""
+    cc: str
+    """Compute capability (or gfx target), 'unknown' when not known."""
+    formats: list[str]
+    """Native low-precision formats."""
+    formats_text: str
+    """Native formats in words."""
+    unified_memory: bool
+    """Memory shared with the CPU."""
+    memory_kind: str
+    """'unified memory' or 'discrete memory'."""
+    fast_interconnect: bool
+    """NVLink/xGMI between GPUs."""
+    link_text: str
+    """The GPU-to-GPU link in words."""
+    bottleneck: str
+    """The estimate's bottleneck."""
+    bottleneck_why: str
+    """The numbers behind the bottleneck."""
+    fits: bool
+    """The workload fits the memory limit."""
+    memory_tight: bool
+    """Does not fit, or headroom under 10%."""
+    fit_text: str
+    """Memory total against the limit, in words."""
+    total_gb: str
+    """Memory total per GPU."""
+    weights_gb: str
+    """Weights per GPU."""
+    kv_gb: str
+    """KV cache per GPU."""
+    activations_gb: str
+    """Activations per GPU."""
+    gradients_gb: str
+    """Gradients per GPU."""
+    optimizer_gb: str
+    """Optimizer state per GPU."""
+    limit_gb: str
+    """Memory limit (device memory, or the mobile app limit)."""
+    headroom_gb: str
+    """Limit minus total."""
+    limit_bytes: int | None
+    """Memory limit in bytes (None when unknown)."""
+    headroom_bytes: int | None
+    """Limit minus total in bytes (None when unknown)."""
+    limit_source: str
+    """Where the limit comes from."""
+    kv_fraction: float
+    """KV cache share of the persistent state (weights, KV, gradients, optimizer)."""
+    state_gb: str
+    """The persistent state per GPU: weights, KV, gradients, optimizer."""
+    activation_fraction: float
+    """Activations share of the total."""
+    headroom_fraction: float | None
+    """Headroom share of the limit."""
+    decode_text: str
+    """Decode step time in words."""
+    prefill_text: str
+    """Prefill time in words."""
+    train_step_text: str
+    """Train step time in words."""
+    launch_text: str
+    """Launch overhead per step in words."""
+    comm_text: str
+    """Communication time (exposed) in words."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the facts by name, as the why / why-not templates read them."""
+        return self.__dict__
+
+
+FACT_FIELDS: frozenset[str] = frozenset(f.name for f in fields(Facts))
 
 
 def seconds(value: float | None) -> str:
@@ -190,7 +267,7 @@ def _engine_runs(workload: Workload, fmt: str, device: Device) -> bool:
 def build_facts(
     workload: Workload, estimate: Estimate, device: Device, host: HostInfo | None = None,
     options: ModelOptions | None = None,
-) -> dict[str, Any]:
+) -> Facts:
     """Every fact the conditions and templates use, from the inputs."""
     mem = estimate.memory
     limit, limit_source = memory_limit(estimate, device, host)
@@ -213,77 +290,77 @@ def build_facts(
     params = workload.params_total
     host_bytes = host.memory_total_bytes if host is not None else None
     opts = options or ModelOptions()
-    return {
-        "knobs_on": [k for k in _KNOBS if getattr(opts, k)],
-        "chunked_prefill": opts.prefill_chunk_tokens is not None,
-        "fp8_usable": _engine_runs(workload, "fp8", device),
-        "fp4_usable": _engine_runs(workload, "fp4", device),
-        "finetune": opts.finetune,
-        "four_bit_kernel": _four_bit_words(workload, device),
-        "model": workload.spec.name if workload.spec else workload.model,
-        "engine": workload.engine,
-        "engine_name": _engine(workload).name,
-        "host_memory_gb": gb(host_bytes),
-        "host_memory_bytes": host_bytes,
-        "seq_len": workload.prompt_len + workload.gen_len,
-        "mtp_layers": workload.spec.mtp_layers if workload.spec else 0,
-        "params_b": None if params is None else params / 1e9,
-        "phase": workload.phase,
-        "batch": workload.batch,
-        "prompt_len": workload.prompt_len,
-        "gen_len": workload.gen_len,
-        "gpus": workload.gpus,
-        "nodes": workload.nodes,
-        "gpus_per_node": gpus_per_node,
-        "weights_dtype": workload.weights_dtype,
-        "kv_dtype": workload.kv_dtype,
-        "activation_dtype": workload.activation_dtype,
-        "optimizer": workload.optimizer,
+    return Facts(
+        knobs_on=[k for k in _KNOBS if getattr(opts, k)],
+        chunked_prefill=opts.prefill_chunk_tokens is not None,
+        fp8_usable=_engine_runs(workload, "fp8", device),
+        fp4_usable=_engine_runs(workload, "fp4", device),
+        finetune=opts.finetune,
+        four_bit_kernel=_four_bit_words(workload, device),
+        model=workload.spec.name if workload.spec else workload.model,
+        engine=workload.engine,
+        engine_name=_engine(workload).name,
+        host_memory_gb=gb(host_bytes),
+        host_memory_bytes=host_bytes,
+        seq_len=workload.prompt_len + workload.gen_len,
+        mtp_layers=workload.spec.mtp_layers if workload.spec else 0,
+        params_b=None if params is None else params / 1e9,
+        phase=workload.phase,
+        batch=workload.batch,
+        prompt_len=workload.prompt_len,
+        gen_len=workload.gen_len,
+        gpus=workload.gpus,
+        nodes=workload.nodes,
+        gpus_per_node=gpus_per_node,
+        weights_dtype=workload.weights_dtype,
+        kv_dtype=workload.kv_dtype,
+        activation_dtype=workload.activation_dtype,
+        optimizer=workload.optimizer,
         # Selective checkpointing (attention only) can still go full: only full is the end.
-        "activation_checkpointing": workload.activation_checkpointing and
+        activation_checkpointing=workload.activation_checkpointing and
         not opts.selective_checkpointing,
-        "activation_checkpointing_text": _checkpointing_level(workload, opts),
-        "features": features,
-        "features_text": ", ".join(features) or "none of moe, mla, sliding_window",
-        "device": device.name,
-        "device_class": str(device.device_class),
-        "vendor": device.vendor,
-        "arch_text": arch_text,
-        "cc": cc,
-        "formats": list(device.formats),
-        "formats_text": ", ".join(device.formats) or "unknown",
-        "unified_memory": device.unified_memory,
-        "memory_kind": "unified memory" if device.unified_memory else "discrete memory",
-        "fast_interconnect": fast,
-        "link_text": link_text,
-        "bottleneck": estimate.bottleneck,
-        "bottleneck_why": estimate.bottleneck_why,
-        "fits": fits,
-        "memory_tight": tight,
-        "fit_text": fit_text(total, limit, limit_source),
-        "total_gb": gb(total),
-        "weights_gb": gb(mem.weights_bytes),
-        "kv_gb": gb(mem.kv_cache_bytes),
-        "activations_gb": gb(mem.activations_bytes),
-        "gradients_gb": gb(mem.gradients_bytes),
-        "optimizer_gb": gb(mem.optimizer_bytes),
-        "limit_gb": gb(limit),
-        "limit_bytes": limit,
-        "headroom_gb": gb(headroom),
-        "headroom_bytes": headroom,
-        "limit_source": limit_source,
+        activation_checkpointing_text=_checkpointing_level(workload, opts),
+        features=features,
+        features_text=", ".join(features) or "none of moe, mla, sliding_window",
+        device=device.name,
+        device_class=str(device.device_class),
+        vendor=device.vendor,
+        arch_text=arch_text,
+        cc=cc,
+        formats=list(device.formats),
+        formats_text=", ".join(device.formats) or "unknown",
+        unified_memory=device.unified_memory,
+        memory_kind="unified memory" if device.unified_memory else "discrete memory",
+        fast_interconnect=fast,
+        link_text=link_text,
+        bottleneck=estimate.bottleneck,
+        bottleneck_why=estimate.bottleneck_why,
+        fits=fits,
+        memory_tight=tight,
+        fit_text=fit_text(total, limit, limit_source),
+        total_gb=gb(total),
+        weights_gb=gb(mem.weights_bytes),
+        kv_gb=gb(mem.kv_cache_bytes),
+        activations_gb=gb(mem.activations_bytes),
+        gradients_gb=gb(mem.gradients_bytes),
+        optimizer_gb=gb(mem.optimizer_bytes),
+        limit_gb=gb(limit),
+        limit_bytes=limit,
+        headroom_gb=gb(headroom),
+        headroom_bytes=headroom,
+        limit_source=limit_source,
         # Against the persistent state, not the total: transient prefill activations (which
         # chunked prefill bounds) would otherwise hide a KV cache that dominates what stays.
-        "kv_fraction": mem.kv_cache_bytes / state if state else 0.0,
-        "state_gb": gb(state),
-        "activation_fraction": mem.activations_bytes / total if total else 0.0,
-        "headroom_fraction": headroom_fraction,
-        "decode_text": seconds(estimate.times.decode_step_s),
-        "prefill_text": seconds(estimate.times.prefill_s),
-        "train_step_text": seconds(estimate.times.train_step_s),
-        "launch_text": seconds(estimate.times.launch_overhead_s),
-        "comm_text": _comm_text(estimate),
-    }
+        kv_fraction=mem.kv_cache_bytes / state if state else 0.0,
+        state_gb=gb(state),
+        activation_fraction=mem.activations_bytes / total if total else 0.0,
+        headroom_fraction=headroom_fraction,
+        decode_text=seconds(estimate.times.decode_step_s),
+        prefill_text=seconds(estimate.times.prefill_s),
+        train_step_text=seconds(estimate.times.train_step_s),
+        launch_text=seconds(estimate.times.launch_overhead_s),
+        comm_text=_comm_text(estimate),
+    )
 
 
 def _checkpointing_level(workload: Workload, options: ModelOptions) -> str:

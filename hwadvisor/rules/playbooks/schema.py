@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hwadvisor.models import ModelOptions, ModelSpec, Workload
 from hwadvisor.models.recommend import Goal
-from hwadvisor.rules.playbooks.conditions import CONDITIONS, ENGINE_REASONS, When
-from hwadvisor.rules.playbooks.facts import FACT_NAMES
+from hwadvisor.rules.playbooks.conditions import CONDITIONS, ENGINE_REASONS, REASON_FIELDS, When
+from hwadvisor.rules.playbooks.facts import FACT_FIELDS
 from hwadvisor.rules.playbooks.metrics import METRICS
 
 if sys.version_info >= (3, 11):
@@ -37,7 +37,7 @@ def template_fields(text: str) -> set[str]:
 
 
 def _check_template(text: str) -> str:
-    unknown = template_fields(text) - set(FACT_NAMES)
+    unknown = template_fields(text) - FACT_FIELDS - set(REASON_FIELDS)
     if unknown:
         raise ValueError(f"template names unknown facts {sorted(unknown)}: {text!r}")
     return text
