@@ -175,7 +175,7 @@ SCENARIOS: tuple[Scenario, ...] = (
 def run(scenario: Scenario) -> Any:
     """Return the recommend report of one scenario."""
     from hwadvisor.pipeline import recommend_report
-    from hwadvisor.rules.playbook import parse_goal
+    from hwadvisor.rules.playbooks.goals import parse_goal
     from hwadvisor.workload import WorkloadRequest
 
     return recommend_report(parse_goal(scenario.goal), scenario.device,

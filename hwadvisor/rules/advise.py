@@ -1,6 +1,6 @@
 """From the plan search to the advice: the plan, its bottom line, and the items behind it.
 
-recommend() runs the search (rules/plan.py) on the engine's default setup, then says what a
+recommend() runs the search (rules/search.py) on the engine's default setup, then says what a
 practitioner needs next to the steps: whether it fits, how many GPUs would make it fit, the
 largest batch and context the plan holds, the other ways out, and the plan in the engine's own
 words (its flags or config).
@@ -28,8 +28,9 @@ from hwadvisor.models import (
 from hwadvisor.models.plan import EngineConfig, EngineLine
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.context import Estimator, RuleContext
-from hwadvisor.rules.engine import Candidate, baseline, default_estimator, fits_limit
-from hwadvisor.rules.plan import (
+from hwadvisor.rules.judge import Candidate, baseline, default_estimator, fits_limit
+from hwadvisor.rules.playbooks.schema import Rule, rules_for_goal
+from hwadvisor.rules.search import (
     SearchResult,
     beyond_budget,
     fmt_metric,
@@ -43,7 +44,6 @@ from hwadvisor.rules.plan import (
     step_of,
     tier,
 )
-from hwadvisor.rules.playbook import Rule, rules_for_goal
 
 MAX_SEARCH_GPUS = 1024
 MAX_BATCH = 1 << 16
@@ -122,7 +122,7 @@ def plan_at(goal: Goal, rules: list[Rule], ctx: RuleContext) -> FitAt:
             start, options = baseline(workload, ctx.device)
             result = search(goal, rules, start, ctx.device, ctx.host, options, ctx.estimator,
                             fit_only=True)
-            seen[count] = (bool(result.final.facts["fits"]), result.final.estimate)
+            seen[count] = (bool(result.final.facts.fits), result.final.estimate)
         return seen[count]
 
     return fit_at
@@ -140,7 +140,7 @@ def min_gpus(ctx: RuleContext, fit_at: FitAt, seed: Estimate | None = None
         return None
     counts = _counts(ctx.workload.gpus, _per_node(ctx.device, ctx.workload))
     misses = [] if seed is None else [(ctx.workload.gpus, float(seed.memory.total_bytes))]
-    found = _fewest(counts, fit_at, ctx.facts["limit_bytes"], misses)
+    found = _fewest(counts, fit_at, ctx.facts.limit_bytes, misses)
     return (counts[found], fit_at(counts[found])[1]) if found is not None else None
 
 
@@ -465,18 +465,18 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule],
     ctx = result.final
     out: list[PlanAlternative] = []
     pool = list(rules.values())
-    if ctx.facts["fits"]:
+    if ctx.facts.fits:
         pool = [r for r in pool if tier(r) == 1]  # the plan fits: more GPUs instead of offload
     # Not fitting, the plan is the deepest cut this pool finds at the current count.
     found = min_gpus(ctx, plan_at(goal, pool, result.base),
-                     seed=None if ctx.facts["fits"] else ctx.estimate)
+                     seed=None if ctx.facts.fits else ctx.estimate)
     count = found[0] if found is not None else None
     if found is not None:
         gpus, est = found
         out.append(PlanAlternative(
             id="more-gpus", title=f"{gpus} x {ctx.device.name}", changes={"gpus": gpus},
             fits=True, metric=goal_value(goal, est), memory_per_gpu_bytes=est.memory.total_bytes,
-            text=(f"the plan fits on {gpus} x {ctx.device.name}" if not ctx.facts["fits"] else
+            text=(f"the plan fits on {gpus} x {ctx.device.name}" if not ctx.facts.fits else
                   f"without offload or a change of method it fits on {gpus} x {ctx.device.name}")
             + f": {units.gb(est.memory.total_bytes)} per GPU, {metric_words(goal, est)}"))
     in_plan = {s.candidate.rule.id for s in result.steps}
@@ -701,7 +701,7 @@ def memory_plan_at_floor(result: SearchResult, rules: list[Rule], host: HostInfo
                     options, estimator)
     ids = [t.candidate.rule.id for t in looser.steps]
     tried = [result, search_steps(goal, rules, workload, device, host, options, estimator, ids)]
-    fitting = [r for r in tried if r.final.facts["fits"]]
+    fitting = [r for r in tried if r.final.facts.fits]
     if not fitting:
         return result
     above = [r for r in fitting if _usable(r.final.estimate, workload, floor)]
@@ -717,7 +717,7 @@ def latency_plan(result: SearchResult, host: HostInfo | None, options: Any,
     found = search("inference-latency", rules_for_goal("inference-latency"), result.base.workload,
                    ctx.device, host, options, estimator)
     est, mine = found.final.estimate, ctx.estimate
-    if not found.final.facts["fits"] or not est.times.tpot_s or not mine.times.tpot_s:
+    if not found.final.facts.fits or not est.times.tpot_s or not mine.times.tpot_s:
         return None
     faster = mine.times.tpot_s / est.times.tpot_s
     if faster < LATENCY_PLAN_FASTER:
@@ -801,11 +801,11 @@ def _worth_listing(goal: Goal, c: Candidate, result: SearchResult) -> bool:
 
 def _not_enough(goal: Goal, result: SearchResult, c: Candidate) -> str:
     """Say why a candidate stayed out: its own effect, and the goal's metric when that differs."""
-    from hwadvisor.rules.engine import GOAL_METRIC
-    from hwadvisor.rules.metrics import prediction
+    from hwadvisor.rules.playbooks.goals import goal_spec
+    from hwadvisor.rules.playbooks.metrics import prediction
 
     why = f"on the plan it would not help enough: {c.prediction.text}"
-    metric = GOAL_METRIC[goal]
+    metric = goal_spec(goal).metric
     before, after = goal_value(goal, result.final.estimate), None
     if c.after is not None:
         after = goal_value(goal, c.after)
@@ -822,7 +822,7 @@ def _rejected(goal: Goal, result: SearchResult, recs: list[Recommendation]) -> l
     for rule_id, c in result.unchosen.items():
         if rule_id in shown:
             continue
-        if tier(c.rule) > 1 and result.final.facts["fits"]:
+        if tier(c.rule) > 1 and result.final.facts.fits:
             why = "not needed: the plan fits without it"
         else:
             why = _not_enough(goal, result, c)
@@ -854,15 +854,15 @@ def recommend(
     below_floor = False
     if goal == "memory-footprint" and start.phase == "inference":
         result = memory_plan_at_floor(result, chosen, host, options, estimator, floor)
-        below_floor = result.final.facts["fits"] and \
+        below_floor = result.final.facts.fits and \
             not _usable(result.final.estimate, start, floor)
     final = result.final
     steps = [step_of(goal, t, i) for i, t in enumerate(result.steps, start=1)]
-    fits = bool(final.facts["fits"])
+    fits = bool(final.facts.fits)
     plan = Plan(
         engine=workload.engine, steps=steps, fits=fits,
         memory_per_gpu_bytes=final.estimate.memory.total_bytes,
-        device_memory_bytes=final.facts["limit_bytes"],
+        device_memory_bytes=final.facts.limit_bytes,
         metric=plan_metric(goal, result.base.estimate, final.estimate),
         ttft_s=final.estimate.times.ttft_s, tpot_s=final.estimate.times.tpot_s,
         tokens_per_s=final.estimate.tokens_per_s, layout=layout_of(final),

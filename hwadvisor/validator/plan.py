@@ -169,7 +169,7 @@ def plan_check(report: Report) -> PlanCheck | None:
     one measurable step); this turns them into the PlanCheck that plan_verdict reads.
     """
     from hwadvisor.probe.target import primary_device
-    from hwadvisor.rules.plancheck import metric_words, predicted_ratio, trial_spec
+    from hwadvisor.rules.plan_step import metric_words, predicted_ratio, trial_spec
 
     plan = report.plan
     if plan is None or report.workload is None or report.goal is None:

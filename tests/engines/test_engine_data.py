@@ -113,7 +113,7 @@ def test_every_placeholder_is_known(engines, engine_id):
 
 
 def test_every_playbook_rule_is_a_plan_step():
-    from hwadvisor.rules.playbook import load_rules
+    from hwadvisor.rules.playbooks.schema import load_rules
 
     assert {rule.id for rule in load_rules()} <= set(STEP_IDS)
 

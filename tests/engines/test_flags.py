@@ -210,7 +210,7 @@ def _workloads(draw: st.DrawFn) -> tuple[str, str, dict[str, object]]:
 @given(_workloads())
 def test_drawn_workloads_emit_flags_the_engine_takes(case: tuple[str, str, dict]) -> None:
     from hwadvisor.pipeline import recommend_report
-    from hwadvisor.rules.playbook import parse_goal
+    from hwadvisor.rules.playbooks.goals import parse_goal
     from hwadvisor.workload import WorkloadRequest
 
     goal, device, workload = case

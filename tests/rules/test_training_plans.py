@@ -96,7 +96,7 @@ def test_qlora_of_8b_at_batch_4_by_4k_fits_a_4090_with_micro_batch_1():
 
 
 def test_micro_batches_keep_the_global_batch():
-    from hwadvisor.rules.planners import micro_batch_plan
+    from hwadvisor.rules.playbooks.planners import micro_batch_plan
 
     class Ctx:  # the planner reads the workload and asks whether a change fits
         class workload:  # noqa: N801

@@ -42,7 +42,7 @@ from hwadvisor.cli.options import (
 from hwadvisor.errors import UserError
 from hwadvisor.models import Recommendation, Report
 from hwadvisor.report.gates import apply_gates
-from hwadvisor.rules.playbook import DEFAULT_GOAL, parse_goal
+from hwadvisor.rules.playbooks.goals import DEFAULT_GOAL, parse_goal
 from hwadvisor.workload import WorkloadRequest
 
 GoalOpt = Annotated[
