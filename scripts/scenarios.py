@@ -237,6 +237,9 @@ def render(scenarios: tuple[Scenario, ...] = SCENARIOS) -> tuple[str, dict[str, 
         if config and report.plan.engine_config is not None:
             lines += ["", config[0], "", "```", *report.plan.engine_config.text.splitlines(),
                       "```"]
+            for other in report.plan.engine_config.also:  # Genie, coremltools
+                lines += ["", f"the same plan for {other.tool} ({other.format}):", "", "```",
+                          *other.text.splitlines(), "```"]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n", golden
 

@@ -80,7 +80,7 @@ PLACEHOLDERS: frozenset[str] = frozenset({
     "lora_rank",
     "threads", "offload_fraction", "mtp_layers", "mtp_draft_tokens", "slot_context",
     "max_model_len", "kv_pool_tokens", "fine_tune_type", "zero_stage", "attn_dp", "soc_model",
-    "global_batch",
+    "global_batch", "compute_units",
 })
 WEIGHT_FORMATS: tuple[str, ...] = (
     "bf16", "fp16", "fp32", "fp8", "int8", "int4", "fp4", "q4_0", "q4_k_m", "q5_k_m", "q6_k",
@@ -120,7 +120,8 @@ def placeholders(text: str) -> set[str]:
 
 def _sample_values() -> dict[str, object]:
     """Return stand-in values for every placeholder, to check that templates render."""
-    return {name: ("m" if name in {"model", "kv_dtype", "weights_dtype", "soc_model"} else 2)
+    return {name: ("m" if name in {"model", "kv_dtype", "weights_dtype", "soc_model",
+                                   "compute_units"} else 2)
             for name in PLACEHOLDERS}
 
 
@@ -211,6 +212,10 @@ class EngineConfig(_Strict):
     merge_flags: dict[str, str] = Field(
         default_factory=dict, description="cli: flags whose values join into one, by separator"
     )
+    unit_words: dict[str, str] = Field(
+        default_factory=dict, description="How this config names each compute unit (cpu, gpu, "
+        "npu): the engine's compute_unit default, or --engine-option compute_unit=..., fills "
+        "{compute_units} with it (Core ML's cpu_and_ne, coremltools' CPU_AND_NE)")
 
     @model_validator(mode="after")
     def _check(self) -> EngineConfig:
@@ -218,6 +223,7 @@ class EngineConfig(_Strict):
         _unknown(self.step_notes, STEP_IDS + LAYOUT_KEYS + tuple(STEP_FORMS),
                  "config.step_notes step")
         _unknown(self.not_expressed, STEP_IDS, "config.not_expressed step")
+        _unknown(self.unit_words, ("cpu", "gpu", "npu"), "config.unit_words unit")
         both = sorted(set(self.steps) & set(self.not_expressed))
         if both:
             raise ValueError(f"steps both mapped and not_expressed: {both}")
@@ -437,6 +443,9 @@ class Engine(_Strict):
     variant_notes: list[str] = Field(
         default_factory=list, description="Set by the catalog: the release or options applied")
     config: EngineConfig
+    other_configs: dict[str, EngineConfig] = Field(
+        default_factory=dict, description="The same plan said for the engine's other tools, by "
+        "tool (Genie's genie_config.json, a coremltools conversion), rendered beside the config")
     training_config: EngineConfig | None = Field(
         None, description="The config for training where the engine trains with another tool "
         "(mlx-lm: mlx_lm.lora)")

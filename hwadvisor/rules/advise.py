@@ -655,7 +655,7 @@ def longest_request(ctx: RuleContext) -> int | None:
 
 def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
     """Return the plan in the engine's own words (its data file), each line traced to its step."""
-    from hwadvisor.engines import STEP_IDS, engine_for, render_config
+    from hwadvisor.engines import STEP_IDS, engine_for, render_config, render_other_configs
 
     engine = engine_for(ctx.workload)
     steps = [s.id for s in plan.steps if s.id in STEP_IDS]
@@ -668,13 +668,23 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
         # The checkpointing level the model counted, in the engine's words.
         forms["activation-checkpointing"] = ("selective" if ctx.options.selective_checkpointing
                                              else "full")
-    rendered = render_config(engine, steps, _engine_values(ctx, plan),
-                             str(ctx.device.device_class), forms, ctx.workload.phase)
+    values = _engine_values(ctx, plan)
+    device_class = str(ctx.device.device_class)
+    rendered = render_config(engine, steps, values, device_class, forms, ctx.workload.phase)
+    others = render_other_configs(engine, steps, values, device_class, forms) \
+        if ctx.workload.phase == "inference" else []
+    return _said(engine.id, engine.version, rendered,
+                 [_said(engine.id, engine.version, other) for other in others])
+
+
+def _said(engine_id: str, version: str, rendered: Any,
+          also: list[EngineConfig] | None = None) -> EngineConfig:
+    """Return a rendered config as the report states it."""
     return EngineConfig(
-        engine=engine.id, version=engine.version, format=rendered.format, text=rendered.text,
+        engine=engine_id, version=version, format=rendered.format, text=rendered.text,
         lines=[EngineLine(setting=line.setting, step=line.step) for line in rendered.lines],
         not_expressed=[f"{n.step}: {n.reason}" for n in rendered.not_expressed],
-        notes=list(rendered.notes))
+        notes=list(rendered.notes), tool=rendered.tool, also=also or [])
 
 
 def per_gpu(device: Device) -> str:
