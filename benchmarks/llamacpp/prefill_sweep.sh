@@ -11,13 +11,13 @@ PRESETS=${PRESETS:-llama-3.2-1b llama-3-8b} BUDGET_S=330 bash "$stage/code/bench
 bin=/tmp/llc/build/bin m=/tmp/llc/models res=${OUT:-/tmp/out}/res
 files=(); for p in ${PRESETS:-llama-3.2-1b llama-3-8b}; do files+=("$m/$p-f16.gguf" "$m/$p-q4_k_m.gguf"); done
 args=$(printf -- '-m %s ' "${files[@]}")
-timeout 150 "$bin/llama-bench" $args -p 512,2048 -n 0 -ub 128,512,2048 -b 2048 -ngl 99 -r 3 -o json \
+timeout 120 "$bin/llama-bench" $args -p 512,2048 -n 0 -ub 128,512,2048 -b 2048 -ngl 99 -r 2 -o json \
     >"$res/pp_ubatch.json" 2>"$res/pp_ubatch.err"; echo "ubatch sweep rc=$?"
-GGML_CUDA_DISABLE_GRAPHS=1 timeout 60 "$bin/llama-bench" $args -p 512 -n 0 -ngl 99 -r 3 -o json \
+GGML_CUDA_DISABLE_GRAPHS=1 timeout 45 "$bin/llama-bench" $args -p 512 -n 0 -ngl 99 -r 3 -o json \
     >"$res/pp_nographs.json" 2>"$res/pp_nographs.err"; echo "no graphs rc=$?"
 if command -v nsys >/dev/null; then
-    timeout 90 nsys profile -o /tmp/pp1b --force-overwrite true "$bin/llama-bench" -m "${files[0]}" -p 512 -n 0 -ngl 99 -r 3 \
-        >/dev/null 2>&1; timeout 60 nsys stats --report cuda_gpu_kern_sum,cuda_api_sum /tmp/pp1b.nsys-rep >"$res/nsys_1b_f16_pp512.txt" 2>&1
+    timeout 50 nsys profile -o /tmp/pp1b --force-overwrite true "$bin/llama-bench" -m "${files[0]}" -p 512 -n 0 -ngl 99 -r 3 \
+        >/dev/null 2>&1; timeout 40 nsys stats --report cuda_gpu_kern_sum,cuda_api_sum /tmp/pp1b.nsys-rep >"$res/nsys_1b_f16_pp512.txt" 2>&1
     echo "nsys rc=$?"
 else
     echo "no nsys" | tee "$res/nsys_1b_f16_pp512.txt"
