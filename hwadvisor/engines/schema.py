@@ -339,6 +339,12 @@ class KernelRate(_Strict):
     vector: float | None = Field(
         None, gt=0, description="Share of the fp32 vector peak its few-row matmuls compute at "
         "(the general GEMV_VECTOR_EFFICIENCY otherwise)")
+    width_half: float | None = Field(
+        None, gt=0, description="Half point of the weight's dims (N, K) for this kernel's "
+        "GEMM rate: x / (x + width_half), normalised at 8192 (narrow models run slower)")
+    rows_half: float | None = Field(
+        None, gt=0, description="Half point over the GEMM's rows (M: tokens) for this kernel, "
+        "instead of the family's GEMM_HALF_DIM (its tile height)")
     vector_rows: int | None = Field(
         None, ge=1, description="Up to this many rows the kernel is a matrix-vector kernel on "
         "the vector units (no tensor cores); None: the faster of the two at every M")

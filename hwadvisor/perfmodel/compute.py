@@ -265,6 +265,8 @@ class _Rates:
     peak16: float  # datasheet 16-bit peak, FLOP/s
     vector: float  # FLOP/s of matrix-vector kernels on the vector units
     vector_rows: int  # up to this many rows the kernel is such a kernel (0: the faster path)
+    width_half: float  # the kernel's half point over the weight's dims (0: only the shape factor)
+    rows_half: float  # the kernel's own half point over the rows (0: the family's)
     kernel: str  # weight kernel family
     dequant: float | None  # the kernel's compute share of peak16; None: cuBLAS-class GEMMs
     weight_only: bool  # weights dequantised to 16 bits in the kernel (int4, GGUF, MLX, NF4)
@@ -316,6 +318,8 @@ def rates(setup: Setup) -> _Rates:
         peak16=peak16,
         vector=res.vector_tflops * 1e12 * E.vector_efficiency(kernel, family, kernels.rates),
         vector_rows=E.vector_rows(kernel, family, kernels.rates),
+        width_half=E.width_half(kernel, family, kernels.rates),
+        rows_half=E.rows_half(kernel, family, kernels.rates),
         kernel=kernel,
         # An on-device path's rate is the quantised kernel's own (XNNPACK's int8 dot, the HTP's
         # w4a16): no 16-bit dequantise share on top.
@@ -353,7 +357,8 @@ def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float,
     if r.flat:
         compute = r.peak16 * (r.dequant or 1.0)
     else:
-        shape = E.gemm_shape_factor(m, n, k, r.half_dim)
+        shape = (E.gemm_shape_factor(m, n, k, r.half_dim) * E.width_factor(n, k, r.width_half)
+                 * E.rows_factor(m, r.half_dim, r.rows_half))
         if r.dequant is not None:
             compute = r.peak16 * r.dequant * shape
         else:

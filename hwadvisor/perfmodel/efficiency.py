@@ -247,6 +247,44 @@ def vector_efficiency(kernel: str, family: str,
     return found if found is not None else C.GEMV_VECTOR_EFFICIENCY
 
 
+def width_half(kernel: str, family: str,
+               release: Mapping[str, KernelRate] | None = None) -> float:
+    """Return the kernel's half point over the weight's dims (N, K); 0: none stated."""
+    found = _keyed(_release_table(release, "width_half"), kernel, family)
+    if found is None and kernel in C.GEMV_RELATIVE:
+        return width_half(C.GEMV_RELATIVE[kernel][0], family, release)
+    return float(found or 0.0)
+
+
+def width_factor(n: float, k: float, half: float) -> float:
+    """GEMM rate of weights (N, K) against 8192 x 8192 for a kernel whose rate grows with both."""
+    if half <= 0.0:
+        return 1.0
+    ref = (8192.0 / (8192.0 + half)) ** 2
+    return min(1.0, n / (n + half) * k / (k + half) / ref)
+
+
+def rows_half(kernel: str, family: str,
+              release: Mapping[str, KernelRate] | None = None) -> float:
+    """Return the kernel's own half point over the rows (M); 0: the family's GEMM_HALF_DIM."""
+    found = _keyed(_release_table(release, "rows_half"), kernel, family)
+    if found is None and kernel in C.GEMV_RELATIVE:
+        return rows_half(C.GEMV_RELATIVE[kernel][0], family, release)
+    return float(found or 0.0)
+
+
+def rows_factor(m: float, half: float, own: float) -> float:
+    """Re-weigh the shape factor's row term from the family's half point to the kernel's own."""
+    if own <= 0.0 or own == half:
+        return 1.0
+    m = max(m, C.GEMM_MIN_ROWS)
+
+    def term(h: float) -> float:
+        return m / (m + h) * (8192.0 + h) / 8192.0
+
+    return term(own) / term(half)
+
+
 def vector_rows(kernel: str, family: str,
                 release: Mapping[str, KernelRate] | None = None) -> int:
     """Rows up to which the kernel computes on the vector units only (0: none stated)."""

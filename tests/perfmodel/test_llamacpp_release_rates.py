@@ -53,3 +53,32 @@ def test_few_sequences_run_on_the_vector_units_not_tensor_cores() -> None:
     eight = _tokens_per_s("llama-3-8b", "fp16", 8, 512, 128)
     # measured 206 -> 1000 tokens/s (x4.9), not the x7+ a tensor-core GEMM at 8 rows would give
     assert eight / one < 6.0
+
+
+@pytest.mark.parametrize(("model", "weights", "measured"), [
+    ("llama-3.2-3b", "fp16", 35772.0),  # held out: no rate was fitted on the 3B runs
+    ("llama-3.2-3b", "q4_k_m", 16776.0),
+    ("llama-3-8b", "fp16", 23949.0),
+    ("llama-3-8b", "q4_k_m", 9680.0),
+])
+def test_prefill_on_the_h200_is_within_15_percent_of_llama_bench_pp512(
+        model: str, weights: str, measured: float) -> None:
+    predicted = _tokens_per_s(model, weights, 1, 512, 0)
+    assert measured / predicted == pytest.approx(1.0, abs=0.15)
+
+
+def test_narrow_models_prefill_at_a_lower_share_of_the_peak() -> None:
+    # measured (llama-bench pp2048): 1B F16 67.7k tokens/s = 131 TFLOP/s, 8B F16 23.6k = 330
+    one = _tokens_per_s("llama-3.2-1b", "fp16", 1, 2048, 0) * 2 * 0.97e9
+    eight = _tokens_per_s("llama-3-8b", "fp16", 1, 2048, 0) * 2 * 6.98e9
+    assert eight / one > 1.8
+
+
+def test_width_and_rows_factors_are_neutral_without_a_stated_half_point() -> None:
+    from hwadvisor.perfmodel import efficiency as E
+
+    assert E.width_factor(2048, 8192, 0.0) == 1.0
+    assert E.rows_factor(512, 128.0, 0.0) == 1.0
+    assert E.width_factor(2048, 2048, 8000.0) < E.width_factor(4096, 4096, 8000.0) <= 1.0
+    assert E.rows_factor(8192, 128.0, 384.0) == pytest.approx(1.0)
+    assert E.rows_factor(128, 128.0, 384.0) < 1.0
