@@ -29,6 +29,7 @@ def _limit(engine: str, memory_gib: float, tp: int) -> int | None:
     ("sglang", 79.6, 8, 512),    # H100 80GB, TP >= 4
     ("sglang", 39.4, 1, 32),     # A100 40GB, TP < 4
     ("sglang", 192.0, 1, 512),   # MI300X
+    ("trtllm", 79.6, 1, 128),    # CudaGraphConfig's default max_batch_size
 ])
 def test_each_engine_captures_the_decode_graphs_its_code_sizes(
         engine: str, memory_gib: float, tp: int, largest: int) -> None:
