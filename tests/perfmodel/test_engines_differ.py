@@ -66,7 +66,9 @@ def _chunk(engine: str, device: str, options: dict[str, str] | None = None) -> i
     ("sglang", "h100-sxm", 8192),
     ("sglang", "mi300x", 16384),     # >= 160 GB: chunked_prefill_size 16384
     ("sglang", "a100-40gb", 4096),   # < 60 GB
-    ("vllm", "mi300x", 8192),
+    ("vllm", "mi300x", 8192),        # >= 70 GiB: "GPUs like H100 and MI300x"
+    ("vllm", "l40s", 2048),          # below 70 GiB: `vllm serve` takes 2048
+    ("vllm", "rtx-4090", 2048),
 ])
 def test_the_prefill_chunk_is_the_engines_for_the_gpus_memory(
         engine: str, device: str, tokens: int) -> None:
@@ -75,3 +77,22 @@ def test_the_prefill_chunk_is_the_engines_for_the_gpus_memory(
 
 def test_a_chunk_the_user_sets_holds_on_every_gpu() -> None:
     assert _chunk("sglang", "mi300x", {"prefill_chunk_tokens": "2048"}) == 2048
+
+
+def _runs_eagerly(engine: str, batch: int) -> bool:
+    request = WorkloadRequest(model="llama-3.1-8b", phase="inference", batch=batch,
+                              prompt_len=512, gen_len=128, engine=engine)
+    est = estimate_report(request, "h100-sxm", ModelOptions()).estimate
+    assert est is not None
+    return any("captures CUDA graphs for by default" in a for a in est.assumptions)
+
+
+@pytest.mark.parametrize(("batch", "vllm_eager", "sglang_eager"), [
+    (256, False, False),
+    (300, False, True),   # above SGLang's 256 on an 80 GB GPU at TP 1, within vLLM's 512
+    (768, True, True),    # above both
+])
+def test_which_engine_decodes_eagerly_on_one_h100(
+        batch: int, vllm_eager: bool, sglang_eager: bool) -> None:
+    assert _runs_eagerly("vllm", batch) is vllm_eager
+    assert _runs_eagerly("sglang", batch) is sglang_eager
