@@ -198,7 +198,8 @@ def _at_version(engine: Engine, version: str) -> Engine:
 
 def option_keys() -> list[str]:
     """Return every key --engine-option takes: the defaults' fields and kernel.<kind>."""
-    fields = [f for f in Defaults.model_fields if f not in ("notes", "sources", "version")]
+    fields = [f for f in Defaults.model_fields
+              if f not in ("notes", "sources", "version", "prefill_chunk_by_memory")]
     return fields + [f"kernel.{kind}" for kind in KERNEL_KINDS]
 
 
@@ -232,7 +233,10 @@ def _with_option(engine: Engine, key: str, value: str) -> Engine:
     if key not in option_keys():
         raise UserError(f"--engine-option {key}: no such engine default",
                         hint=f"keys: {', '.join(option_keys())}")
-    return _with_defaults(engine, {key: _typed(key, value)})
+    changes: dict[str, Any] = {key: _typed(key, value)}
+    if key == "prefill_chunk_tokens":
+        changes["prefill_chunk_by_memory"] = []  # the user's chunk holds on every GPU
+    return _with_defaults(engine, changes)
 
 
 def _typed(key: str, value: str) -> object:

@@ -160,6 +160,22 @@ def _unknown(values: Iterable[str], known: Iterable[str], what: str) -> None:
         raise ValueError(f"unknown {what} {bad}; known: {sorted(known)}")
 
 
+class ChunkTier(_Strict):
+    """The prefill chunk an engine picks on GPUs below a memory size."""
+
+    below_gib: float | None = Field(
+        None, gt=0, description="Applies to GPUs with less memory than this; None: any size")
+    tokens: int = Field(ge=1, description="Prompt tokens per prefill chunk")
+
+
+def chunk_for_memory(tiers: list[ChunkTier], memory_gib: float) -> int | None:
+    """Return the prefill chunk of the first tier this GPU's memory is under (None: no tier)."""
+    for row in tiers:
+        if row.below_gib is None or memory_gib < row.below_gib:
+            return row.tokens
+    return None
+
+
 class Defaults(_Strict):
     """What the engine does when the user passes no flag (the state the advisor starts from)."""
 
@@ -173,6 +189,9 @@ class Defaults(_Strict):
     prefill_chunk_tokens: int | None = Field(
         None, ge=1, description="Prompt tokens per prefill chunk by default; None: no fixed value"
     )
+    prefill_chunk_by_memory: list[ChunkTier] = Field(
+        default_factory=list, description="prefill_chunk_tokens where the engine sizes it by "
+        "the GPU's memory (the first row whose below_gib the GPU is under); empty: the one figure")
     fused_optimizer: bool = Field(False, description="Training: one fused AdamW kernel")
     checkpointing: Literal["none", "selective", "full"] = Field(
         "none", description="Training: the activation checkpointing level it applies unasked")
@@ -290,6 +309,24 @@ class Recipe(_Strict):
     sources: list[str] = Field(min_length=1)
 
 
+class GraphLimit(_Strict):
+    """The largest decode batch captured in CUDA graphs by default on GPUs of this memory size."""
+
+    below_gib: float | None = Field(
+        None, gt=0, description="Applies to GPUs with less memory than this; None: any size")
+    batch: int = Field(ge=1, description="Largest captured batch (sequences per decode step)")
+    batch_tp4: int | None = Field(
+        None, ge=1, description="The same at tensor-parallel degree 4 or more, where it differs")
+
+
+def graph_batch_limit(limits: list[GraphLimit], memory_gib: float, tp: int) -> int | None:
+    """Return the largest graph-captured decode batch on this GPU and TP degree (None: none)."""
+    for row in limits:
+        if row.below_gib is None or memory_gib < row.below_gib:
+            return row.batch_tp4 if tp >= 4 and row.batch_tp4 else row.batch
+    return None
+
+
 class Costs(_Strict):
     """How the engine spends time outside the GPU's kernels, and how it fuses them.
 
@@ -310,6 +347,10 @@ class Costs(_Strict):
     kv_passes: float = Field(0.0, ge=0, description="KV-cache passes per decode step beyond one")
     kv_passes_eager: float = Field(0.0, ge=0, description="More passes when decode runs eagerly")
     moe_kernels: float = Field(6.0, ge=0, description="Kernels an MoE layer adds (grouped)")
+    graph_limits: list[GraphLimit] = Field(
+        default_factory=list, description="The largest decode batch the engine captures CUDA "
+        "graphs for by default, by GPU memory (first row whose below_gib the GPU is under); a "
+        "decode step of more sequences runs eagerly. Empty: no limit modelled")
     by_family: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="Figures measured on one device family (the keys of "
         "perfmodel/efficiency.device_family: nvidia-hopper ...) that replace the general ones")
@@ -371,7 +412,9 @@ class Kernels(_Strict):
     dense: str | dict[str, str]
     fp8: str | dict[str, str]
     int4: str | dict[str, str]
-    int4_words: str = Field(min_length=1, description="The 4-bit kernel, in words for the plan")
+    int4_words: str | dict[str, str] = Field(
+        description="The 4-bit kernel, in words for the plan; a table {vendor: words, default: "
+        "words} where the kernel differs by vendor (Marlin on NVIDIA, Triton/ExLlama on ROCm)")
     rates: dict[str, KernelRate] = Field(
         default_factory=dict, description="The pinned release's measured kernel rates, keyed "
         "'kernel@family', over the performance model's general table")
@@ -386,7 +429,17 @@ class Kernels(_Strict):
             _unknown(table.values(), KERNELS, f"kernels.{kind} kernel")
             _unknown(set(table) - {"default"}, VENDORS, f"kernels.{kind} vendor")
         _check_rate_keys(self.rates, "kernels.rates")
+        if isinstance(self.int4_words, dict):
+            if "default" not in self.int4_words:
+                raise ValueError("kernels.int4_words: a vendor table needs a 'default' entry")
+            _unknown(set(self.int4_words) - {"default"}, VENDORS, "kernels.int4_words vendor")
         return self
+
+    def words(self, vendor: str) -> str:
+        """Return the 4-bit kernel in words on this vendor's devices."""
+        if isinstance(self.int4_words, str):
+            return self.int4_words
+        return self.int4_words.get(vendor, self.int4_words["default"])
 
     def pick(self, kind: str, vendor: str) -> str:
         """Return the kernel for this kind of weights on this vendor's devices."""

@@ -327,8 +327,8 @@ def _engine_text(engine_id: str) -> str:
      'applies = ["flash-atention", "prefix-caching", "paged-kv', "flash-atention"),
     ("deepspeed", 'fsdp2-zero3 = ["zero_optimization.overlap_comm = true"]',
      'fsdp2-zero3 = ["zero_optimization.overlap_comm = yes"]', "not a json value"),
-    ("vllm", 'int4 = { nvidia = "marlin", default = "torch-int4" }',
-     'int4 = { nvidia = "marlinn", default = "torch-int4" }', "marlinn"),
+    ("vllm", 'int4 = { nvidia = "marlin", amd = "exllamav2", default = "torch-int4" }',
+     'int4 = { nvidia = "marlinn", amd = "exllamav2", default = "torch-int4" }', "marlinn"),
     ("vllm", 'host_s = 0.0002', 'host_s = -1', "host_s"),
 ])
 def test_typos_fail_at_load_time(engine_id, old, new, message):

@@ -220,15 +220,8 @@ def _fast_interconnect(device: Device) -> tuple[bool, str]:
 
 
 def _four_bit_words(workload: Workload, device: Device) -> str:
-    """Return the engine's 4-bit kernel in words on this vendor (Marlin is CUDA-only)."""
-    kernels = _engine(workload).kernels
-    vendor = str(device.vendor)
-    if kernels.pick("int4", vendor) == kernels.pick("int4", "nvidia"):
-        return kernels.int4_words
-    # Off NVIDIA the engines' AWQ/GPTQ path runs Triton / plain dequantise-then-GEMM kernels,
-    # modelled as torch's int4 (the engine's [kernels] table).
-    return (f"{_engine(workload).name}'s {kernels.pick('int4', vendor)} path on {vendor} "
-            "(Marlin is CUDA-only)")
+    """Return the engine's 4-bit kernel in words on this vendor (its data file's int4_words)."""
+    return _engine(workload).kernels.words(str(device.vendor))
 
 
 def memory_limit(
