@@ -34,11 +34,12 @@ def rows(published: ModuleType) -> list:
     return published.evaluate(published.load_figures() + published.e2e_figures())
 
 
-def test_the_data_file_has_its_113_figures_and_a_held_out_third(published: ModuleType) -> None:
+def test_the_data_file_has_its_123_figures_and_a_held_out_third(published: ModuleType) -> None:
     figures = published.load_figures()
-    assert len(figures) == 113
+    assert len(figures) == 123
     check = [f for f in figures if f.split == "check"]
-    assert 0.3 <= len(check) / len(figures) <= 0.4
+    # 55 of 123: the ten Apple figures of 2026-12-03 are all held out (nothing was fitted on them)
+    assert 0.3 <= len(check) / len(figures) <= 0.45
     assert {f.split for f in figures} == {"tune", "check"}
 
 
