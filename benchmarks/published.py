@@ -53,9 +53,6 @@ TRAINING_TARGET = 0.20
 # recipes set overlap_grad_reduce and overlap_param_gather (and TP comm overlap); torchtitan
 # overlaps TP only with AsyncTP (its FSDP2 prefetch is the model's implicit FSDP overlap).
 OVERLAPPING = ("megatron",)
-# CUDA graphs entered llama.cpp's CUDA backend with PR #6766 (merged May 2024); the May 2024
-# builds of the figures here (b2795-b2843) launch kernel by kernel.
-LLAMACPP_GRAPHS_BUILD = 2850
 
 
 @dataclass
@@ -222,6 +219,9 @@ def build(fig: Figure) -> tuple[Workload, Device, ModelOptions]:
             device_memory_bytes=device.memory_total_bytes, device_class=device.device_class)
     except UserError as exc:
         raise Skip(str(exc)) from None
+    release = _engine_release(fig)
+    if release:  # the engine as that release ran it: its [[history]] defaults and kernel rates
+        workload = workload.model_copy(update={"engine_version": release})
     opts = baseline_options(workload, device).model_dump()
     opts.update(_layout_options(fig, deg, training))
     opts.update(_run_options(fig, training))
@@ -255,6 +255,12 @@ def _layout_options(fig: Figure, deg: dict[str, int], training: bool) -> dict[st
     return out
 
 
+def _engine_release(fig: Figure) -> str | None:
+    """llama.cpp's build as a release ('b2843' from '4426e298 (2843)'); None when not stated."""
+    build = re.search(r"\((\d{4,5})\)", fig.engine_version)
+    return f"b{build.group(1)}" if fig.engine == "llamacpp" and build else None
+
+
 def _run_options(fig: Figure, training: bool) -> dict[str, Any]:
     """What the source's settings say beyond the engine's defaults."""
     text = f"{fig.settings} {fig.notes}".lower()
@@ -267,9 +273,6 @@ def _run_options(fig: Figure, training: bool) -> dict[str, Any]:
             out["selective_checkpointing"] = True
     if fig.engine == "llamacpp" and ("flash attention off" in text or "did not exist" in text):
         out["attention_kernel"] = "math"  # no FA: llama.cpp materialises KQ and softmax
-    build = re.search(r"\((\d{4,5})\)", fig.engine_version)
-    if fig.engine == "llamacpp" and build and int(build.group(1)) < LLAMACPP_GRAPHS_BUILD:
-        out["cuda_graphs"] = False
     if fig.engine == "torchtitan" and _degrees(fig.parallel).get("PP", 1) > 1:
         # torchtitan's interleaved 1F1B runs two stages per rank (its 405B recipe).
         out["virtual_pipeline_stages"] = 2 if "interleaved" in fig.parallel.lower() else 1

@@ -16,7 +16,7 @@ import time
 
 from hwadvisor import profiles
 from hwadvisor.pipeline import recommend_report
-from hwadvisor.rules.playbook import DEFAULT_GOAL, GOAL_PHASE, GOALS
+from hwadvisor.rules.playbooks.goals import DEFAULT_GOAL, GOALS, goal_spec
 from hwadvisor.workload import WorkloadRequest, list_presets
 
 IN_PROCESS_TARGET_S = 0.020
@@ -106,7 +106,7 @@ def main() -> int:
         for goal, seconds in timings.items():
             verdict = "ok" if seconds <= target else "OVER TARGET"
             failed |= seconds > target
-            print(f"{model} ({GOAL_PHASE[goal]}) on 8 x h200-sxm, goal {goal}, {label}: "  # type: ignore[index]
+            print(f"{model} ({goal_spec(goal).phase}) on 8 x h200-sxm, goal {goal}, {label}: "  # type: ignore[index]
                   f"{seconds * 1e3:.0f} ms (target {target * 1e3:.0f} ms) {verdict}")
     if not args.no_matrix:
         goals = tuple(GOALS) if args.all_goals else (DEFAULT_GOAL,)

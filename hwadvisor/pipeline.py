@@ -118,11 +118,11 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     from hwadvisor.perfmodel import PerfModel
     from hwadvisor.probe.target import MAX_PLANNED_DEVICES
     from hwadvisor.rules.advise import recommend
-    from hwadvisor.rules.playbook import GOAL_PHASE
+    from hwadvisor.rules.playbooks.goals import goal_spec
     from hwadvisor.workload.settle import planned_host, train_on_probed_gpus, workload_notes
 
     if request.phase is None:
-        request = request.with_changes(phase=GOAL_PHASE[goal])
+        request = request.with_changes(phase=goal_spec(goal).phase)
     # As estimate does: the report lists one node's devices, however many GPUs the plan has.
     p = _planned(device_id, request.devices_per_node(MAX_PLANNED_DEVICES), request, calibration)
     device = p.device
@@ -135,7 +135,7 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     outcome = recommend(workload, device, goal, host=target.host,
                         estimator=PerfModel(p.calibration) if p.calibration is not None else None,
                         min_tokens_per_s=min_tokens_per_s)
-    notes += workload_notes(workload, device.name, goal, GOAL_PHASE[goal])
+    notes += workload_notes(workload, device.name, goal, goal_spec(goal).phase)
     return Report(
         kind="recommend", host=target.host, devices=target.devices,
         device_class=device.device_class, notes=notes + outcome.notes, workload=workload,

@@ -70,6 +70,11 @@ PINS: dict[str, Pin] = {
     # LlmConfig (backend.qnn.*, backend.coreml.*) at the same pin is their table.
     "qnn": Pin("executorch", "1.5.1", "cp311-cp311-manylinux_2_28_x86_64"),
     "coreml": Pin("executorch", "1.5.1", "cp311-cp311-manylinux_2_28_x86_64"),
+    # The engines' other tools (other_configs in their data files): a coremltools conversion
+    # for coreml, Genie's genie_config.json for qnn (keys as Qualcomm AI Hub's exporter writes
+    # them: qai_hub_models' create_genie_config).
+    "coremltools": Pin("coremltools", "9.0", "cp311-none-manylinux1_x86_64"),
+    "genie": Pin("qai-hub-models", "0.65.0", "py3-none-any"),
     "mlc-llm": Pin("mlc-llm", MLC_LLM_COMMIT, "git"),
     "litert": Pin("litert-lm", "0.18.1", "wheel"),
     "torchtitan": Pin("torchtitan", "0.2.2", "wheel"),
@@ -691,7 +696,15 @@ def extract_vllm(root: Path) -> tuple[dict[str, Any], list[str]]:
         if index.cls(cls) is not None:
             for name, rec in generated_flags(index, cls, set(), "optional").items():
                 flags.setdefault(name, rec)
-    return {"vllm serve": _command(flags, positional=["model_tag"])}, index.files()
+    commands = {"vllm serve": _command(flags, positional=["model_tag"])}
+    # `vllm bench latency` (what `recommend --validate` runs): latency.add_cli_args, which
+    # adds its own flags and then EngineArgs.add_cli_args (the engine flags of `vllm serve`).
+    latency = pkg / "benchmarks" / "latency.py"
+    if latency.exists():
+        bench = argparse_table(latency, index)
+        engine = argparse_table(pkg / "engine" / "arg_utils.py", index)
+        commands["vllm bench latency"] = _command({**engine, **bench})
+    return commands, index.files()
 
 
 def extract_sglang(root: Path) -> tuple[dict[str, Any], list[str]]:
@@ -703,7 +716,17 @@ def extract_sglang(root: Path) -> tuple[dict[str, Any], list[str]]:
     for cls_name in re.findall(r"\w+", namespaces.group(1)) if namespaces else []:
         for name, rec in sglang_fields(index, cls_name).items():
             flags.setdefault(name, rec)
-    return {"python -m sglang.launch_server": _command(flags)}, index.files()
+    commands = {"python -m sglang.launch_server": _command(flags)}
+    # The one-batch benchmark (what `recommend --validate` runs): BenchArgs.add_cli_args, then
+    # ServerArgs.add_cli_args. It moved from sglang/bench_one_batch.py to
+    # sglang/benchmark/one_batch.py; the table names the module the pinned release has.
+    for module in ("benchmark/one_batch.py", "bench_one_batch.py"):
+        bench_path = path.parents[1] / module
+        if bench_path.exists():
+            name = "python -m sglang." + module.removesuffix(".py").replace("/", ".")
+            commands[name] = _command({**flags, **argparse_table(bench_path, index)})
+            break
+    return commands, index.files()
 
 
 def sglang_fields(index: PyIndex, cls_name: str) -> Flags:
@@ -738,11 +761,11 @@ def sglang_fields(index: PyIndex, cls_name: str) -> Flags:
 
 
 def extract_mlx(root: Path) -> tuple[dict[str, Any], list[str]]:
-    """mlx_lm.server / generate / lora / convert: one argparse table per command."""
+    """mlx_lm.server / generate / lora / convert / benchmark: one argparse table per command."""
     pkg = find(root, "mlx_lm/server.py").parent
     index = PyIndex.build(pkg)
     commands = {}
-    for module in ("server", "generate", "lora", "convert"):
+    for module in ("server", "generate", "lora", "convert", "benchmark"):
         commands[f"mlx_lm.{module}"] = _command(argparse_table(pkg / f"{module}.py", index))
     return commands, index.files()
 
@@ -1133,6 +1156,141 @@ def extract_llamacpp(root: Path) -> tuple[dict[str, Any], list[str]]:
 
 
 # ---------------------------------------------------------------------------------------------
+# coremltools (ct.convert, ct.optimize.coreml) and Genie's genie_config.json
+
+
+def _signature(func: ast.FunctionDef) -> Flags:
+    """Return the keyword parameters of a function, with their literal defaults."""
+    args = func.args
+    positional = args.posonlyargs + args.args
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    flags: Flags = {}
+    for arg, default in [*zip(positional, defaults, strict=True),
+                         *zip(args.kwonlyargs, args.kw_defaults, strict=True)]:
+        if arg.arg in ("self", "cls"):
+            continue
+        flags[arg.arg] = flag("object", None, _default(default) if default is not None else None)
+    return flags
+
+
+def _attrs_fields(cls: ast.ClassDef) -> Flags:
+    """Return the public attrs fields of a class (`name: T = field(default=...)`)."""
+    flags: Flags = {}
+    for node in cls.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                and not node.target.id.startswith("_") and isinstance(node.value, ast.Call):
+            default = next((kw.value for kw in node.value.keywords if kw.arg == "default"), None)
+            flags[node.target.id] = flag("object", None,
+                                         _default(default) if default is not None else None)
+    return flags
+
+
+def _class_tuple(cls: ast.ClassDef, name: str) -> list[str]:
+    """Return the names in a class-level tuple constant (_VALID_GRANULARITIES ...), lowercased."""
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
+                                                for t in node.targets):
+            return [(e.attr if isinstance(e, ast.Attribute) else str(_literal(e))).lower()
+                    for e in getattr(node.value, "elts", [])]
+    return []
+
+
+def _enum_members(cls: ast.ClassDef) -> list[str]:
+    """Return the member names of an Enum class body."""
+    return [t.id for node in cls.body if isinstance(node, ast.Assign)
+            for t in node.targets if isinstance(t, ast.Name) and not t.id.startswith("_")]
+
+
+def _defs(path: Path) -> dict[str, ast.AST]:
+    """Return the top-level functions and classes of a module by name."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+
+def extract_coremltools(root: Path) -> tuple[dict[str, Any], list[str]]:
+    """ct.convert, ct.optimize.coreml's quantisers and configs, ct.ComputeUnit and ct.target."""
+    pkg = find(root, "coremltools/__init__.py").parent
+    files = {"entry": "converters/_converters_entry.py", "init": "__init__.py",
+             "targets": "converters/mil/_deployment_compatibility.py",
+             "config": "optimize/coreml/_config.py",
+             "ptq": "optimize/coreml/_post_training_quantization.py"}
+    defs = {key: _defs(pkg / rel) for key, rel in files.items()}
+    commands: dict[str, Any] = {"convert": _command(_signature(defs["entry"]["convert"]))}
+    for name in ("linear_quantize_weights", "palettize_weights"):
+        commands[name] = _command(_signature(defs["ptq"][name]))
+    for name in ("OpLinearQuantizerConfig", "OpPalettizerConfig", "OptimizationConfig"):
+        commands[name] = _command(_attrs_fields(defs["config"][name]))
+    linear = defs["config"]["OpLinearQuantizerConfig"]
+    rec = commands["OpLinearQuantizerConfig"]["flags"]
+    # check_mode upper-cases the mode; check_dtype takes ints of bit width 4 or 8
+    rec["mode"]["choices"] = _class_tuple(linear, "_WEIGHT_AFFINE_QUANTIZATION_MODES")
+    rec["granularity"]["choices"] = _class_tuple(linear, "_VALID_GRANULARITIES")
+    source = ast.unparse(linear)
+    widths = re.search(r"get_bitwidth\(\) in \{([\d, ]+)\}", source)
+    if widths:
+        rec["dtype"]["choices"] = [f"{sign}int{w.strip()}" for sign in ("", "u")
+                                   for w in widths.group(1).split(",")]
+    enums = {"ct.ComputeUnit": _enum_members(defs["init"]["ComputeUnit"]),  # type: ignore[arg-type]
+             "ct.target": _enum_members(defs["targets"]["AvailableTarget"])}  # type: ignore[arg-type]
+    commands["enums"] = {"flags": {}, "enums": enums}
+    return commands, [f"coremltools/{rel}" for rel in files.values()]
+
+
+def _dict_keys(node: ast.AST, env: dict[str, ast.AST], prefix: str, types: dict[str, str],
+               out: Flags) -> None:
+    """Record the dotted keys of a dict literal (names resolved through env), recursively."""
+    if isinstance(node, ast.Name) and node.id in env:
+        node = env[node.id]
+    if not isinstance(node, ast.Dict):
+        value = _literal(node)
+        if not isinstance(value, (str, int, float, bool, list, dict)):
+            value = None  # not a literal (a parameter, a computed value)
+        type_ = "list" if isinstance(node, ast.List) else types.get(
+            node.id if isinstance(node, ast.Name) else "", type(value).__name__
+            if value is not None and not isinstance(value, (list, dict)) else "object")
+        out[prefix] = flag(type_, None, value if not isinstance(value, (list, dict)) else None)
+        return
+    if prefix:
+        out[prefix] = flag("section", None, None)
+    for key, value in zip(node.keys, node.values, strict=True):
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            _dict_keys(value, env, f"{prefix}.{key.value}" if prefix else key.value, types, out)
+
+
+def extract_genie(root: Path) -> tuple[dict[str, Any], list[str]]:
+    """genie_config.json: the keys qai_hub_models' create_genie_config writes (every branch)."""
+    rel = "qai_hub_models/models/templates/llm/llm_helpers.py"
+    func = _defs(find(root, rel))["create_genie_config"]
+    assert isinstance(func, ast.FunctionDef)
+    types = {a.arg: ast.unparse(a.annotation) for a in func.args.args if a.annotation}
+    types = {k: ("int" if v == "int" else "object") for k, v in types.items()}
+    env: dict[str, ast.AST] = {}
+    late: list[tuple[list[str], ast.AST]] = []
+    top = "dialog"  # top_level_key's default: "dialog" for standalone LLMs
+    for node in ast.walk(func):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            if isinstance(target, ast.Name) and isinstance(node.value, ast.Dict):
+                env[target.id] = node.value
+            elif isinstance(target, ast.Subscript) and node.value is not None:
+                path: list[str] = []
+                base: ast.AST = target
+                while isinstance(base, ast.Subscript):
+                    path.insert(0, str(_literal(base.slice)))
+                    base = base.value
+                if isinstance(base, ast.Name):
+                    late.append(([base.id, *path], node.value))
+    flags: Flags = {}
+    _dict_keys(env["inner"], env, top, types, flags)
+    for path, value in late:  # keys set after the literal (qnn_htp["rope-theta"] = ...)
+        owner = {"inner": top, "qnn_htp": f"{top}.engine.backend.QnnHtp",
+                 "sampler": f"{top}.sampler"}.get(path[0])
+        if owner is not None:
+            _dict_keys(value, env, ".".join([owner, *path[1:]]), types, flags)
+    return {"genie_config.json": _command(flags)}, [rel]
+
+
+# ---------------------------------------------------------------------------------------------
 # Driver
 
 Extractor = Callable[[Path], tuple[dict[str, Any], list[str]]]
@@ -1142,6 +1300,7 @@ EXTRACTORS: dict[str, Extractor] = {
     "executorch": extract_executorch, "qnn": extract_executorch,
     "coreml": extract_executorch, "deepspeed": extract_deepspeed,
     "exllamav2": extract_exllamav2, "litert": extract_litert, "llamacpp": extract_llamacpp,
+    "coremltools": extract_coremltools, "genie": extract_genie,
 }
 
 

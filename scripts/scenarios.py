@@ -175,7 +175,7 @@ SCENARIOS: tuple[Scenario, ...] = (
 def run(scenario: Scenario) -> Any:
     """Return the recommend report of one scenario."""
     from hwadvisor.pipeline import recommend_report
-    from hwadvisor.rules.playbook import parse_goal
+    from hwadvisor.rules.playbooks.goals import parse_goal
     from hwadvisor.workload import WorkloadRequest
 
     return recommend_report(parse_goal(scenario.goal), scenario.device,
@@ -237,6 +237,9 @@ def render(scenarios: tuple[Scenario, ...] = SCENARIOS) -> tuple[str, dict[str, 
         if config and report.plan.engine_config is not None:
             lines += ["", config[0], "", "```", *report.plan.engine_config.text.splitlines(),
                       "```"]
+            for other in report.plan.engine_config.also:  # Genie, coremltools
+                lines += ["", f"the same plan for {other.tool} ({other.format}):", "", "```",
+                          *other.text.splitlines(), "```"]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n", golden
 

@@ -38,6 +38,11 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # the CLI parses and prints: it reaches trials (torch) through the validator only
     "cli": ("trials",),
 }
+# rooms inside a package -> the modules of that package the room must never import. The
+# playbooks are data and their vocabulary: the judge, the search and the advice read them.
+ROOMS: dict[str, tuple[str, ...]] = {
+    "rules/playbooks": ("judge", "search", "advise", "plan_step"),
+}
 # models is the contract at the ground floor: it may lean on nothing above it. The root
 # package (hwadvisor/__init__.py) holds only the version string the report carries.
 MODELS_MAY_IMPORT = ("models", "errors", "units", "")
@@ -95,7 +100,7 @@ def _imports() -> dict[str, set[str]]:
 
 
 def _package_of(module: str) -> str:
-    """'hwadvisor.rules.engine' -> 'rules'; 'hwadvisor.errors' -> 'errors'; root -> ''."""
+    """'hwadvisor.rules.judge' -> 'rules'; 'hwadvisor.errors' -> 'errors'; root -> ''."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 
@@ -114,6 +119,32 @@ def test_package_imports_run_one_way(package: str) -> None:
             if _internal(target) and _package_of(target) in FORBIDDEN[package]:
                 bad.append(f"{module} imports {target}")
     assert not bad, "\n".join(sorted(bad))
+
+
+def _room_breaches(graph: dict[str, set[str]], room: str, banned: tuple[str, ...]) -> list[str]:
+    """Imports from modules inside `room` ('rules/playbooks') of its package's `banned` modules."""
+    package = room.split("/")[0]
+    inside = "hwadvisor." + room.replace("/", ".")
+    targets = tuple(f"hwadvisor.{package}.{name}" for name in banned)
+    return sorted(
+        f"{module} imports {target}"
+        for module, imported in graph.items()
+        if module == inside or module.startswith(inside + ".")
+        for target in imported
+        if any(target == t or target.startswith(t + ".") for t in targets))
+
+
+@pytest.mark.parametrize("room", sorted(ROOMS))
+def test_rooms_import_one_way(room: str) -> None:
+    bad = _room_breaches(_imports(), room, ROOMS[room])
+    assert not bad, "\n".join(bad)
+
+
+def test_the_room_check_finds_a_breach() -> None:
+    graph = {"hwadvisor.rules.playbooks.schema": {"hwadvisor.rules.judge"},
+             "hwadvisor.rules.search": {"hwadvisor.rules.playbooks.schema"}}
+    assert _room_breaches(graph, "rules/playbooks", ("judge",)) == [
+        "hwadvisor.rules.playbooks.schema imports hwadvisor.rules.judge"]
 
 
 def test_models_import_only_the_ground_floor() -> None:
@@ -241,7 +272,7 @@ def test_every_row_of_the_architecture_table_is_enforced() -> None:
             continue
         stated = {w.strip() for w in cell.split("(")[0].split(",")}
         unchecked += [f"{package} must not import {w}" for w in stated
-                      if w not in FORBIDDEN.get(package, ())]
+                      if w not in FORBIDDEN.get(package, ROOMS.get(package, ()))]
     assert not unchecked, "docs/architecture.md states, FORBIDDEN lacks:\n" + "\n".join(unchecked)
 
 

@@ -6,6 +6,8 @@
 # code/ (hwadvisor and these scripts), the llama.cpp source tarball, whl/ (pydantic and friends).
 # Steps already done on a still-warm machine (the build, the model files) are skipped.
 # Usage: bash run.sh STAGE [all|bench|serve|batched ...]   results: $OUT/res, packed as $OUT/llamacpp.tgz
+# PRESETS="llama-3.2-3b" times other presets' shapes (default: llama-3.2-1b llama-3-8b); the
+# server runs use the first preset's Q4_K_M file.
 set -u
 stage=$(cd "$1" && pwd); shift
 steps=${*:-all}
@@ -33,10 +35,12 @@ presets=$stage/code/hwadvisor/workload/presets
 
 # hwadvisor's emitted flags (in the background while the build runs)
 cases="1:512:128 8:512:128 64:512:128 1:2048:256 8:2048:256 64:2048:256"
-(cd "$stage/code" && python3 benchmarks/llamacpp/plan_flags.py "$res/flags_1b_q4.json" llama-3.2-1b q4_k_m $cases \
+(cd "$stage/code" && python3 benchmarks/llamacpp/plan_flags.py "$res/flags_1b_q4.json" "$first" q4_k_m $cases \
     >"$res/flags.txt" 2>&1) &
 # model files (in the background: mostly disk writes)
-(for p in llama-3.2-1b llama-3-8b; do
+PRESETS=${PRESETS:-llama-3.2-1b llama-3-8b}
+first=${PRESETS%% *}
+(for p in $PRESETS; do
     [ -s "$m/$p-f16.gguf" ] || PYTHONPATH=$gguf_py python3 "$stage/code/benchmarks/llamacpp/make_gguf.py" \
         "$presets/$p.json" "$m/$p-f16.gguf.tmp" && mv -f "$m/$p-f16.gguf.tmp" "$m/$p-f16.gguf" 2>/dev/null
 done >"$res/gguf.log" 2>&1) &
@@ -50,16 +54,17 @@ if [ ! -x "$bin/llama-server" ]; then
     [ -x "$bin/llama-server" ] || { log "no build"; tar -czf "${OUT:-/tmp/out}/llamacpp.tgz" -C "$res/.." res; exit 1; }
 fi
 wait $gguf_pid; log "gguf done: $(ls -la $m | tr '\n' ';')"
-for p in llama-3.2-1b llama-3-8b; do
+for p in $PRESETS; do
     [ -s "$m/$p-q4_k_m.gguf" ] || { timeout 200 "$bin/llama-quantize" "$m/$p-f16.gguf" "$m/$p-q4_k_m.gguf.tmp" Q4_K_M 16 \
         >"$res/quantize_$p.log" 2>&1 && mv -f "$m/$p-q4_k_m.gguf.tmp" "$m/$p-q4_k_m.gguf"; tail -5 "$res/quantize_$p.log" | tee -a "$res/steps.log"; }
 done
 log "quantize done: $(ls -la $m | tr '\n' ';')"
-M1F=$m/llama-3.2-1b-f16.gguf M1Q=$m/llama-3.2-1b-q4_k_m.gguf M8F=$m/llama-3-8b-f16.gguf M8Q=$m/llama-3-8b-q4_k_m.gguf
+M1Q=$m/$first-q4_k_m.gguf
+files=(); for p in $PRESETS; do files+=("$m/$p-q4_k_m.gguf" "$m/$p-f16.gguf"); done
 
 if want bench && [ "$(left)" -gt 120 ]; then
     log "llama-bench"
-    timeout $(( $(left) - 60 )) "$bin/llama-bench" -m "$M1Q" -m "$M1F" -m "$M8Q" -m "$M8F" -p 512 -n 128 -ngl 99 -r 5 -o json \
+    timeout $(( $(left) - 60 )) "$bin/llama-bench" $(printf -- '-m %s ' "${files[@]}") -p 512 -n 128 -ngl 99 -r 5 -o json \
         >"$res/llama_bench.json" 2>"$res/llama_bench.err"; log "llama-bench rc=$?"
 fi
 if want serve && [ "$(left)" -gt 90 ]; then
@@ -88,7 +93,7 @@ PY
     done
 fi
 if want batched; then
-    for mf in "$M1Q" "$M8Q" "$M1F" "$M8F"; do
+    for mf in "${files[@]}"; do
         for pg in 512:128 2048:256; do
             IFS=: read -r p g <<<"$pg"; [ "$(left)" -gt 45 ] || break 2
             name=$(basename "$mf" .gguf)_p$p

@@ -17,7 +17,7 @@ def _matching(ids: Iterable[str], incomplete: str) -> list[str]:
 
 def goals(incomplete: str) -> list[str]:
     """Complete --goal."""
-    from hwadvisor.rules.playbook import GOALS
+    from hwadvisor.rules.playbooks.goals import GOALS
 
     return _matching(GOALS, incomplete)
 

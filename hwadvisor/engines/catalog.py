@@ -132,12 +132,19 @@ def _variant(engine_id: str, version: str | None,
 
 # --- versions -----------------------------------------------------------------------------
 
-_VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)(?:[.+-]?[A-Za-z0-9.]*)?$")
+_VERSION = re.compile(r"^[vb]?(\d+(?:\.\d+)*)(?:[.+-]?[A-Za-z0-9.]*)?$")
+_COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 
 
 def release_tuple(text: str) -> tuple[int, ...] | None:
-    """Return (0, 6, 0) for '0.6.0' or 'v0.6.0rc1'; None when it is no numbered release."""
-    match = _VERSION.match(text.strip())
+    """Return (0, 6, 0) for '0.6.0' or 'v0.6.0rc1', (2843,) for llama.cpp's 'b2843'.
+
+    None when it is no numbered release (a git commit such as '0c1e57098' has no order).
+    """
+    text = text.strip()
+    if _COMMIT.match(text) and not text.isdigit():
+        return None
+    match = _VERSION.match(text)
     return tuple(int(part) for part in match.group(1).split(".")) if match else None
 
 
@@ -163,16 +170,24 @@ def _at_version(engine: Engine, version: str) -> Engine:
                         "hwadvisor knows", hint=f"plan with {engine.id}=={engine.release}, or "
                         "pass --engine-option for defaults that changed since")
     changes: dict[str, Any] = {}
+    rates = dict(engine.kernels.rates)
     for past in engine.history:  # newest first: the oldest matching entry is applied last
         before = release_tuple(past.before)
         if before is not None and wanted < before:
             changes.update(past.defaults)
+            rates.update(past.kernel_rates)
     differ = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(changes.items()))
-    note = (f"planned from the defaults of {engine.name} {version} ({differ})" if changes else
+    older = sorted(k for k, v in rates.items() if engine.kernels.rates.get(k) != v)
+    if older:
+        differ = ", ".join(filter(None, [differ, "kernel rates of that release: " +
+                                         ", ".join(older)]))
+    note = (f"planned from the defaults of {engine.name} {version} ({differ})" if differ else
             f"{engine.name} {version}: no recorded default differs from {engine.release}'s")
     note += (f"; the flags are {engine.release}'s, checked against its parser: an older "
              "release may spell some differently")
     changed = _with_defaults(engine, changes)
+    changed = changed.model_copy(update={
+        "kernels": changed.kernels.model_copy(update={"rates": rates})})
     # `version` stays the one whose flags were checked; `release` is what the plan started from
     return changed.model_copy(update={"release": version,
                                       "variant_notes": [*changed.variant_notes, note]})
@@ -183,7 +198,8 @@ def _at_version(engine: Engine, version: str) -> Engine:
 
 def option_keys() -> list[str]:
     """Return every key --engine-option takes: the defaults' fields and kernel.<kind>."""
-    fields = [f for f in Defaults.model_fields if f not in ("notes", "sources", "version")]
+    fields = [f for f in Defaults.model_fields
+              if f not in ("notes", "sources", "version", "prefill_chunk_by_memory")]
     return fields + [f"kernel.{kind}" for kind in KERNEL_KINDS]
 
 
@@ -217,7 +233,10 @@ def _with_option(engine: Engine, key: str, value: str) -> Engine:
     if key not in option_keys():
         raise UserError(f"--engine-option {key}: no such engine default",
                         hint=f"keys: {', '.join(option_keys())}")
-    return _with_defaults(engine, {key: _typed(key, value)})
+    changes: dict[str, Any] = {key: _typed(key, value)}
+    if key == "prefill_chunk_tokens":
+        changes["prefill_chunk_by_memory"] = []  # the user's chunk holds on every GPU
+    return _with_defaults(engine, changes)
 
 
 def _typed(key: str, value: str) -> object:

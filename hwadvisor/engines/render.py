@@ -62,6 +62,8 @@ class RenderedConfig(_Strict):
     format: Format
     text: str
     lines: list[RenderedLine]
+    tool: str = Field("", description="The engine's other tool this says the plan for "
+                      "(other_configs: genie, coremltools); empty for the engine's own config")
     not_expressed: list[NotExpressed] = Field(default_factory=list)
     defaulted: list[str] = Field(default_factory=list, description="Steps it does already")
     notes: list[str] = Field(default_factory=list, description="What the steps need besides")
@@ -117,6 +119,7 @@ def render_config(
     device_class: str | None = None,
     forms: Mapping[str, str] | None = None,
     phase: str = "inference",
+    tool: str = "",
 ) -> RenderedConfig:
     """Render plan steps as the engine's own config: a command line, TOML, JSON or Python.
 
@@ -126,10 +129,12 @@ def render_config(
     `not_expressed` with the reason. `values` fills the {placeholders}; a missing one is a
     UserError naming it. `forms` asks for a step's model-dependent form (STEP_FORMS), e.g.
     {"speculative-decoding": "mtp"}; an engine without that form says the plain one, with a note.
-    `phase` picks the config: an engine may train with another tool than it serves with.
+    `phase` picks the config: an engine may train with another tool than it serves with;
+    `tool` one of the engine's other_configs (Genie's JSON, a coremltools conversion).
     """
     _check_steps(steps)
-    config = engine.config_for(phase)
+    config = _config_of(engine, phase, tool)
+    values = _with_unit(engine, config, values)
     traced: list[RenderedLine] = []
     skipped: list[NotExpressed] = []
     defaulted: list[str] = []
@@ -152,7 +157,43 @@ def render_config(
         traced = _last_setting_wins(traced, notes)
     text = _TEXT[config.format](config, traced, values)
     return RenderedConfig(engine=engine.id, format=config.format, text=text, lines=traced,
-                          not_expressed=skipped, defaulted=defaulted, notes=notes)
+                          not_expressed=skipped, defaulted=defaulted, notes=notes, tool=tool)
+
+
+def render_other_configs(
+    engine: Engine,
+    steps: list[str],
+    values: dict[str, object],
+    device_class: str | None = None,
+    forms: Mapping[str, str] | None = None,
+) -> list[RenderedConfig]:
+    """Render the plan for each of the engine's other tools (inference), in file order."""
+    return [render_config(engine, steps, values, device_class, forms, "inference", tool)
+            for tool in engine.other_configs]
+
+
+def _config_of(engine: Engine, phase: str, tool: str) -> EngineConfig:
+    """Return the config asked for: the phase's own, or one of the engine's other tools'."""
+    if not tool:
+        return engine.config_for(phase)
+    if tool not in engine.other_configs:
+        raise UserError(f"{engine.name} has no {tool!r} config",
+                        hint=f"its other configs: {', '.join(engine.other_configs) or 'none'}")
+    return engine.other_configs[tool]
+
+
+def _with_unit(engine: Engine, config: EngineConfig,
+               values: Mapping[str, object]) -> dict[str, object]:
+    """Add {compute_units}: the unit the plan models, in this config's words.
+
+    The unit is the engine's default or the user's --engine-option compute_unit, so the
+    emitted config runs where the prediction assumed.
+    """
+    out = dict(values)
+    unit = engine.defaults.compute_unit
+    if unit is not None and unit in config.unit_words:
+        out["compute_units"] = config.unit_words[unit]
+    return out
 
 
 def _other_level(engine: Engine, step: str, form: str | None) -> bool:

@@ -80,7 +80,7 @@ PLACEHOLDERS: frozenset[str] = frozenset({
     "lora_rank",
     "threads", "offload_fraction", "mtp_layers", "mtp_draft_tokens", "slot_context",
     "max_model_len", "kv_pool_tokens", "fine_tune_type", "zero_stage", "attn_dp", "soc_model",
-    "global_batch", "local_batch",
+    "global_batch", "local_batch", "compute_units",
 })
 WEIGHT_FORMATS: tuple[str, ...] = (
     "bf16", "fp16", "fp32", "fp8", "int8", "int4", "fp4", "q4_0", "q4_k_m", "q5_k_m", "q6_k",
@@ -120,7 +120,8 @@ def placeholders(text: str) -> set[str]:
 
 def _sample_values() -> dict[str, object]:
     """Return stand-in values for every placeholder, to check that templates render."""
-    return {name: ("m" if name in {"model", "kv_dtype", "weights_dtype", "soc_model"} else 2)
+    return {name: ("m" if name in {"model", "kv_dtype", "weights_dtype", "soc_model",
+                                   "compute_units"} else 2)
             for name in PLACEHOLDERS}
 
 
@@ -159,6 +160,22 @@ def _unknown(values: Iterable[str], known: Iterable[str], what: str) -> None:
         raise ValueError(f"unknown {what} {bad}; known: {sorted(known)}")
 
 
+class ChunkTier(_Strict):
+    """The prefill chunk an engine picks on GPUs below a memory size."""
+
+    below_gib: float | None = Field(
+        None, gt=0, description="Applies to GPUs with less memory than this; None: any size")
+    tokens: int = Field(ge=1, description="Prompt tokens per prefill chunk")
+
+
+def chunk_for_memory(tiers: list[ChunkTier], memory_gib: float) -> int | None:
+    """Return the prefill chunk of the first tier this GPU's memory is under (None: no tier)."""
+    for row in tiers:
+        if row.below_gib is None or memory_gib < row.below_gib:
+            return row.tokens
+    return None
+
+
 class Defaults(_Strict):
     """What the engine does when the user passes no flag (the state the advisor starts from)."""
 
@@ -172,6 +189,9 @@ class Defaults(_Strict):
     prefill_chunk_tokens: int | None = Field(
         None, ge=1, description="Prompt tokens per prefill chunk by default; None: no fixed value"
     )
+    prefill_chunk_by_memory: list[ChunkTier] = Field(
+        default_factory=list, description="prefill_chunk_tokens where the engine sizes it by "
+        "the GPU's memory (the first row whose below_gib the GPU is under); empty: the one figure")
     fused_optimizer: bool = Field(False, description="Training: one fused AdamW kernel")
     checkpointing: Literal["none", "selective", "full"] = Field(
         "none", description="Training: the activation checkpointing level it applies unasked")
@@ -211,6 +231,10 @@ class EngineConfig(_Strict):
     merge_flags: dict[str, str] = Field(
         default_factory=dict, description="cli: flags whose values join into one, by separator"
     )
+    unit_words: dict[str, str] = Field(
+        default_factory=dict, description="How this config names each compute unit (cpu, gpu, "
+        "npu): the engine's compute_unit default, or --engine-option compute_unit=..., fills "
+        "{compute_units} with it (Core ML's cpu_and_ne, coremltools' CPU_AND_NE)")
 
     @model_validator(mode="after")
     def _check(self) -> EngineConfig:
@@ -218,6 +242,7 @@ class EngineConfig(_Strict):
         _unknown(self.step_notes, STEP_IDS + LAYOUT_KEYS + tuple(STEP_FORMS),
                  "config.step_notes step")
         _unknown(self.not_expressed, STEP_IDS, "config.not_expressed step")
+        _unknown(self.unit_words, ("cpu", "gpu", "npu"), "config.unit_words unit")
         both = sorted(set(self.steps) & set(self.not_expressed))
         if both:
             raise ValueError(f"steps both mapped and not_expressed: {both}")
@@ -284,6 +309,24 @@ class Recipe(_Strict):
     sources: list[str] = Field(min_length=1)
 
 
+class GraphLimit(_Strict):
+    """The largest decode batch captured in CUDA graphs by default on GPUs of this memory size."""
+
+    below_gib: float | None = Field(
+        None, gt=0, description="Applies to GPUs with less memory than this; None: any size")
+    batch: int = Field(ge=1, description="Largest captured batch (sequences per decode step)")
+    batch_tp4: int | None = Field(
+        None, ge=1, description="The same at tensor-parallel degree 4 or more, where it differs")
+
+
+def graph_batch_limit(limits: list[GraphLimit], memory_gib: float, tp: int) -> int | None:
+    """Return the largest graph-captured decode batch on this GPU and TP degree (None: none)."""
+    for row in limits:
+        if row.below_gib is None or memory_gib < row.below_gib:
+            return row.batch_tp4 if tp >= 4 and row.batch_tp4 else row.batch
+    return None
+
+
 class Costs(_Strict):
     """How the engine spends time outside the GPU's kernels, and how it fuses them.
 
@@ -292,6 +335,9 @@ class Costs(_Strict):
     """
 
     host_s: float = Field(ge=0, description="Host work per forward outside the kernels (s)")
+    host_s_graphed: float | None = Field(
+        None, ge=0, description="Host work exposed per forward when CUDA graphs replay it (s); "
+        "None: host_s either way")
     host_op_factor: float = Field(
         ge=0, description="Host cost of one eager kernel launch, in units of EAGER_OP_S")
     kernels: str = Field(description="KERNELS_PER_LAYER row when not compiled")
@@ -323,6 +369,10 @@ class Costs(_Strict):
         "optimizer state and step only (ZeRO-Offload: DeepSpeed offload_optimizer, Megatron "
         "--optimizer-cpu-offload) or parameters, gradients and optimizer state with the step on "
         "the CPU (FSDP2 CPUOffloadPolicy: torchtitan enable_cpu_offload; needs FSDP sharding)")
+    graph_limits: list[GraphLimit] = Field(
+        default_factory=list, description="The largest decode batch the engine captures CUDA "
+        "graphs for by default, by GPU memory (first row whose below_gib the GPU is under); a "
+        "decode step of more sequences runs eagerly. Empty: no limit modelled")
     by_family: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="Figures measured on one device family (the keys of "
         "perfmodel/efficiency.device_family: nvidia-hopper ...) that replace the general ones")
@@ -335,16 +385,61 @@ class Costs(_Strict):
         return self.model_copy(update=found)
 
 
+# Kernels a release's rates may name: the engines' choices above and the ones a weight format
+# implies (perfmodel/efficiency.quant_kernel: GGUF's legacy and K-quant kernels, MLX, NF4).
+RATE_KERNELS: tuple[str, ...] = (*KERNELS, "llamacpp", "llamacpp-k", "mlx", "bitsandbytes")
+
+
+class KernelRate(_Strict):
+    """A kernel's rates as one release of the engine runs them.
+
+    Only where they differ from the performance model's general table (perfmodel/constants.py);
+    an empty entry means the general figure.
+    """
+
+    gemv: float | None = Field(None, gt=0, description="Share of the stream bandwidth at decode")
+    compute: float | None = Field(None, gt=0, description="Share of the 16-bit dense peak")
+    vector: float | None = Field(
+        None, gt=0, description="Share of the fp32 vector peak its few-row matmuls compute at "
+        "(the general GEMV_VECTOR_EFFICIENCY otherwise)")
+    width_half: float | None = Field(
+        None, gt=0, description="Half point of the weight's dims (N, K) for this kernel's "
+        "GEMM rate: x / (x + width_half), normalised at 8192 (narrow models run slower)")
+    rows_half: float | None = Field(
+        None, gt=0, description="Half point over the GEMM's rows (M: tokens) for this kernel, "
+        "instead of the family's GEMM_HALF_DIM (its tile height)")
+    vector_rows: int | None = Field(
+        None, ge=1, description="Up to this many rows the kernel is a matrix-vector kernel on "
+        "the vector units (no tensor cores); None: the faster of the two at every M")
+
+
+def _check_rate_keys(rates: Mapping[str, KernelRate], where: str) -> None:
+    for key in rates:
+        kernel, _, family = key.partition("@")
+        if kernel not in RATE_KERNELS:
+            raise ValueError(f"{where} {key!r}: no kernel {kernel!r} "
+                             f"(kernels: {', '.join(RATE_KERNELS)})")
+        if not family:
+            raise ValueError(f"{where} {key!r}: expected 'kernel@family' "
+                             "(e.g. cublas@nvidia-hopper)")
+
+
 class Kernels(_Strict):
     """The matmul kernel the engine runs per kind of weights, by vendor where it differs.
 
-    Each kind maps to one kernel, or to a table {vendor: kernel, default: kernel}.
+    Each kind maps to one kernel, or to a table {vendor: kernel, default: kernel}. `rates` holds
+    what the pinned release was measured to reach where its kernels changed ('kernel@family').
     """
 
     dense: str | dict[str, str]
     fp8: str | dict[str, str]
     int4: str | dict[str, str]
-    int4_words: str = Field(min_length=1, description="The 4-bit kernel, in words for the plan")
+    int4_words: str | dict[str, str] = Field(
+        description="The 4-bit kernel, in words for the plan; a table {vendor: words, default: "
+        "words} where the kernel differs by vendor (Marlin on NVIDIA, Triton/ExLlama on ROCm)")
+    rates: dict[str, KernelRate] = Field(
+        default_factory=dict, description="The pinned release's measured kernel rates, keyed "
+        "'kernel@family', over the performance model's general table")
 
     @model_validator(mode="after")
     def _check(self) -> Kernels:
@@ -355,7 +450,18 @@ class Kernels(_Strict):
                 raise ValueError(f"kernels.{kind}: a vendor table needs a 'default' entry")
             _unknown(table.values(), KERNELS, f"kernels.{kind} kernel")
             _unknown(set(table) - {"default"}, VENDORS, f"kernels.{kind} vendor")
+        _check_rate_keys(self.rates, "kernels.rates")
+        if isinstance(self.int4_words, dict):
+            if "default" not in self.int4_words:
+                raise ValueError("kernels.int4_words: a vendor table needs a 'default' entry")
+            _unknown(set(self.int4_words) - {"default"}, VENDORS, "kernels.int4_words vendor")
         return self
+
+    def words(self, vendor: str) -> str:
+        """Return the 4-bit kernel in words on this vendor's devices."""
+        if isinstance(self.int4_words, str):
+            return self.int4_words
+        return self.int4_words.get(vendor, self.int4_words["default"])
 
     def pick(self, kind: str, vendor: str) -> str:
         """Return the kernel for this kind of weights on this vendor's devices."""
@@ -369,8 +475,16 @@ class History(_Strict):
     """Defaults that differed before a version: `--engine vllm==0.6.0` starts from these."""
 
     before: str = Field(description="The first version that no longer had these defaults")
-    defaults: dict[str, bool | int | str | None]
+    defaults: dict[str, bool | int | str | None] = Field(default_factory=dict)
+    kernel_rates: dict[str, KernelRate] = Field(
+        default_factory=dict, description="Kernel rates of releases before `before` (an empty "
+        "entry: the general table's figure, not the pinned release's measured one)")
     source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> History:
+        _check_rate_keys(self.kernel_rates, "history kernel_rates")
+        return self
 
 
 class Engine(_Strict):
@@ -410,6 +524,9 @@ class Engine(_Strict):
     variant_notes: list[str] = Field(
         default_factory=list, description="Set by the catalog: the release or options applied")
     config: EngineConfig
+    other_configs: dict[str, EngineConfig] = Field(
+        default_factory=dict, description="The same plan said for the engine's other tools, by "
+        "tool (Genie's genie_config.json, a coremltools conversion), rendered beside the config")
     training_config: EngineConfig | None = Field(
         None, description="The config for training where the engine trains with another tool "
         "(mlx-lm: mlx_lm.lora)")

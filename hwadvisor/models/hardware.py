@@ -180,6 +180,10 @@ class ComputePath(Strict):
         description="peak: a vendor figure; effective: from a published run (see basis)")
     sustained_tflops: float | None = Field(
         None, gt=0, description="After minutes of load, where published")
+    bandwidth_gbps: float | None = Field(
+        None, gt=0, description="Memory bandwidth this unit reaches, measured, where it is "
+        "below the chip's (the Neural Engine's own fabric); caps the weight stream")
+    bandwidth_basis: str = Field("", description="How bandwidth_gbps was measured, and where")
     basis: str = Field(min_length=1, description="How the figure was read or derived")
     source: str = Field(min_length=1)
 

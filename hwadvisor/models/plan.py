@@ -70,6 +70,10 @@ class EngineConfig(Strict):
     not_expressed: list[str] = Field(
         default_factory=list, description="Steps this engine has no flag for, with the reason")
     notes: list[str] = Field(default_factory=list)
+    tool: str = Field("", description="The engine's other tool this config is for (genie, "
+                      "coremltools); empty for the engine's own config")
+    also: list["EngineConfig"] = Field(
+        default_factory=list, description="The same plan for the engine's other tools")
 
 
 class PlanLayout(Strict):

@@ -265,6 +265,9 @@ class _Rates:
     act_gemm: float  # FLOP/s of a large 16-bit GEMM
     peak16: float  # datasheet 16-bit peak, FLOP/s
     vector: float  # FLOP/s of matrix-vector kernels on the vector units
+    vector_rows: int  # up to this many rows the kernel is such a kernel (0: the faster path)
+    width_half: float  # the kernel's half point over the weight's dims (0: only the shape factor)
+    rows_half: float  # the kernel's own half point over the rows (0: the family's)
     kernel: str  # weight kernel family
     dequant: float | None  # the kernel's compute share of peak16; None: cuBLAS-class GEMMs
     weight_only: bool  # weights dequantised to 16 bits in the kernel (int4, GGUF, MLX, NF4)
@@ -288,7 +291,8 @@ def rates(setup: Setup) -> _Rates:
     res, opts, wl = setup.res, setup.options, setup.workload
     family = res.family
     weights = working_weight_dtype(setup)
-    kernel = E.quant_kernel(weights, E.engine_kernels(wl), family, opts.quant_kernel)
+    kernels = E.engine_kernels(wl)
+    kernel = E.quant_kernel(weights, kernels, family, opts.quant_kernel)
     engine = E.engine_time(wl, family)
     backend = engine.attention
     if opts.attention_kernel == "math":
@@ -313,14 +317,18 @@ def rates(setup: Setup) -> _Rates:
         gemm=res.gemm_tflops * 1e12,
         act_gemm=res.act_gemm_tflops * 1e12,
         peak16=peak16,
-        vector=res.vector_tflops * 1e12 * C.GEMV_VECTOR_EFFICIENCY,
+        vector=res.vector_tflops * 1e12 * E.vector_efficiency(kernel, family, kernels.rates),
+        vector_rows=E.vector_rows(kernel, family, kernels.rates),
+        width_half=E.width_half(kernel, family, kernels.rates),
+        rows_half=E.rows_half(kernel, family, kernels.rates),
         kernel=kernel,
         # An on-device path's rate is the quantised kernel's own (XNNPACK's int8 dot, the HTP's
         # w4a16): no 16-bit dequantise share on top.
-        dequant=None if res.compute_path else E.kernel_compute_fraction(kernel, family),
+        dequant=None if res.compute_path else E.kernel_compute_fraction(kernel, family,
+                                                                         kernels.rates),
         weight_only=formats.weight_format(weights).kind == "weight-only"
         and not res.compute_path,
-        gemv=E.gemv_efficiency(kernel, family),
+        gemv=E.gemv_efficiency(kernel, family, kernels.rates),
         act_bytes=setup.act_bytes,
         offload=setup.offload_fraction,
         flat=E.kernel_flat_rate(kernel) and not res.compute_path,
@@ -350,12 +358,14 @@ def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float,
     if r.flat:
         compute = r.peak16 * (r.dequant or 1.0)
     else:
-        shape = E.gemm_shape_factor(m, n, k, r.half_dim)
+        shape = (E.gemm_shape_factor(m, n, k, r.half_dim) * E.width_factor(n, k, r.width_half)
+                 * E.rows_factor(m, r.half_dim, r.rows_half))
         if r.dequant is not None:
             compute = r.peak16 * r.dequant * shape
         else:
             compute = (r.act_gemm if r.weight_only else r.gemm) * shape
-        compute = max(compute, r.vector)
+        # llama.cpp's mul_mat_vec kernels serve up to 8 rows without tensor cores
+        compute = r.vector if m <= r.vector_rows else max(compute, r.vector)
     memory = min(r.stream * r.gemv, r.theoretical) * stream_share
     return Op(name, flops, nbytes, compute, memory, r.overlap_p, host, r.host_rate)
 
@@ -581,9 +591,18 @@ def kernels_per_forward(setup: Setup, tokens: float) -> float:
             moe = C.MOE_KERNELS_EAGER_PER_EXPERT * touched
         else:
             moe = engine.moe_kernels
+        if _deepseek_block(setup):
+            moe += C.DEEPSEEK_MOE_EXTRA_KERNELS
+    if _deepseek_block(setup):
+        per_layer += C.MLA_EXTRA_KERNELS
     layers = spec.num_layers * _layer_share(setup)
     return layers * per_layer + setup.parts.moe_layers * _layer_share(setup) * moe + \
         C.KERNELS_OUTSIDE_LAYERS
+
+
+def _deepseek_block(setup: Setup) -> bool:
+    """Whether the layers are DeepSeek-V2/V3's (MLA attention): their kernel counts are larger."""
+    return setup.spec.attention == "mla" and bool(setup.spec.kv_lora_rank)
 
 
 def _layer_share(setup: Setup) -> float:

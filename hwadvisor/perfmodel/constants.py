@@ -154,13 +154,20 @@ STREAM_BANDWIDTH_FRACTION: dict[str, float] = {
 # dtype class ("16" = bf16/fp16, "8" = fp8/int8, "4" = fp4, "32" = tf32/fp32).
 # Hopper: H200 matmul-peak trial, bf16 758.7 / 989.5 = 0.77, tf32 382.9 / 494.5 = 0.77,
 # fp8 1356.3 / 1979 = 0.69 (torch._scaled_mm per-tensor, fast accumulation; other runs
-# 0.69-0.74). Blackwell fp8 (Transformer Engine, B200 Megatron training), CDNA 3 fp8 (vLLM
-# on MI300X) and Apple 16-bit (llama.cpp f16 prefill): fit to the tune split. Others: assumed.
+# 0.69-0.74). Blackwell fp8 (Transformer Engine, B200 Megatron training) and Apple 16-bit
+# (llama.cpp f16 prefill): fit to the tune split. CDNA 3 fp8: the FP8 peak is twice bf16's, and
+# hipBLASLt reaches it in the same proportion as the whole step shows: ROCm/TransformerEngine
+# issue #78 (2024-10-22) measured the Llama-3-70B FSDP proxy at 717-747 TFLOP/s per MI300X in
+# FP8 (0.27-0.29 of 2614.9) against 951.6 per H100 with the same script (0.48 of 1979); the
+# H100's large-GEMM share is 0.69 (above), 1.43x its whole-step share, and the same ratio on
+# MI300X gives 0.40 (1046 TFLOP/s, 1.45x the bf16 GEMM's 719). Until 2026-12-03 this was 0.27,
+# fit to the Oracle 405B rows, which left FP8 prefill no faster than bf16 on MI300X.
+# Others: assumed.
 GEMM_PEAK_FRACTION: dict[str, dict[str, float]] = {
     "nvidia-hopper": {"16": 0.77, "8": 0.69, "32": 0.77, "4": 0.6},
     "nvidia-blackwell": {"16": 0.72, "8": 0.47, "32": 0.72, "4": 0.45},
     "nvidia": {"16": 0.80, "8": 0.70, "32": 0.80, "4": 0.6},
-    "amd-cdna3": {"16": 0.55, "8": 0.27, "32": 0.55, "4": 0.25},
+    "amd-cdna3": {"16": 0.55, "8": 0.40, "32": 0.55, "4": 0.25},
     "amd": {"16": 0.60, "8": 0.55, "32": 0.60, "4": 0.5},
     "apple": {"16": 0.80, "8": 0.80, "32": 0.80, "4": 0.80},
     "mobile": {"16": 0.5, "8": 0.5, "32": 0.5, "4": 0.5},
@@ -191,8 +198,9 @@ GEMM_HALF_DIM: dict[str, float] = {"apple": 32.0, "mobile": 4.0, "default": 128.
 # torch-int4: H200 int4 trial (gate_up 20.3 us for
 # 30.5 MB at batch 1, with the compute term) = 0.45. marlin: "near-ideal 3.87x over fp16 up to
 # batch 16-32" (IST-DASLab/marlin README) = 0.9. llama.cpp (legacy quants and f16) and MLX per
-# vendor, CUTLASS-class fp8 on CDNA 3 (vLLM): fit to the tune split; MLX streams more of the
-# bandwidth than llama.cpp's Metal kernels on the same chip (above 1: capped at the datasheet).
+# vendor, fp8 on CDNA 3 (vLLM: torch._scaled_mm / hipBLASLt): fit to the tune split; MLX
+# streams more of the bandwidth than llama.cpp's Metal kernels on the same chip (above 1:
+# capped at the datasheet).
 # CUTLASS fp8 on NVIDIA 0.85, ExLlamaV2 0.85, bitsandbytes' gemv_4bit 0.5, the on-device
 # engines' int4 GEMV 0.8, the llama.cpp and default rows: assumptions. coreml-int4: Core ML's
 # int4 per-block GPU matmuls, fit to the one published run (Apple, "On Device Llama 3.1 with
@@ -201,7 +209,7 @@ GEMM_HALF_DIM: dict[str, float] = {"apple": 32.0, "mobile": 4.0, "default": 128.
 GEMV_EFFICIENCY: dict[str, float] = {
     "cublas": 0.93,
     "cutlass-fp8": 0.85,
-    "cutlass-fp8@amd": 0.63,
+    "torch-scaled-mm@amd": 0.63,
     "torch-scaled-mm": 0.9,
     "torch-int4": 0.45,
     "marlin": 0.9,
@@ -355,6 +363,24 @@ KERNELS_OUTSIDE_LAYERS = 10.0
 # MixtralSparseMoeBlock: index, gate, up, act, mul, down, index_add); with grouped / fused MoE
 # kernels EngineTime.moe_kernels (vLLM fused_moe: 2 GEMM kernels + routing ~4 = 6).
 MOE_KERNELS_EAGER_PER_EXPERT = 6.0
+# DeepSeek-V2/V3 layers in the serving engines launch more kernels than a Llama layer, read
+# from SGLang's python/sglang/srt/models/deepseek_v2.py (0.4.x; vLLM's deepseek_v2.py runs the
+# same ops) for a decode step of the native block-FP8 checkpoint (weight_block_size 128x128):
+# - MLA, absorbed decode (forward_absorb): q_a_proj, q_b_proj, kv_a_proj_with_mqa and o_proj are
+#   block-FP8 GEMMs, each after its own activation quantisation (per_token_group_quant_fp8) = 8;
+#   q_a and kv_a layernorms 2; the two per-head bmms with W_UK and W_UV, each after a per-tensor
+#   re-quantisation of its input (input_to_float8: abs, amax, clamp, scale, cast) = 12; q/k
+#   concatenation and transposes 4; rotary on the rope part 1. 27 kernels, of which a fused
+#   layer's attention half (qkv, rotary, attention, o_proj, cache write, norm ~ 6) is already in
+#   KERNELS_PER_LAYER["fused"]: 21 more.
+MLA_EXTRA_KERNELS = 21.0
+# - the DeepSeek MoE block: the router's grouped top-k in plain torch ops (sglang
+#   srt/layers/moe/topk.py grouped_topk / biased_grouped_topk: sigmoid or softmax, bias add,
+#   per-group top-2 and sum, group top-k, mask build and scatter, masked fill, top-k, gather,
+#   renormalise ~ 13), block-FP8 activation quantisation before both expert GEMMs 2, the shared
+#   expert (two quantisations, two GEMMs, SiLU-and-mul = 5) and the routed scaling and sum 2:
+#   22 beyond the engine's grouped-MoE kernels (EngineTime.moe_kernels).
+DEEPSEEK_MOE_EXTRA_KERNELS = 22.0
 # A grouped MoE GEMM tile streams one expert's (BLOCK_N x K) weights after one DRAM latency
 # (~0.5 us on Hopper: Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU
 # Architecture", arXiv:2402.13499; Chips and Cheese's H100 measurements agree) at its SM's

@@ -44,7 +44,9 @@ from hwadvisor.perfmodel.layout import resolve_layout
 from hwadvisor.perfmodel.memory import memory_estimate
 from hwadvisor.perfmodel.overhead import (
     StepTime,
+    decode_graphed,
     eager_op_s,
+    graph_batch_limit,
     graphs_on,
     host_step_s,
     optimizer_kernels,
@@ -69,8 +71,14 @@ def _model_notes(setup: Setup, deciding: Phase, timing: StepTime,
                  top: list[tuple[str, float]]) -> list[str]:
     opts, res = setup.options, setup.res
     r = rates(setup)
-    launch = "CUDA graph replay" if graphs_on(setup) else (
+    graphed = graphs_on(setup) and (setup.training or deciding.name != "decode step"
+                                     or decode_graphed(setup))
+    launch = "CUDA graph replay" if graphed else (
         f"eager launches at {eager_op_s(setup) * 1e6:.1f} us each on the host")
+    limit = graph_batch_limit(setup)
+    if graphs_on(setup) and not graphed and limit is not None:
+        launch += (f": batch {setup.batch} is above the {limit} sequences "
+                   f"{setup.workload.engine} captures CUDA graphs for by default")
     notes = [
         "time = sum over op groups of max(FLOPs / rate, bytes / rate) at achievable rates, "
         f"+ {res.kernel_floor_s * 1e6:.1f} us per kernel, against the host's launches "
@@ -80,7 +88,8 @@ def _model_notes(setup: Setup, deciding: Phase, timing: StepTime,
         f"{r.attention_rate / 1e12:.0f} TFLOP/s, weight kernel {r.kernel} at "
         f"{r.gemv:.0%} of the stream when streaming weights",
         f"{deciding.name}: {timing.kernels:.0f} kernels ({launch}); "
-        f"engine {setup.workload.engine} host work {host_step_s(setup) * 1e3:.2f} ms per forward",
+        f"engine {setup.workload.engine} host work "
+        f"{host_step_s(setup, graphed) * 1e3:.2f} ms per forward",
         f"elementwise ops: {r.elementwise} ({'torch.compile' if opts.compiled else 'engine'}"
         " kernels)",
         "largest op groups: " + ", ".join(f"{name} {seconds * 1e3:.3g} ms"
@@ -279,7 +288,7 @@ def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | 
     start, end = prefill_span(setup)
     forwards = max(1.0, math.ceil(setup.batch * (end - start) / chunk)) if chunk else 1.0
     pre_t = step_time(setup, pre, forwards=forwards)
-    dec_t = step_time(setup, dec)
+    dec_t = step_time(setup, dec, graphed=decode_graphed(setup))
     comm = communication(setup, {"prefill": pre_t.gpu_s, "decode": dec_t.gpu_s}, busbw)
     prefill_s = pre_t.step_s + comm.prefill.exposed_s
     forward_s = dec_t.step_s + comm.decode.exposed_s

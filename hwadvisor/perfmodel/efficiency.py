@@ -17,6 +17,7 @@ All functions are pure and cheap: one estimate calls them a few dozen times.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,7 @@ from hwadvisor.perfmodel import constants as C
 from hwadvisor.perfmodel import formats
 
 if TYPE_CHECKING:
-    from hwadvisor.engines.schema import Costs, Kernels, Recipe
+    from hwadvisor.engines.schema import Costs, KernelRate, Kernels, Recipe
 
 # --- device families --------------------------------------------------------------------------
 
@@ -183,34 +184,114 @@ def quant_kernel(weights_dtype: str, kernels: Kernels, family: str,
     return "cublas"
 
 
-def gemv_efficiency(kernel: str, family: str) -> float:
+def gemv_efficiency(kernel: str, family: str,
+                    release: Mapping[str, KernelRate] | None = None) -> float:
     """Share of the stream bandwidth a weight-streaming matmul reaches at decode (M small).
 
     Above 1 for kernels that stream better than the family's reference (the caller caps the
     product at the theoretical bandwidth). A kernel listed in GEMV_RELATIVE is that share of
     its base kernel's (K-quants of llama.cpp's legacy quants), unless the table names it for
-    the family itself.
+    the family itself. `release`: the engine release's measured rates (its data file's
+    kernels.rates), which come before the general table.
     """
-    found = _keyed(C.GEMV_EFFICIENCY, kernel, family)
+    found = _keyed(_release_table(release, "gemv"), kernel, family)
+    if found is None:
+        found = _keyed(C.GEMV_EFFICIENCY, kernel, family)
     if found is None and kernel in C.GEMV_RELATIVE:
         base, factor = C.GEMV_RELATIVE[kernel]
-        return gemv_efficiency(base, family) * factor
+        return gemv_efficiency(base, family, release) * factor
     return found if found is not None else C.GEMV_EFFICIENCY["default"]
 
 
-def _keyed(table: dict[str, float], kernel: str, family: str) -> float | None:
+def _release_table(release: Mapping[str, KernelRate] | None, field: str) -> dict[str, float]:
+    """Return the release's figures of one kind ('gemv', 'compute' ...), keyed as the tables."""
+    out: dict[str, float] = {}
+    for key, rate in (release or {}).items():
+        value = getattr(rate, field)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _keyed(table: Mapping[str, float], kernel: str, family: str) -> float | None:
     for key in (f"{kernel}@{family}", f"{kernel}@{family.split('-', 1)[0]}", kernel):
         if key in table:
             return table[key]
     return None
 
 
-def kernel_compute_fraction(kernel: str, family: str) -> float | None:
-    """Share of the 16-bit dense peak this kernel family computes at; None: cuBLAS-class GEMMs."""
-    found = _keyed(C.KERNEL_COMPUTE_FRACTION, kernel, family)
+def kernel_compute_fraction(kernel: str, family: str,
+                            release: Mapping[str, KernelRate] | None = None) -> float | None:
+    """Share of the 16-bit dense peak this kernel family computes at; None: cuBLAS-class GEMMs.
+
+    `release`: the engine release's measured rates, before the general table.
+    """
+    found = _keyed(_release_table(release, "compute"), kernel, family)
+    if found is None:
+        found = _keyed(C.KERNEL_COMPUTE_FRACTION, kernel, family)
     if found is None and kernel in C.GEMV_RELATIVE:
-        return kernel_compute_fraction(C.GEMV_RELATIVE[kernel][0], family)
+        return kernel_compute_fraction(C.GEMV_RELATIVE[kernel][0], family, release)
     return found
+
+
+def vector_efficiency(kernel: str, family: str,
+                      release: Mapping[str, KernelRate] | None = None) -> float:
+    """Share of the fp32 vector peak a kernel's few-row matmuls compute at.
+
+    Few rows: decode of a few sequences. The engine release's measured figure, else
+    GEMV_VECTOR_EFFICIENCY.
+    """
+    found = _keyed(_release_table(release, "vector"), kernel, family)
+    if found is None and kernel in C.GEMV_RELATIVE:
+        return vector_efficiency(C.GEMV_RELATIVE[kernel][0], family, release)
+    return found if found is not None else C.GEMV_VECTOR_EFFICIENCY
+
+
+def width_half(kernel: str, family: str,
+               release: Mapping[str, KernelRate] | None = None) -> float:
+    """Return the kernel's half point over the weight's dims (N, K); 0: none stated."""
+    found = _keyed(_release_table(release, "width_half"), kernel, family)
+    if found is None and kernel in C.GEMV_RELATIVE:
+        return width_half(C.GEMV_RELATIVE[kernel][0], family, release)
+    return float(found or 0.0)
+
+
+def width_factor(n: float, k: float, half: float) -> float:
+    """GEMM rate of weights (N, K) against 8192 x 8192 for a kernel whose rate grows with both."""
+    if half <= 0.0:
+        return 1.0
+    ref = (8192.0 / (8192.0 + half)) ** 2
+    return min(1.0, n / (n + half) * k / (k + half) / ref)
+
+
+def rows_half(kernel: str, family: str,
+              release: Mapping[str, KernelRate] | None = None) -> float:
+    """Return the kernel's own half point over the rows (M); 0: the family's GEMM_HALF_DIM."""
+    found = _keyed(_release_table(release, "rows_half"), kernel, family)
+    if found is None and kernel in C.GEMV_RELATIVE:
+        return rows_half(C.GEMV_RELATIVE[kernel][0], family, release)
+    return float(found or 0.0)
+
+
+def rows_factor(m: float, half: float, own: float) -> float:
+    """Re-weigh the shape factor's row term from the family's half point to the kernel's own."""
+    if own <= 0.0 or own == half:
+        return 1.0
+    m = max(m, C.GEMM_MIN_ROWS)
+
+    def term(h: float) -> float:
+        return m / (m + h) * (8192.0 + h) / 8192.0
+
+    return term(own) / term(half)
+
+
+def vector_rows(kernel: str, family: str,
+                release: Mapping[str, KernelRate] | None = None) -> int:
+    """Rows up to which the kernel computes on the vector units only (0: none stated)."""
+    found = _keyed(_release_table(release, "vector_rows"), kernel, family)
+    if found is None and kernel in C.GEMV_RELATIVE:
+        return vector_rows(C.GEMV_RELATIVE[kernel][0], family, release)
+    return int(found or 0)
 
 
 def kernel_overlap_p(kernel: str) -> float | None:

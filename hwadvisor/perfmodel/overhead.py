@@ -62,21 +62,60 @@ def graphs_on(setup: Setup) -> bool:
     return setup.options.cuda_graphs and not setup.training
 
 
-def host_step_s(setup: Setup) -> float:
-    """Return the engine's exposed host work per forward (host_overhead_s overrides)."""
+def graph_batch_limit(setup: Setup) -> int | None:
+    """Return the largest decode batch the engine's default CUDA graphs cover here (None: any).
+
+    The engine's data file states it per GPU memory and TP degree (costs.graph_limits: vLLM
+    captures up to min(2 x max_num_seqs, 512) sequences, SGLang's cuda_graph_max_bs follows the
+    GPU's memory and TP); a larger decode step finds no captured graph and runs eagerly.
+    """
+    from hwadvisor.engines.schema import graph_batch_limit as limit_for
+
+    limits = E.engine_time(setup.workload, setup.res.family).graph_limits
+    memory = setup.device.memory_total_bytes
+    if not limits or not memory:
+        return None
+    return limit_for(limits, memory / 2**30, setup.layout.tp)
+
+
+def decode_graphed(setup: Setup) -> bool:
+    """CUDA graphs replay the decode step: graphs on and the batch within the captured sizes."""
+    if not graphs_on(setup):
+        return False
+    limit = graph_batch_limit(setup)
+    return limit is None or setup.batch <= limit
+
+
+def host_step_s(setup: Setup, graphed: bool = False) -> float:
+    """Return the engine's exposed host work per forward (host_overhead_s overrides).
+
+    graphed: the forward replays as a CUDA graph, so an engine that prepares the next step
+    while the GPU replays this one exposes less (its costs' host_s_graphed).
+    """
     if setup.options.host_overhead_s is not None:
         return setup.options.host_overhead_s
-    return E.engine_time(setup.workload, setup.res.family).host_s
+    costs = E.engine_time(setup.workload, setup.res.family)
+    if graphed and costs.host_s_graphed is not None:
+        return costs.host_s_graphed
+    return costs.host_s
 
 
-def step_time(setup: Setup, phase: Phase, forwards: float = 1.0) -> StepTime:
-    """Time of a phase of `forwards` forwards (host work counted once per forward)."""
+def step_time(setup: Setup, phase: Phase, forwards: float = 1.0,
+              graphed: bool | None = None) -> StepTime:
+    """Time of a phase of `forwards` forwards (host work counted once per forward).
+
+    graphed: whether CUDA graphs replay it (None: whenever graphs are on; decode passes
+    decode_graphed, which also checks the engine's largest captured batch).
+    """
     floors = phase.kernels * setup.res.kernel_floor_s
-    if graphs_on(setup):
+    if graphed is None:
+        graphed = graphs_on(setup)
+    if graphed:
         launch = forwards * C.GRAPH_NODE_S * 10.0  # one cudaGraphLaunch ~10 us
     else:
         launch = phase.host_kernels * eager_op_s(setup)
-    return StepTime(phase.busy_s, floors, launch, forwards * host_step_s(setup), phase.kernels)
+    return StepTime(phase.busy_s, floors, launch, forwards * host_step_s(setup, graphed),
+                    phase.kernels)
 
 
 def parameter_tensors(setup: Setup) -> int:

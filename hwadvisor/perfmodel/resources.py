@@ -250,8 +250,9 @@ def _on_device_path(workload: Workload, device: Device, dtype: str,
                     notes.append(f"no {unit} {wanted} figure for {device.name}: used its "
                                  f"{candidate} figure")
                 return path
-    notes.append(f"no {unit} figure for {wanted} matmuls on {device.name} in its profile: the "
-                 "class's fallback peak applies")
+    if not device.peak_tflops:  # a Mac's GPU has its datasheet peaks: nothing to say there
+        notes.append(f"no {unit} figure for {wanted} matmuls on {device.name} in its profile: "
+                     "the class's fallback peak applies")
     return None
 
 
@@ -268,6 +269,13 @@ def _with_path(path: ComputePath, workload: Workload, device: Device, cls: str, 
                     and p.dtype in ("fp16", "bf16")), path)
     act = sixteen.tflops if sixteen.kind == "effective" else \
         sixteen.tflops * E.gemm_peak_fraction(family, sixteen.dtype)
+    if path.bandwidth_gbps and path.bandwidth_gbps < stream:
+        # The Apple Neural Engine reaches far less of the unified memory than the GPU does
+        # (ANEMLL-Bench: 55-126 GB/s on chips of 100-800 GB/s), so its weight stream is capped.
+        stream = path.bandwidth_gbps
+        sources["memory_bandwidth"] = "published-run"
+        notes.append(f"memory bandwidth: the {path.unit} reaches {stream:g} GB/s of the chip's "
+                     f"{bandwidth:g} GB/s ({path.bandwidth_basis})")
     usable = _usable_memory(device, cls, notes)
     return Resources(cls, bandwidth, path.tflops, path.dtype, device.memory_total_bytes, usable,
                      notes, family=family, stream_gbps=stream, gemm_tflops=rate,

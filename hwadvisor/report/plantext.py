@@ -158,3 +158,19 @@ def config_lines(plan: Plan) -> list[str]:
     lines += [f"not in the config: {item}" for item in config.not_expressed]
     lines += [f"note: {item}" for item in config.notes]
     return lines
+
+
+def other_config_blocks(plan: Plan) -> list[list[str]]:
+    """Return the same plan for the engine's other tools (Genie, coremltools), one block each.
+
+    Each block is shaped as config_lines: a heading, the text to paste, then what it could
+    not say.
+    """
+    config = plan.engine_config
+    blocks = []
+    for other in config.also if config is not None else []:
+        lines = [f"the same plan for {other.tool} ({other.format}):", *other.text.splitlines()]
+        lines += [f"not in the {other.tool} config: {item}" for item in other.not_expressed]
+        lines += [f"note: {item}" for item in other.notes]
+        blocks.append(lines)
+    return blocks

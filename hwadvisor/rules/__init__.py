@@ -1,1 +1,1 @@
-"""The rules engine, and the goal playbooks A/B/C as TOML data files next to it."""
+"""The rules: the playbooks as data (playbooks/), the judge of one rule, the search, the advice."""

@@ -1,6 +1,6 @@
 """From the plan search to the advice: the plan, its bottom line, and the items behind it.
 
-recommend() runs the search (rules/plan.py) on the engine's default setup, then says what a
+recommend() runs the search (rules/search.py) on the engine's default setup, then says what a
 practitioner needs next to the steps: whether it fits, how many GPUs would make it fit, the
 largest batch and context the plan holds, the other ways out, and the plan in the engine's own
 words (its flags or config).
@@ -28,8 +28,9 @@ from hwadvisor.models import (
 from hwadvisor.models.plan import EngineConfig, EngineLine
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.context import Estimator, RuleContext
-from hwadvisor.rules.engine import Candidate, baseline, default_estimator, fits_limit
-from hwadvisor.rules.plan import (
+from hwadvisor.rules.judge import Candidate, baseline, default_estimator, fits_limit
+from hwadvisor.rules.playbooks.schema import Rule, rules_for_goal
+from hwadvisor.rules.search import (
     SearchResult,
     beyond_budget,
     fmt_metric,
@@ -43,7 +44,6 @@ from hwadvisor.rules.plan import (
     step_of,
     tier,
 )
-from hwadvisor.rules.playbook import Rule, rules_for_goal
 
 MAX_SEARCH_GPUS = 1024
 MAX_BATCH = 1 << 16
@@ -122,7 +122,7 @@ def plan_at(goal: Goal, rules: list[Rule], ctx: RuleContext) -> FitAt:
             start, options = baseline(workload, ctx.device)
             result = search(goal, rules, start, ctx.device, ctx.host, options, ctx.estimator,
                             fit_only=True)
-            seen[count] = (bool(result.final.facts["fits"]), result.final.estimate)
+            seen[count] = (bool(result.final.facts.fits), result.final.estimate)
         return seen[count]
 
     return fit_at
@@ -140,7 +140,7 @@ def min_gpus(ctx: RuleContext, fit_at: FitAt, seed: Estimate | None = None
         return None
     counts = _counts(ctx.workload.gpus, _per_node(ctx.device, ctx.workload))
     misses = [] if seed is None else [(ctx.workload.gpus, float(seed.memory.total_bytes))]
-    found = _fewest(counts, fit_at, ctx.facts["limit_bytes"], misses)
+    found = _fewest(counts, fit_at, ctx.facts.limit_bytes, misses)
     return (counts[found], fit_at(counts[found])[1]) if found is not None else None
 
 
@@ -326,10 +326,19 @@ def smaller_model(goal: Goal, result: SearchResult, floor: float = USABLE_TOKENS
     states: list[tuple[RuleContext, list[str]]] = [(ctx, [])]
     if lean is not None:
         states.append((lean, dropped))
+    unloaded = _without_offload(result)
     fitting: list[tuple[bool, bool, int, str, Estimate, list[str]]] = []
     for preset, same_vocab, params in presets:
         best: tuple[Estimate, list[str]] | None = None
-        for state, without in states:
+        tried = states
+        if unloaded is not None:
+            # The big model's offload was sized to fit the big model: a smaller one that fits
+            # on the GPUs without it runs without it, whatever the goal.
+            workload, est = _estimate_preset(unloaded[0], preset)
+            if fits_limit(est, unloaded[0].facts):
+                best = (est, unloaded[1])
+                tried = [s for s in states if s[1]]  # the plan without its fit-only steps
+        for state, without in tried:
             workload, est = _estimate_preset(state, preset)
             if not fits_limit(est, state.facts):
                 continue
@@ -419,6 +428,18 @@ def _estimate_preset(state: RuleContext, preset: str) -> tuple[Workload, Estimat
     return workload, state.estimator(workload, state.device, state.options)
 
 
+# The plan step that keeps layers in host RAM (rules/memory.toml).
+OFFLOAD_RULE = "cpu-offload"
+
+
+def _without_offload(result: SearchResult) -> tuple[RuleContext, list[str]] | None:
+    """Return the plan replayed without its weight offload and the step's id; None without one."""
+    ids = [s.candidate.rule.id for s in result.steps]
+    if OFFLOAD_RULE not in ids:
+        return None
+    return result.replay([i for i in ids if i != OFFLOAD_RULE]), [OFFLOAD_RULE]
+
+
 def _without_fit_steps(result: SearchResult) -> tuple[RuleContext | None, list[str]]:
     """Return the plan replayed without its fit-only steps and changes of method, and their ids.
 
@@ -444,18 +465,18 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule],
     ctx = result.final
     out: list[PlanAlternative] = []
     pool = list(rules.values())
-    if ctx.facts["fits"]:
+    if ctx.facts.fits:
         pool = [r for r in pool if tier(r) == 1]  # the plan fits: more GPUs instead of offload
     # Not fitting, the plan is the deepest cut this pool finds at the current count.
     found = min_gpus(ctx, plan_at(goal, pool, result.base),
-                     seed=None if ctx.facts["fits"] else ctx.estimate)
+                     seed=None if ctx.facts.fits else ctx.estimate)
     count = found[0] if found is not None else None
     if found is not None:
         gpus, est = found
         out.append(PlanAlternative(
             id="more-gpus", title=f"{gpus} x {ctx.device.name}", changes={"gpus": gpus},
             fits=True, metric=goal_value(goal, est), memory_per_gpu_bytes=est.memory.total_bytes,
-            text=(f"the plan fits on {gpus} x {ctx.device.name}" if not ctx.facts["fits"] else
+            text=(f"the plan fits on {gpus} x {ctx.device.name}" if not ctx.facts.fits else
                   f"without offload or a change of method it fits on {gpus} x {ctx.device.name}")
             + f": {units.gb(est.memory.total_bytes)} per GPU, {metric_words(goal, est)}"))
     in_plan = {s.candidate.rule.id for s in result.steps}
@@ -660,7 +681,7 @@ def longest_request(ctx: RuleContext) -> int | None:
 
 def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
     """Return the plan in the engine's own words (its data file), each line traced to its step."""
-    from hwadvisor.engines import STEP_IDS, engine_for, render_config
+    from hwadvisor.engines import STEP_IDS, engine_for, render_config, render_other_configs
 
     engine = engine_for(ctx.workload)
     steps = [s.id for s in plan.steps if s.id in STEP_IDS]
@@ -673,13 +694,23 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
         # The checkpointing level the model counted, in the engine's words.
         forms["activation-checkpointing"] = ("selective" if ctx.options.selective_checkpointing
                                              else "full")
-    rendered = render_config(engine, steps, _engine_values(ctx, plan),
-                             str(ctx.device.device_class), forms, ctx.workload.phase)
+    values = _engine_values(ctx, plan)
+    device_class = str(ctx.device.device_class)
+    rendered = render_config(engine, steps, values, device_class, forms, ctx.workload.phase)
+    others = render_other_configs(engine, steps, values, device_class, forms) \
+        if ctx.workload.phase == "inference" else []
+    return _said(engine.id, engine.version, rendered,
+                 [_said(engine.id, engine.version, other) for other in others])
+
+
+def _said(engine_id: str, version: str, rendered: Any,
+          also: list[EngineConfig] | None = None) -> EngineConfig:
+    """Return a rendered config as the report states it."""
     return EngineConfig(
-        engine=engine.id, version=engine.version, format=rendered.format, text=rendered.text,
+        engine=engine_id, version=version, format=rendered.format, text=rendered.text,
         lines=[EngineLine(setting=line.setting, step=line.step) for line in rendered.lines],
         not_expressed=[f"{n.step}: {n.reason}" for n in rendered.not_expressed],
-        notes=list(rendered.notes))
+        notes=list(rendered.notes), tool=rendered.tool, also=also or [])
 
 
 def per_gpu(device: Device) -> str:
@@ -706,7 +737,7 @@ def memory_plan_at_floor(result: SearchResult, rules: list[Rule], host: HostInfo
                     options, estimator)
     ids = [t.candidate.rule.id for t in looser.steps]
     tried = [result, search_steps(goal, rules, workload, device, host, options, estimator, ids)]
-    fitting = [r for r in tried if r.final.facts["fits"]]
+    fitting = [r for r in tried if r.final.facts.fits]
     if not fitting:
         return result
     above = [r for r in fitting if _usable(r.final.estimate, workload, floor)]
@@ -722,7 +753,7 @@ def latency_plan(result: SearchResult, host: HostInfo | None, options: Any,
     found = search("inference-latency", rules_for_goal("inference-latency"), result.base.workload,
                    ctx.device, host, options, estimator)
     est, mine = found.final.estimate, ctx.estimate
-    if not found.final.facts["fits"] or not est.times.tpot_s or not mine.times.tpot_s:
+    if not found.final.facts.fits or not est.times.tpot_s or not mine.times.tpot_s:
         return None
     faster = mine.times.tpot_s / est.times.tpot_s
     if faster < LATENCY_PLAN_FASTER:
@@ -806,11 +837,11 @@ def _worth_listing(goal: Goal, c: Candidate, result: SearchResult) -> bool:
 
 def _not_enough(goal: Goal, result: SearchResult, c: Candidate) -> str:
     """Say why a candidate stayed out: its own effect, and the goal's metric when that differs."""
-    from hwadvisor.rules.engine import GOAL_METRIC
-    from hwadvisor.rules.metrics import prediction
+    from hwadvisor.rules.playbooks.goals import goal_spec
+    from hwadvisor.rules.playbooks.metrics import prediction
 
     why = f"on the plan it would not help enough: {c.prediction.text}"
-    metric = GOAL_METRIC[goal]
+    metric = goal_spec(goal).metric
     before, after = goal_value(goal, result.final.estimate), None
     if c.after is not None:
         after = goal_value(goal, c.after)
@@ -827,7 +858,7 @@ def _rejected(goal: Goal, result: SearchResult, recs: list[Recommendation]) -> l
     for rule_id, c in result.unchosen.items():
         if rule_id in shown:
             continue
-        if tier(c.rule) > 1 and result.final.facts["fits"]:
+        if tier(c.rule) > 1 and result.final.facts.fits:
             why = "not needed: the plan fits without it"
         else:
             why = _not_enough(goal, result, c)
@@ -859,15 +890,15 @@ def recommend(
     below_floor = False
     if goal == "memory-footprint" and start.phase == "inference":
         result = memory_plan_at_floor(result, chosen, host, options, estimator, floor)
-        below_floor = result.final.facts["fits"] and \
+        below_floor = result.final.facts.fits and \
             not _usable(result.final.estimate, start, floor)
     final = result.final
     steps = [step_of(goal, t, i) for i, t in enumerate(result.steps, start=1)]
-    fits = bool(final.facts["fits"])
+    fits = bool(final.facts.fits)
     plan = Plan(
         engine=workload.engine, steps=steps, fits=fits,
         memory_per_gpu_bytes=final.estimate.memory.total_bytes,
-        device_memory_bytes=final.facts["limit_bytes"],
+        device_memory_bytes=final.facts.limit_bytes,
         metric=plan_metric(goal, result.base.estimate, final.estimate),
         ttft_s=final.estimate.times.ttft_s, tpot_s=final.estimate.times.tpot_s,
         tokens_per_s=final.estimate.tokens_per_s, layout=layout_of(final),

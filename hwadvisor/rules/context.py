@@ -7,13 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hwadvisor.models import Device, Estimate, HostInfo, MemoryEstimate, ModelOptions, Workload
+from hwadvisor.rules.playbooks.facts import Facts
 
 Estimator = Callable[[Workload, Device, ModelOptions], Estimate]
 
 
-def within_limit(total_bytes: float, facts: dict[str, Any]) -> bool:
+def within_limit(total_bytes: float, facts: Facts) -> bool:
     """Whether a state needing total_bytes per GPU fits its memory limit (no limit: it fits)."""
-    limit = facts["limit_bytes"]
+    limit = facts.limit_bytes
     return limit is None or total_bytes <= limit
 
 # The workload fields an estimate depends on (all but the nested spec, keyed on its own).
@@ -46,7 +47,7 @@ class RuleContext:
     host: HostInfo | None
     options: ModelOptions
     estimate: Estimate
-    facts: dict[str, Any]
+    facts: Facts
     estimator: Estimator
     _cache: dict[Any, Estimate] = field(default_factory=dict)
 

@@ -36,7 +36,7 @@ class TrialContext:
     cuda_index: int | None = None
     # GPU processes seen before the first trial (the runner's check for others on the GPU)
     gpu_pids_before: set[int] | None = None
-    # the plan's stacked-step spec (rules/plancheck.PlanTrialSpec as a dict): plan-step's input
+    # the plan's stacked-step spec (rules/plan_step.PlanTrialSpec as a dict): plan-step's input
     plan_spec: dict[str, Any] | None = None
     collective: CollectiveSettings = field(default_factory=CollectiveSettings)
     compile_mode: str | None = None  # torch.compile mode instead of the trial's default

@@ -10,9 +10,10 @@ Benchmarks, by engine (their output formats as of the versions hwadvisor pins):
   the repetitions); `llama-batched-bench` at batch > 1 (its markdown table: T_PP, S_PP, T_TG,
   S_TG for -npp P -ntg G -npl B).
 - vllm: `vllm bench latency --output-json` (avg_latency of one batch of B requests, P in, G out).
-- sglang: `python -m sglang.bench_one_batch --result-filename` (JSON lines: prefill_latency,
-  median_decode_latency, their throughputs).
-- mlx: `mlx_lm.benchmark` ("prompt_tps=..., generation_tps=..." averages).
+- sglang: `python -m sglang.benchmark.one_batch --result-filename` (JSON lines:
+  prefill_latency, median_decode_latency, their throughputs).
+- mlx: `mlx_lm.benchmark` ("prompt_tps=..., generation_tps=..." averages; the whole batch's
+  rates when -b > 1).
 
 The model must be a local file or folder (a GGUF file for llama.cpp): a preset name gives
 `unsupported` with that reason, as does an engine not on PATH. No torch here.
@@ -303,13 +304,18 @@ def parse_vllm_latency(text: str, work: BenchWorkload) -> BenchRun:
 def sglang_command(
     work: BenchWorkload, config: EngineConfig | None, out_dir: Path
 ) -> tuple[list[str], list[str]]:
-    """Python -m sglang.bench_one_batch at the workload's batch and lengths."""
+    """Python -m sglang.benchmark.one_batch at the workload's batch and lengths.
+
+    The one-batch benchmark moved from sglang/bench_one_batch.py to sglang/benchmark/one_batch.py
+    (sglang 0.5.23, the pinned release, has only the latter; its own tests run it so:
+    sglang/test/test_utils.py run_bench_one_batch).
+    """
     del config
     return (
         [
             sys.executable,
             "-m",
-            "sglang.bench_one_batch",
+            "sglang.benchmark.one_batch",
             "--model-path",
             work.model,
             "--batch-size",
@@ -328,7 +334,9 @@ def sglang_command(
 def parse_sglang(text: str, work: BenchWorkload) -> BenchRun:
     """bench_one_batch's JSON lines: prefill_latency, median_decode_latency and throughputs."""
     rows = [json.loads(ln) for ln in text.splitlines() if ln.strip().startswith("{")]
-    row = next((r for r in rows if r.get("batch_size") == work.batch), rows[-1] if rows else None)
+    # the file is opened for appending: the last row of this batch size is this run's
+    row = next((r for r in reversed(rows) if r.get("batch_size") == work.batch),
+               rows[-1] if rows else None)
     if row is None:
         raise ValueError("bench_one_batch wrote no result")
     step = row.get("median_decode_latency")
@@ -367,17 +375,24 @@ MLX_TPS = re.compile(r"prompt_tps=([\d.]+).*?generation_tps=([\d.]+)", re.S)
 
 
 def parse_mlx(text: str, work: BenchWorkload) -> BenchRun:
-    """mlx_lm.benchmark's last averages line: prompt_tps and generation_tps (per sequence)."""
+    """mlx_lm.benchmark's last averages line: prompt_tps and generation_tps.
+
+    At batch 1 they are one sequence's rates (stream_generate's GenerationResponse); at a larger
+    batch they are the whole batch's (batch_generate's BatchStats: every sequence's tokens over
+    the shared prompt / generation time, mlx_lm/generate_utils.py at mlx-lm 0.32.2). Published
+    runs show it: Qwen3-Next-80B-A3B 4-bit gives generation_tps=65.3 at -b 1 and 301.9 at -b 16
+    (ml-explore/mlx-lm#478), not 16 x 65.
+    """
     found = MLX_TPS.findall(text)
     if not found:
         raise ValueError("mlx_lm.benchmark printed no prompt_tps / generation_tps")
     p_tps, g_tps = (float(x) for x in found[-1])
     return BenchRun(
         EngineFigures(
-            ttft_s=work.prompt_len / p_tps if p_tps else None,
-            tpot_s=1.0 / g_tps if g_tps else None,
-            prefill_tokens_per_s=p_tps * work.batch,
-            decode_tokens_per_s=g_tps * work.batch,
+            ttft_s=work.batch * work.prompt_len / p_tps if p_tps else None,
+            tpot_s=work.batch / g_tps if g_tps else None,
+            prefill_tokens_per_s=p_tps,
+            decode_tokens_per_s=g_tps,
         )
     )
 

@@ -1,7 +1,7 @@
 """The plan validated as a whole: its stacked step measured against the baseline's.
 
 The pipeline hands over a PlanCheck: the trial's spec (the baseline's knobs and the plan's,
-from rules/plancheck.py), the plan steps no knob of the step can set, and a callback that asks
+from rules/plan_step.py), the plan steps no knob of the step can set, and a callback that asks
 the performance model for the step the trial ran. The trial (trials/plan_step.py) measures; this
 module turns its result into plan.validation:
 
@@ -165,11 +165,11 @@ def _detail(value: float, ci: tuple[float, float] | None, runs: int | None,
 def plan_check(report: Report) -> PlanCheck | None:
     """Return what the validator needs to measure the plan as a whole (None without a plan).
 
-    The plan's knobs, trial spec and re-prediction come from rules/plancheck.py (the plan as
+    The plan's knobs, trial spec and re-prediction come from rules/plan_step.py (the plan as
     one measurable step); this turns them into the PlanCheck that plan_verdict reads.
     """
     from hwadvisor.probe.target import primary_device
-    from hwadvisor.rules.plancheck import metric_words, predicted_ratio, trial_spec
+    from hwadvisor.rules.plan_step import metric_words, predicted_ratio, trial_spec
 
     plan = report.plan
     if plan is None or report.workload is None or report.goal is None:

@@ -34,8 +34,8 @@ from typing import Literal
 from hwadvisor.models import Recommendation, TrialResult, Validation
 from hwadvisor.models.stats import from_interval, median_interval, quotient_estimate
 from hwadvisor.models.trial import Effect
-from hwadvisor.rules.metrics import METRICS
-from hwadvisor.rules.playbook import VerdictSpec, rule_by_id
+from hwadvisor.rules.playbooks.metrics import METRICS
+from hwadvisor.rules.playbooks.schema import VerdictSpec, rule_by_id
 
 MIN_EFFECT = 0.03  # a gain under 3% is no gain when the rule names no min_gain
 

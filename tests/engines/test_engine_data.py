@@ -113,7 +113,7 @@ def test_every_placeholder_is_known(engines, engine_id):
 
 
 def test_every_playbook_rule_is_a_plan_step():
-    from hwadvisor.rules.playbook import load_rules
+    from hwadvisor.rules.playbooks.schema import load_rules
 
     assert {rule.id for rule in load_rules()} <= set(STEP_IDS)
 
@@ -327,8 +327,8 @@ def _engine_text(engine_id: str) -> str:
      'applies = ["flash-atention", "prefix-caching", "paged-kv', "flash-atention"),
     ("deepspeed", 'fsdp2-zero3 = ["zero_optimization.overlap_comm = true"]',
      'fsdp2-zero3 = ["zero_optimization.overlap_comm = yes"]', "not a json value"),
-    ("vllm", 'int4 = { nvidia = "marlin", default = "torch-int4" }',
-     'int4 = { nvidia = "marlinn", default = "torch-int4" }', "marlinn"),
+    ("vllm", 'int4 = { nvidia = "marlin", amd = "exllamav2", default = "torch-int4" }',
+     'int4 = { nvidia = "marlinn", amd = "exllamav2", default = "torch-int4" }', "marlinn"),
     ("vllm", 'host_s = 0.0002', 'host_s = -1', "host_s"),
 ])
 def test_typos_fail_at_load_time(engine_id, old, new, message):
@@ -357,6 +357,56 @@ def test_engines_package_imports_no_cli_or_torch():
 
 def test_costs_measured_on_a_family_replace_the_general_ones_there_only():
     costs = get_engine("llamacpp").costs
-    assert costs.for_family("nvidia-hopper").host_s == 0.0  # measured on the H200
-    assert costs.for_family("nvidia-ada").host_s == costs.host_s > 0  # the tune split's fit
+    assert costs.for_family("nvidia-hopper").host_s_graphed == 0.0  # measured on the H200
+    assert costs.for_family("nvidia-hopper").host_s == costs.host_s > 0  # eager runs pay it
+    assert costs.for_family("nvidia-ada").host_s_graphed is None  # the tune split's fit
     assert costs.for_family(None) is costs
+
+
+def test_llamacpp_versions_are_build_numbers_and_older_builds_get_their_kernel_rates():
+    from hwadvisor.engines.catalog import release_tuple
+
+    assert release_tuple("b2843") == (2843,)
+    assert release_tuple("0c1e57098") is None  # a commit has no order
+    pinned = get_engine("llamacpp")
+    old = get_engine("llamacpp", "b2843")
+    assert pinned.defaults.cuda_graphs and not old.defaults.cuda_graphs  # graphs came in b2850
+    key = "llamacpp-f16@nvidia-hopper"
+    assert pinned.kernels.rates[key].gemv and old.kernels.rates[key].gemv is None
+    assert "kernel rates of that release" in " ".join(old.variant_notes)
+    between = get_engine("llamacpp", "b3000")  # graphs, but the F16 GEMV before PR #9816
+    assert between.defaults.cuda_graphs and between.kernels.rates[key].gemv is None
+
+
+def test_kernel_rates_must_name_a_known_kernel_and_a_family():
+    from hwadvisor.engines.schema import History, Kernels
+
+    base = {"dense": "cublas", "fp8": "cublas", "int4": "marlin", "int4_words": "Marlin"}
+    with pytest.raises(ValueError, match="no kernel"):
+        Kernels.model_validate({**base, "rates": {"nosuch@nvidia": {"gemv": 1.0}}})
+    with pytest.raises(ValueError, match="kernel@family"):
+        Kernels.model_validate({**base, "rates": {"cublas": {"gemv": 1.0}}})
+    with pytest.raises(ValueError, match="no kernel"):
+        History.model_validate({"before": "1.0", "source": "x",
+                                "kernel_rates": {"nosuch@amd": {}}})
+# TensorRT-LLM 1.2.0rc2's speculative_config dispatch (DecodingBaseConfig.from_dict in
+# tensorrt_llm/llmapi/llm_args.py, read from the 1.2.0rc2 docs' source view:
+# https://nvidia.github.io/TensorRT-LLM/1.2.0rc2/_modules/tensorrt_llm/llmapi/llm_args.html).
+# Any other decoding_type stops trtllm-serve with "Invalid decoding type". Until a flag table
+# for trtllm exists (tests/engines/test_flags.py NO_TABLE), this checks the YAML notes' types.
+TRTLLM_DECODING_TYPES = {"MTP", "Medusa", "Eagle", "Lookahead", "NGram", "DraftTarget",
+                         "SaveState", "UserProvided", "AUTO"}
+
+
+def test_trtllm_speculative_notes_name_decoding_types_the_pinned_release_takes() -> None:
+    import re
+
+    from hwadvisor.engines import load_engines
+
+    engine = load_engines()["trtllm"]
+    assert engine.version == "1.2.0rc2"
+    notes = engine.config.step_notes
+    named = {step: re.findall(r"decoding_type: (\w+)", text) for step, text in notes.items()}
+    used = {t for types in named.values() for t in types}
+    assert used and used <= TRTLLM_DECODING_TYPES, named
+    assert "speculative_model_dir" in notes["speculative-decoding-eagle3"]

@@ -81,7 +81,9 @@ def test_kernel_families_by_format_and_engine() -> None:
 
     assert kernel("bf16", "vllm", hopper) == "cublas"
     assert kernel("int4", "vllm", hopper) == "marlin"
-    assert kernel("int4", "vllm", "amd-cdna3") == "torch-int4"
+    # ROCm: vLLM's Triton W4A16 / ExLlama kernels, Marlin being CUDA-only
+    assert kernel("int4", "vllm", "amd-cdna3") == "exllamav2"
+    assert kernel("int4", "sglang", "amd-cdna3") == "torch-int4"
     assert kernel("int4", "hf", hopper) == "torch-int4"
     assert kernel("q4_0", "llamacpp", hopper) == "llamacpp"
     assert kernel("q4_k_m", "llamacpp", hopper) == "llamacpp-k"

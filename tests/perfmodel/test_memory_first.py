@@ -11,7 +11,7 @@ from hwadvisor.models import ModelOptions
 from hwadvisor.perfmodel import PerfModel, estimate, estimate_memory
 from hwadvisor.pipeline import build_workload
 from hwadvisor.probe.target import primary_device, resolve_target
-from hwadvisor.rules.engine import new_context
+from hwadvisor.rules.judge import new_context
 from hwadvisor.workload import WorkloadRequest
 
 MODELS = ["llama-3.2-1b", "llama-3-8b", "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"]
@@ -50,7 +50,7 @@ def test_perf_model_and_the_context_agree() -> None:
     change = ({"grad_accum": 4}, {"pipeline_stages": 2})
     assert ctx.memory_with(*change) == ctx.estimate_with(*change).memory
     assert ctx.fits_with(*change) == (ctx.estimate_with(*change).memory.total_bytes
-                                      <= ctx.facts["limit_bytes"])
+                                      <= ctx.facts.limit_bytes)
 
 
 def test_an_estimator_without_memory_is_asked_for_the_whole_estimate() -> None:

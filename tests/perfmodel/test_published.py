@@ -34,11 +34,13 @@ def rows(published: ModuleType) -> list:
     return published.evaluate(published.load_figures() + published.e2e_figures())
 
 
-def test_the_data_file_has_its_113_figures_and_a_held_out_third(published: ModuleType) -> None:
+def test_the_data_file_has_its_126_figures_and_a_held_out_third(published: ModuleType) -> None:
     figures = published.load_figures()
-    assert len(figures) == 113
+    assert len(figures) == 126
     check = [f for f in figures if f.split == "check"]
-    assert 0.3 <= len(check) / len(figures) <= 0.4
+    # 57 of 126: the ten Apple figures of 2026-12-03 are all held out (nothing was fitted on
+    # them), and two of that day's three training rows (the 405B plain 1F1B, the 8B async TP)
+    assert 0.3 <= len(check) / len(figures) <= 0.46
     assert {f.split for f in figures} == {"tune", "check"}
 
 

@@ -12,7 +12,7 @@ from hwadvisor.errors import UserError
 from hwadvisor.pipeline import build_workload
 from hwadvisor.probe.target import primary_device, resolve_target
 from hwadvisor.rules.advise import recommend
-from hwadvisor.rules.engine import default_estimator, new_context
+from hwadvisor.rules.judge import default_estimator, new_context
 from hwadvisor.workload import WorkloadRequest
 
 MODELS = ["llama-3.2-1b", "llama-3-8b", "qwen3-8b", "mixtral-8x7b", "llama-3-70b",
@@ -94,7 +94,7 @@ def test_max_batch_fits_and_one_more_does_not(case):
     o = options.model_copy(update={k: v for k, v in changes.items()
                                    if k in type(options).model_fields})
     ctx = new_context(w, device, report.host, o, default_estimator())
-    limit = ctx.facts["limit_bytes"]
+    limit = ctx.facts.limit_bytes
     at = ctx.estimate_with({"batch": final.max_batch}, {})
     over = ctx.estimate_with({"batch": final.max_batch + 1}, {})
     assert at.memory.total_bytes <= limit

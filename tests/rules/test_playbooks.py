@@ -4,6 +4,7 @@ and every rule both passing on a state (with a prediction) and being rejected wi
 from __future__ import annotations
 
 from functools import cache
+from types import SimpleNamespace
 
 import pytest
 
@@ -12,12 +13,17 @@ from hwadvisor.models import Recommendation
 from hwadvisor.pipeline import build_workload as pipeline_workload
 from hwadvisor.probe.target import primary_device, resolve_target
 from hwadvisor.rules.advise import Outcome, recommend
-from hwadvisor.rules.conditions import CONDITIONS, When, failed_conditions
-from hwadvisor.rules.engine import Candidate, Rejection, default_estimator, judge, new_context
-from hwadvisor.rules.facts import FACT_NAMES
-from hwadvisor.rules.metrics import METRICS
-from hwadvisor.rules.playbook import (
-    GOALS,
+from hwadvisor.rules.judge import Candidate, Rejection, default_estimator, judge, new_context
+from hwadvisor.rules.playbooks.conditions import (
+    CONDITIONS,
+    REASON_FIELDS,
+    When,
+    failed_conditions,
+)
+from hwadvisor.rules.playbooks.facts import FACT_FIELDS
+from hwadvisor.rules.playbooks.goals import GOALS
+from hwadvisor.rules.playbooks.metrics import METRICS
+from hwadvisor.rules.playbooks.schema import (
     load_rules,
     load_text,
     rules_for_goal,
@@ -110,7 +116,7 @@ def test_every_reference_in_the_rules_exists():
             r = rule.for_goal(goal)
             for metric in (r.metric, r.metric_if_unfit, r.tradeoff_metric):
                 assert metric is None or metric in METRICS
-            assert template_fields(r.why) <= set(FACT_NAMES)
+            assert template_fields(r.why) <= FACT_FIELDS | set(REASON_FIELDS)
             for name in r.why_not:
                 assert name in CONDITIONS or name in ("min_gain", "no_metric")
         assert rule.references, f"{rule.id} cites no source"
@@ -154,7 +160,8 @@ def test_schema_refuses_unknown_what_if_fields():
 
 
 def test_conditions_are_checked_in_order_and_all_reported():
-    facts = {"phase": "inference", "batch": 32, "device_class": "cpu"}
+    # the three facts these conditions read, by field name as on Facts
+    facts = SimpleNamespace(phase="inference", batch=32, device_class="cpu")
     when = When(phase="training", max_batch=16, device_class_in=["cpu"])
     assert failed_conditions(when, facts) == ["phase", "max_batch"]
     assert failed_conditions(When(phase="inference", max_batch=64), facts) == []
@@ -319,6 +326,22 @@ def test_a_smaller_model_that_fits_whole_drops_the_plans_offload():
     assert smaller.metric < 5.0
 
 
+def test_under_the_memory_goal_a_smaller_model_does_not_inherit_the_big_ones_offload():
+    """The 70B memory plan offloads layers; an 8B that fits whole on the 4090 runs without it.
+
+    Before, the 8B kept the 70B's offloaded share (3.5 GB on the GPU, 9.4 tokens/s): a smaller
+    footprint, but an offload no one would run for a model that fits.
+    """
+    out = run("rtx-4090", "memory-footprint", model="llama-3-70b")
+    assert "cpu-offload" in {s.id for s in out.plan.steps}
+    smaller = [a for a in out.plan.alternatives if a.id == "smaller-model"]
+    assert smaller and all("without cpu-offload" in a.text for a in smaller)
+    first = smaller[0]
+    assert first.memory_per_gpu_bytes is not None and first.memory_per_gpu_bytes > 5e9
+    speed = float(first.text.rsplit(", ", 1)[1].split(" tokens/s")[0])
+    assert speed > 50.0
+
+
 def test_a_smaller_model_trains_without_the_optimizer_offload_it_does_not_need():
     # torchtitan has no optimizer-only offload (its enable_cpu_offload is FSDP2's whole-model
     # CPUOffloadPolicy), so the plan that offloads the optimizer is DeepSpeed's.
@@ -374,7 +397,7 @@ def test_a_checkpoint_with_mtp_layers_drafts_with_them_in_the_engine_config():
 
 def test_mla_alone_is_not_mtp():
     """DeepSeek-V2-style checkpoints have MLA but no MTP layers: no MTP feature, no MTP claim."""
-    from hwadvisor.rules.facts import _features
+    from hwadvisor.rules.playbooks.facts import _features
 
     _, _, v3 = _target("h200-sxm", {"model": "deepseek-v3", "gpus": 8})
     assert {"mla", "mtp", "moe"} <= set(_features(v3))

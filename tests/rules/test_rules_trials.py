@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from hwadvisor.rules.metrics import METRICS
-from hwadvisor.rules.playbook import load_rules
+from hwadvisor.rules.playbooks.metrics import METRICS
+from hwadvisor.rules.playbooks.schema import load_rules
 from hwadvisor.trials import registry
 from hwadvisor.validator.verdicts import metric_kind
 

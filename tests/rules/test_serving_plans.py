@@ -170,7 +170,7 @@ def test_a_bad_quality_is_a_usage_error():
 
 
 def test_mi300x_gpus_talk_over_xgmi_in_the_rule_facts():
-    from hwadvisor.rules.facts import _fast_interconnect
+    from hwadvisor.rules.playbooks.facts import _fast_interconnect
 
     fast, text = _fast_interconnect(profiles.device_from_profile("mi300x"))
     assert fast and "xGMI" in text

@@ -100,7 +100,7 @@ def test_torchtitans_256_gpu_70b_run_fits_with_full_checkpointing():
 
 
 def test_pipeline_micro_batches_come_out_of_the_local_batch():
-    from hwadvisor.rules.planners import pipeline_split
+    from hwadvisor.rules.playbooks.planners import pipeline_split
 
     # 16 sequences per rank and step, 4 stages: 8 micro-batches of 2 (two per stage)
     assert pipeline_split(16, 1, 4) == (2, 8)
@@ -149,7 +149,7 @@ def test_qlora_of_8b_at_batch_4_by_4k_fits_a_4090_with_micro_batch_1():
 
 
 def test_micro_batches_keep_the_global_batch():
-    from hwadvisor.rules.planners import micro_batch_plan
+    from hwadvisor.rules.playbooks.planners import micro_batch_plan
 
     class Ctx:  # the planner reads the workload and asks whether a change fits
         class workload:  # noqa: N801

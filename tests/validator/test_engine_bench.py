@@ -238,3 +238,83 @@ def test_recommend_validate_runs_the_engines_own_benchmark_on_the_model_file(
     assert engine.measured is not None and engine.predicted is not None
     argv = json.loads((tmp_path / "argv.json").read_text())
     assert argv[:2] == ["-m", str(model)]  # the benchmark ran on the user's file
+
+
+# ---------------------------------------------------------------------------------------------
+# Real outputs of the other engines' benchmarks (tests/fixtures/engine_bench/SOURCES.json says
+# where each was published and at which version).
+
+
+def test_every_benchmark_fixture_names_its_source_and_version() -> None:
+    sources = json.loads((FIXTURES / "SOURCES.json").read_text())
+    files = sorted(p.name for p in FIXTURES.iterdir() if p.name != "SOURCES.json")
+    assert sorted(sources) == files
+    assert all(s.get("source") and s.get("version") for s in sources.values())
+
+
+def test_mlx_benchmark_trials_and_averages_read_the_averages_line() -> None:
+    text = (FIXTURES / "mlx_benchmark_b1_2048.txt").read_text()
+    run = eb.parse_mlx(text, eb.BenchWorkload("m", 1, 2048, 128))
+    assert run.figures.prefill_tokens_per_s == pytest.approx(2902.166)
+    assert run.figures.decode_tokens_per_s == pytest.approx(205.099)
+    assert run.figures.ttft_s == pytest.approx(2048 / 2902.166)
+    assert run.figures.tpot_s == pytest.approx(1 / 205.099)
+
+
+@pytest.mark.parametrize(("model", "batch"), [("qwen3_next", 16), ("granite", 32)])
+def test_mlx_benchmark_rates_at_a_batch_are_the_whole_batchs(model: str, batch: int) -> None:
+    # mlx_lm.benchmark -b B reports batch_generate's BatchStats: all sequences' tokens over the
+    # shared time. Read as one sequence's rate, Qwen3-Next at -b 16 would decode each sequence
+    # 4.6x faster than alone at -b 1, which a memory-bound decode cannot do.
+    one = eb.parse_mlx((FIXTURES / f"mlx_benchmark_{model}_b1.txt").read_text(),
+                       eb.BenchWorkload("m", 1, 128, 128))
+    many = eb.parse_mlx((FIXTURES / f"mlx_benchmark_{model}_b{batch}.txt").read_text(),
+                        eb.BenchWorkload("m", batch, 128, 128))
+    assert many.figures.decode_tokens_per_s == pytest.approx(
+        float((FIXTURES / f"mlx_benchmark_{model}_b{batch}.txt").read_text()
+              .split("generation_tps=")[1].split(",")[0]))
+    assert many.figures.tpot_s is not None and one.figures.tpot_s is not None
+    assert many.figures.tpot_s > one.figures.tpot_s  # a step of B sequences is not faster
+    assert many.figures.ttft_s is not None and one.figures.ttft_s is not None
+    assert many.figures.ttft_s > one.figures.ttft_s
+
+
+def test_sglang_result_file_appended_to_reads_this_runs_row() -> None:
+    # bench_one_batch opens --result-filename for appending (sglang/benchmark/one_batch.py)
+    old = {"batch_size": 4, "prefill_latency": 9.0, "median_decode_latency": 0.9}
+    new = {"batch_size": 4, "prefill_latency": 1.0, "median_decode_latency": 0.1}
+    text = json.dumps(old) + "\n" + json.dumps(new) + "\n"
+    run = eb.parse_sglang(text, eb.BenchWorkload("m", 4, 1024, 128))
+    assert run.figures.ttft_s == 1.0 and run.figures.tpot_s == 0.1
+
+
+# ---------------------------------------------------------------------------------------------
+# The commands the validator runs, checked against the pinned engines' own argparse
+
+
+def _command_text(engine: str, config: EngineConfig | None, tmp_path: Path) -> str:
+    work = eb.BenchWorkload("/models/llama", 8, 1024, 128)
+    cmd, _ = eb.BENCHES[engine].command(work, config, tmp_path)
+    if cmd[0] == sys.executable:
+        cmd = ["python", *cmd[1:]]
+    return " ".join(cmd)
+
+
+@pytest.mark.parametrize(("engine", "table_command"), [
+    ("vllm", "vllm bench latency"),
+    ("sglang", "python -m sglang.benchmark.one_batch"),
+    ("mlx", "mlx_lm.benchmark"),
+])
+def test_the_benchmark_command_takes_only_flags_the_pinned_engine_has(
+        engine: str, table_command: str, tmp_path: Path) -> None:
+    from engine_flag_check import check_cli, table
+
+    data = table(engine)
+    assert data is not None
+    config = EngineConfig(engine="vllm", version="0.33.0", format="cli",
+                          text="vllm serve M \\\n  --max-model-len 8192 \\\n  --dtype half \\\n"
+                               "  --kv-cache-dtype fp8 \\\n  --gpu-memory-utilization 0.9") \
+        if engine == "vllm" else None
+    text = _command_text(engine, config, tmp_path)
+    assert text.startswith(table_command)
+    assert check_cli(text, data["commands"][table_command], table_command) == []

@@ -12,7 +12,7 @@ from hwadvisor.models import (
     PlanTrialSpec,
     TrialResult,
 )
-from hwadvisor.rules import plancheck
+from hwadvisor.rules import plan_step
 from hwadvisor.validator.plan import PlanCheck, applied_from, plan_verdict
 
 # --- the spec: knobs of the baseline and of the plan --------------------------------------
@@ -33,7 +33,7 @@ def test_spec_reads_the_plan_knobs_and_lists_what_it_cannot_run():
     assert "int4-weights" in ids and "speculative-decoding" in ids
     from hwadvisor.probe.target import primary_device
 
-    spec, unmeasured = plancheck.trial_spec(report.workload, primary_device(report), report.goal,
+    spec, unmeasured = plan_step.trial_spec(report.workload, primary_device(report), report.goal,
                                             report.plan)
     assert spec is not None and spec.phase == "inference" and spec.metric == "time"
     # vLLM's baseline: CUDA graphs and flash attention on, bf16 weights.
@@ -49,7 +49,7 @@ def test_replay_applies_the_steps_in_order_on_the_baseline():
                      gpus=8)
     from hwadvisor.probe.target import primary_device
 
-    base_wl, base_opts, wl, opts = plancheck.replay(report.workload, primary_device(report),
+    base_wl, base_opts, wl, opts = plan_step.replay(report.workload, primary_device(report),
                                                     report.plan)
     for step in report.plan.steps:
         for key in step.changes:
@@ -62,10 +62,10 @@ def test_replay_applies_the_steps_in_order_on_the_baseline():
 
 
 def test_unmeasured_reasons_are_specific():
-    assert "GPUs" in plancheck._unmeasured_reason({"sharding": "fsdp"}, "training")
-    assert "bitsandbytes" in plancheck._unmeasured_reason({"finetune": "qlora"}, "training")
-    assert "kernels" in plancheck._unmeasured_reason({"weights_dtype": "int8"}, "training")
-    assert "compile" in plancheck._unmeasured_reason({"compiled": True}, "inference")
+    assert "GPUs" in plan_step._unmeasured_reason({"sharding": "fsdp"}, "training")
+    assert "bitsandbytes" in plan_step._unmeasured_reason({"finetune": "qlora"}, "training")
+    assert "kernels" in plan_step._unmeasured_reason({"weights_dtype": "int8"}, "training")
+    assert "compile" in plan_step._unmeasured_reason({"compiled": True}, "inference")
 
 
 def test_predicted_ratio_for_int4_decode_on_the_h200():
@@ -76,14 +76,14 @@ def test_predicted_ratio_for_int4_decode_on_the_h200():
     device = primary_device(report)
     shape = {"hidden_size": 4096, "num_heads": 32, "num_kv_heads": 8, "head_dim": 128,
              "intermediate_size": 14336, "layers": 4}
-    knobs = dict(plancheck.knobs(report.workload, plancheck.replay(
+    knobs = dict(plan_step.knobs(report.workload, plan_step.replay(
         report.workload, device, report.plan)[1]))
     applied = {"baseline": knobs, "plan": {**knobs, "weights": "int4"}, "shape": shape,
                "baseline_batch": 1, "plan_batch": 1, "context_len": 2304, "device": "cuda:0"}
-    ratio = plancheck.predicted_ratio(report.workload, device, "inference", "time", applied)
+    ratio = plan_step.predicted_ratio(report.workload, device, "inference", "time", applied)
     assert ratio is not None and ratio > 1.2
     # Measured on the host CPU while planned for the H200: nothing to compare.
-    assert plancheck.predicted_ratio(report.workload, device, "inference", "time",
+    assert plan_step.predicted_ratio(report.workload, device, "inference", "time",
                                      {**applied, "device": "cpu"}) is None
 
 
@@ -291,7 +291,7 @@ def test_fp8_training_is_named_unmeasured_with_the_reason():
     from hwadvisor.probe.target import primary_device
 
     assert "fp8-training" in [s.id for s in report.plan.steps]
-    spec, unmeasured = plancheck.trial_spec(report.workload, primary_device(report), report.goal,
+    spec, unmeasured = plan_step.trial_spec(report.workload, primary_device(report), report.goal,
                                             report.plan)
     assert "torch.compile fuses its casts" in unmeasured["fp8-training"]
 
@@ -310,6 +310,6 @@ def test_predicted_memory_of_the_decode_step_is_weights_and_cache():
     applied = {"baseline": base, "plan": {**base, "weights": "int4", "kv": "fp8"},
                "shape": shape, "baseline_batch": 16, "plan_batch": 16, "context_len": 2304,
                "device": "cuda:0"}
-    ratio = plancheck.predicted_ratio(report.workload, primary_device(report), "inference",
+    ratio = plan_step.predicted_ratio(report.workload, primary_device(report), "inference",
                                       "memory", applied)
     assert ratio is not None and abs(ratio / 0.3226 - 1) < 0.1

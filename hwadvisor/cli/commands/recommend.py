@@ -42,7 +42,7 @@ from hwadvisor.cli.options import (
 from hwadvisor.errors import UserError
 from hwadvisor.models import Recommendation, Report
 from hwadvisor.report.gates import apply_gates
-from hwadvisor.rules.playbook import DEFAULT_GOAL, parse_goal
+from hwadvisor.rules.playbooks.goals import DEFAULT_GOAL, parse_goal
 from hwadvisor.workload import WorkloadRequest
 
 GoalOpt = Annotated[
@@ -65,7 +65,7 @@ EngineModelOpt = Annotated[
     typer.Option("--engine-model", help="The model file or folder the engine itself loads (a GGUF "
                  "for llama.cpp, a Hugging Face folder for vLLM, SGLang or MLX): with --validate, "
                  "the engine's own benchmark (llama-bench, vllm bench latency, "
-                 "sglang.bench_one_batch, mlx_lm.benchmark) runs on it where the engine is "
+                 "sglang.benchmark.one_batch, mlx_lm.benchmark) runs on it where the engine is "
                  "installed, and plan.validation.engine holds measured against predicted.",
                  show_default=False),
 ]
@@ -169,14 +169,15 @@ def goal_for(goal: str | None, phase: str | None) -> tuple[str | None, str | Non
 def render(report: Report, explain: bool = True) -> None:
     """Print the recommend report: the sentence to act on, the plan, then the details."""
     from hwadvisor.report.plain import bottom_line
-    from hwadvisor.report.plantext import config_lines, plan_lines
+    from hwadvisor.report.plantext import config_lines, other_config_blocks, plan_lines
 
     begin_view()
     print_wrapped([bottom_line(report)], bold_first=True)
     if report.plan is not None:
         print_wrapped(plan_lines(report))
-        config = config_lines(report.plan)
-        if config:
+        for config in [config_lines(report.plan), *other_config_blocks(report.plan)]:
+            if not config:
+                continue
             print_wrapped(config[:1], bold_first=True)
             # the config itself is not wrapped: it is pasted as printed
             body = [line for line in config[1:] if not line.startswith(("note: ", "not in "))]

@@ -1,10 +1,10 @@
-"""The rules engine: judge one rule on one state of the plan, and predict its effect.
+"""The judge: whether one rule applies to one state of the plan, and what it predicts there.
 
 A state is the workload and the knobs as the plan has them so far (the engine's defaults
 first). Judging a rule on it: check its conditions against the facts of that state; if one
 fails, the rule is rejected with its why-not. Otherwise run the performance model on the rule's
 what-if (or its predictor) applied to the state, read the rule's metric before and after, and
-return the candidate with the goal's metric after it too. rules/plan.py searches over the
+return the candidate with the goal's metric after it too. rules/search.py searches over the
 candidates; this module never ranks.
 """
 
@@ -23,20 +23,17 @@ from hwadvisor.models import (
     Prediction,
     Workload,
 )
-from hwadvisor.models.recommend import Goal
-from hwadvisor.rules.conditions import CONDITIONS, ENGINE_REASONS, expected_text, failed_conditions
 from hwadvisor.rules.context import Estimator, RuleContext, within_limit
-from hwadvisor.rules.facts import fit_text, gb
-from hwadvisor.rules.metrics import METRICS, gain, prediction, read_metric, tradeoff_text
-from hwadvisor.rules.planners import PLANNERS, PREDICTORS, Plan
-from hwadvisor.rules.playbook import Rule
-
-# The goal's one metric (issue "plans, not lists"): what a plan is ranked and searched on.
-GOAL_METRIC: dict[Goal, str] = {
-    "training-throughput": "estimate.tokens_per_s",
-    "inference-latency": "estimate.times.request_latency_s",
-    "memory-footprint": "estimate.memory.total_bytes",
-}
+from hwadvisor.rules.playbooks.conditions import (
+    CONDITIONS,
+    ENGINE_REASONS,
+    expected_text,
+    failed_conditions,
+)
+from hwadvisor.rules.playbooks.facts import Facts, fit_text, gb
+from hwadvisor.rules.playbooks.metrics import METRICS, gain, prediction, read_metric, tradeoff_text
+from hwadvisor.rules.playbooks.planners import PLANNERS, PREDICTORS, Plan
+from hwadvisor.rules.playbooks.schema import Rule
 
 
 class _Formatter(string.Formatter):
@@ -51,13 +48,13 @@ class _Formatter(string.Formatter):
 _FORMATTER = _Formatter()
 
 
-def render(template: str, facts: dict[str, Any], **extra: Any) -> str:
+def render(template: str, facts: Facts, **extra: Any) -> str:
     """Fill a why / why-not template with facts (and extras such as `expected`)."""
-    return _FORMATTER.vformat(template, (), {**facts, **extra})
+    return _FORMATTER.vformat(template, (), {**facts.as_dict(), **extra})
 
 
 def default_estimator() -> Estimator:
-    """Return the performance model, as the rules engine calls it (imported on first use)."""
+    """Return the performance model, as the judge calls it (imported on first use)."""
     from hwadvisor.perfmodel import PerfModel
 
     return PerfModel()
@@ -78,7 +75,7 @@ class State:
     @property
     def fits(self) -> bool:
         """Whether this state fits the memory limit."""
-        return bool(self.ctx.facts["fits"])
+        return bool(self.ctx.facts.fits)
 
 
 @dataclass
@@ -111,7 +108,7 @@ class Rejection(Exception):
         self.conditions = conditions
 
 
-def why_not(rule: Rule, name: str, facts: dict[str, Any], **extra: Any) -> str:
+def why_not(rule: Rule, name: str, facts: Facts, **extra: Any) -> str:
     """Return the rule's why-not for a failed condition (its own template, else the default)."""
     template = rule.why_not.get(name)
     if template is None:
@@ -119,7 +116,7 @@ def why_not(rule: Rule, name: str, facts: dict[str, Any], **extra: Any) -> str:
     return render(template, facts, **extra)
 
 
-def variant_of(rule: Rule, facts: dict[str, Any]) -> Any:
+def variant_of(rule: Rule, facts: Facts) -> Any:
     """Return the first of the rule's platform variants whose conditions hold, else None."""
     for variant in rule.variants:
         if not failed_conditions(variant.when, facts):
@@ -129,21 +126,21 @@ def variant_of(rule: Rule, facts: dict[str, Any]) -> Any:
 
 def after_fit_text(ctx: RuleContext, after: Estimate) -> str:
     """'after this: 38 GB needed of 80 GB: fits' (or how much it is still over)."""
-    limit = ctx.facts["limit_bytes"]
-    text = fit_text(after.memory.total_bytes, limit, ctx.facts["limit_source"])
+    limit = ctx.facts.limit_bytes
+    text = fit_text(after.memory.total_bytes, limit, ctx.facts.limit_source)
     if limit is not None and after.memory.total_bytes > limit:
         over = gb(after.memory.total_bytes - limit)
         return f"after this: {text} — still {over} over"
     return f"after this: {text}"
 
 
-def fits_limit(estimate: Estimate, facts: dict[str, Any]) -> bool:
+def fits_limit(estimate: Estimate, facts: Facts) -> bool:
     """Whether an estimate fits the state's memory limit (the app limit on phones)."""
     return within_limit(estimate.memory.total_bytes, facts)
 
 
 def _metric_for(rule: Rule, ctx: RuleContext) -> str:
-    if not ctx.facts["fits"] and rule.metric_if_unfit:
+    if not ctx.facts.fits and rule.metric_if_unfit:
         return rule.metric_if_unfit
     return rule.metric
 
@@ -204,7 +201,7 @@ def _alternatives(rule: Rule, ctx: RuleContext, metric: str) -> Candidate:
         results.append((value, label, after, spec_changes))
     if not results:
         raise Rejection(f"no alternative shrinks the {METRICS[metric].label} of "
-                        f"{ctx.facts['model']}", ["no_metric"])
+                        f"{ctx.facts.model}", ["no_metric"])
     results.sort(key=lambda r: r[0])
     best_value, best_label, best_after, best_changes = results[0]
     notes = ["alternatives: " + "; ".join(r[1] for r in results)]
@@ -289,18 +286,18 @@ def why_text(candidate: Candidate, ctx: RuleContext) -> str:
     if variant is not None and variant.note:
         parts.append(render(variant.note, facts))
     parts.extend(candidate.notes)
-    if candidate.after is not None and not facts["fits"]:
+    if candidate.after is not None and not facts.fits:
         parts.append(after_fit_text(ctx, candidate.after))
     return sentences(parts)
 
 
-def title_of(rule: Rule, facts: dict[str, Any]) -> str:
+def title_of(rule: Rule, facts: Facts) -> str:
     """Return the rule's title, or its platform variant's."""
     variant = variant_of(rule, facts)
     return variant.title if variant is not None and variant.title else rule.title
 
 
-def caveats_of(rule: Rule, facts: dict[str, Any]) -> list[str]:
+def caveats_of(rule: Rule, facts: Facts) -> list[str]:
     """Return the rule's caveats plus its platform variant's."""
     variant = variant_of(rule, facts)
     return [*rule.caveats, *(variant.caveats if variant is not None else [])]
@@ -310,7 +307,7 @@ def new_context(workload: Workload, device: Device, host: HostInfo | None,
                 options: ModelOptions, estimator: Estimator,
                 cache: dict[Any, Estimate] | None = None) -> RuleContext:
     """Return a RuleContext for one state (estimates cached across states in `cache`)."""
-    from hwadvisor.rules.facts import build_facts
+    from hwadvisor.rules.playbooks.facts import build_facts
 
     shared: dict[Any, Estimate] = cache if cache is not None else {}
     key = RuleContext.key_of(workload, options)

@@ -1,4 +1,4 @@
-"""The schema of the playbook files (hwadvisor/rules/*.toml), and their loader.
+"""The schema of the playbook files (hwadvisor/rules/playbooks/*.toml), and their loader.
 
 Unknown keys are refused everywhere; every metric, trial, planner, predictor, condition and
 template field a rule names must exist, so a typo fails at load time (and in the tests).
@@ -14,51 +14,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from hwadvisor.errors import UserError
 from hwadvisor.models import ModelOptions, ModelSpec, Workload
 from hwadvisor.models.recommend import Goal
-from hwadvisor.rules.conditions import CONDITIONS, ENGINE_REASONS, When
-from hwadvisor.rules.facts import FACT_NAMES
-from hwadvisor.rules.metrics import METRICS
+from hwadvisor.rules.playbooks.conditions import CONDITIONS, ENGINE_REASONS, REASON_FIELDS, When
+from hwadvisor.rules.playbooks.facts import FACT_FIELDS
+from hwadvisor.rules.playbooks.metrics import METRICS
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
-
-GOALS: tuple[Goal, ...] = ("training-throughput", "inference-latency", "memory-footprint")
-# Inference latency is the default goal: it applies on every device class (a phone, a laptop,
-# a CPU-only host, an H200), while training advice only makes sense where people train.
-DEFAULT_GOAL: Goal = "inference-latency"
-# The playbooks' letters (A, B, C) and full names both name a goal.
-GOAL_ALIASES: dict[str, Goal] = {
-    "a": "training-throughput",
-    "training-throughput": "training-throughput",
-    "b": "inference-latency",
-    "inference-latency": "inference-latency",
-    "c": "memory-footprint",
-    "memory-footprint": "memory-footprint",
-}
-# The phase a goal implies when --phase is not given.
-GOAL_PHASE: dict[Goal, str] = {
-    "training-throughput": "training",
-    "inference-latency": "inference",
-    "memory-footprint": "inference",
-}
-
-
-def parse_goal(value: str | None) -> Goal:
-    """Return the goal for a name or alias (a, b, c); raise UserError listing the choices."""
-    if value is None:
-        return DEFAULT_GOAL
-    goal = GOAL_ALIASES.get(value.strip().lower())
-    if goal is None:
-        raise UserError(
-            f"unknown goal {value!r}",
-            hint="valid goals: training-throughput (a), inference-latency (b), "
-            "memory-footprint (c)",
-        )
-    return goal
 
 
 class _Strict(BaseModel):
@@ -72,7 +37,7 @@ def template_fields(text: str) -> set[str]:
 
 
 def _check_template(text: str) -> str:
-    unknown = template_fields(text) - set(FACT_NAMES)
+    unknown = template_fields(text) - FACT_FIELDS - set(REASON_FIELDS)
     if unknown:
         raise ValueError(f"template names unknown facts {sorted(unknown)}: {text!r}")
     return text
@@ -95,7 +60,7 @@ class WhatIf(_Strict):
         if self.options:
             ModelOptions(**self.options)  # values must be valid knobs
         if self.planner is not None:
-            from hwadvisor.rules.planners import PLANNERS
+            from hwadvisor.rules.playbooks.planners import PLANNERS
 
             if self.planner not in PLANNERS:
                 raise ValueError(f"unknown planner {self.planner!r}; known: {sorted(PLANNERS)}")
@@ -218,7 +183,7 @@ class Rule(_Strict):
         if (self.what_if is None) == (self.predictor is None):
             raise ValueError(f"{self.id}: give exactly one of what_if and predictor")
         if self.predictor is not None:
-            from hwadvisor.rules.planners import PREDICTORS
+            from hwadvisor.rules.playbooks.planners import PREDICTORS
 
             if self.predictor not in PREDICTORS:
                 raise ValueError(f"{self.id}: unknown predictor {self.predictor!r}")
@@ -282,7 +247,7 @@ def load_text(text: str, source: str = "<text>") -> list[Rule]:
 def load_rules() -> tuple[Rule, ...]:
     """Every rule of the shipped playbooks, validated; ids are unique across files."""
     rules: list[Rule] = []
-    folder = resources.files("hwadvisor.rules")
+    folder = resources.files("hwadvisor.rules.playbooks")
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".toml"):
             rules.extend(load_text(entry.read_text(encoding="utf-8"), entry.name))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hwadvisor.models import ModelOptions
 from hwadvisor.perfmodel.drafters import DRAFTERS
 from hwadvisor.perfmodel.layout import resolve_layout, tp_fits_heads, tp_fits_node
-from hwadvisor.rules.facts import gb
+from hwadvisor.rules.playbooks.facts import gb
 
 if TYPE_CHECKING:
     from hwadvisor.rules.context import RuleContext
@@ -65,7 +65,7 @@ def _offload_fraction(total: int, weights: int, limit: int) -> float:
 def offload_to_fit(ctx: RuleContext) -> Plan:
     """Offload the smallest share of the weights that makes the rest fit; say it with int4 too."""
     mem = ctx.estimate.memory
-    limit = ctx.facts["limit_bytes"]
+    limit = ctx.facts.limit_bytes
     if limit is None or mem.weights_bytes <= 0:
         return Plan(options={"offload_fraction": 1.0}, notes=["memory limit unknown: all weights "
                                                               "offloaded"])
@@ -159,10 +159,10 @@ def tp_plan(ctx: RuleContext) -> Plan:
         if est.tokens_per_s and (best is None or est.tokens_per_s > best[0]):
             best = (est.tokens_per_s, size)
     if best is None:
-        return Plan(reject=f"no tensor-parallel size of 2-8 inside one {ctx.facts['link_text']} "
+        return Plan(reject=f"no tensor-parallel size of 2-8 inside one {ctx.facts.link_text} "
                            "domain fits")
     size = best[1]
-    notes = [f"tensor-parallel size {size} inside one {ctx.facts['link_text']} domain, FSDP2 "
+    notes = [f"tensor-parallel size {size} inside one {ctx.facts.link_text} domain, FSDP2 "
              f"over the other {ctx.workload.gpus // size} ranks (torchtitan-style 2-D)"]
     return Plan(options={"sharding": "fsdp", "tp_size": size, "comm_overlap": True}, notes=notes)
 
@@ -171,7 +171,7 @@ def _link_domain(ctx: RuleContext) -> int:
     """How many GPUs the fast GPU-to-GPU link joins (a node's GPUs when unknown)."""
     inter = ctx.device.interconnect
     domain = inter.gpu_link_domain if inter is not None else None
-    per_node = int(ctx.facts["gpus_per_node"])
+    per_node = int(ctx.facts.gpus_per_node)
     return min(per_node, domain) if domain else per_node
 
 
@@ -183,7 +183,7 @@ def checkpoint_plan(ctx: RuleContext) -> Plan:
     """
     from hwadvisor.engines import engine_for
 
-    limit = ctx.facts["limit_bytes"]
+    limit = ctx.facts.limit_bytes
     selective = ctx.memory_with({"activation_checkpointing": True},
                                 {"selective_checkpointing": True})
     has_selective = engine_for(ctx.workload).says("activation-checkpointing", "selective")
@@ -214,7 +214,7 @@ def cross_entropy_plan(ctx: RuleContext) -> Plan:
                         "copies or saved log-softmax")):
         if engine.says("fused-cross-entropy", form):
             return Plan(options={"cross_entropy": form}, notes=[note])
-    return Plan(reject=f"{ctx.facts['engine_name']} has no fused or chunked cross-entropy")
+    return Plan(reject=f"{ctx.facts.engine_name} has no fused or chunked cross-entropy")
 
 
 def micro_batch_plan(ctx: RuleContext) -> Plan:
@@ -254,7 +254,7 @@ def quantize_4bit(ctx: RuleContext) -> Plan:
     own = _own_format(ctx, "int4")
     chosen = own if own is not None else _format_for(ctx, ("int4", "nf4"))
     if chosen is None:
-        return Plan(reject=f"{ctx.facts['engine_name']} runs no 4-bit weight format")
+        return Plan(reject=f"{ctx.facts.engine_name} runs no 4-bit weight format")
     return Plan(workload={"weights_dtype": chosen}, notes=[f"format {chosen}"])
 
 
@@ -263,7 +263,7 @@ def quantize_8bit(ctx: RuleContext) -> Plan:
     own = _own_format(ctx, "int8")
     chosen = own if own is not None else _format_for(ctx, ("int8",))
     if chosen is None:
-        return Plan(reject=f"{ctx.facts['engine_name']} runs no 8-bit weight format")
+        return Plan(reject=f"{ctx.facts.engine_name} runs no 8-bit weight format")
     return Plan(workload={"weights_dtype": chosen}, notes=[f"format {chosen}"])
 
 
@@ -275,7 +275,7 @@ def quantize_kv(ctx: RuleContext) -> Plan:
     for kind in ("fp8", "q8_0", "int8"):
         if kind in kinds:
             return Plan(workload={"kv_dtype": kind}, notes=[f"KV cache in {kind}"])
-    return Plan(reject=f"{ctx.facts['engine_name']} keeps the KV cache in 16 bits only")
+    return Plan(reject=f"{ctx.facts.engine_name} keeps the KV cache in 16 bits only")
 
 
 def lora_plan(ctx: RuleContext) -> Plan:
@@ -300,13 +300,13 @@ def optimizer_offload_plan(ctx: RuleContext) -> Plan:
     layout = resolve_layout(ctx.workload, ctx.options)
     if engine_for(ctx.workload).costs.offload == "fsdp-cpu" and not (
             layout.strategy in ("fsdp", "hsdp") and layout.shard_degree > 1):
-        return Plan(reject=f"{ctx.facts['engine_name']}'s offload is FSDP2's CPUOffloadPolicy, "
+        return Plan(reject=f"{ctx.facts.engine_name}'s offload is FSDP2's CPUOffloadPolicy, "
                            "applied only where FSDP shards the parameters over several GPUs")
     # fp32 master + Adam m and v (12 B/param, ZeRO-Offload) plus the fp32 gradients the CPU
     # step reads (4 B/param), split over the GPUs' hosts when sharded; FSDP2's
     # CPUOffloadPolicy holds the same: fp32 parameter shards, their gradients, m and v.
-    needed = params * 16.0 / max(ctx.facts["nodes"], 1)
-    host = ctx.facts["host_memory_bytes"]
+    needed = params * 16.0 / max(ctx.facts.nodes, 1)
+    host = ctx.facts.host_memory_bytes
     note = f"the host needs {gb(needed)} of RAM for them per node"
     if host is not None and needed > 0.9 * host:
         return Plan(reject=f"it needs {gb(needed)} of host RAM per node and the planned host "
@@ -437,10 +437,15 @@ def context_plan(ctx: RuleContext) -> Plan:
 
 
 def chunked_prefill_plan(ctx: RuleContext) -> Plan:
-    """Prefill in chunks of the engine's token budget (8192 when it names none)."""
+    """Prefill in chunks of the engine's token budget on this GPU (8192 when it names none)."""
     from hwadvisor.engines import engine_for
+    from hwadvisor.engines.schema import chunk_for_memory
 
-    chunk = engine_for(ctx.workload).defaults.prefill_chunk_tokens or 8192
+    defaults = engine_for(ctx.workload).defaults
+    chunk = defaults.prefill_chunk_tokens or 8192
+    memory = ctx.device.memory_total_bytes
+    if memory:
+        chunk = chunk_for_memory(defaults.prefill_chunk_by_memory, memory / 2**30) or chunk
     return Plan(options={"prefill_chunk_tokens": chunk},
                 notes=[f"{chunk:,} prompt tokens per forward, mixed with the running decodes"])
 
@@ -449,9 +454,9 @@ def serving_engine_plan(ctx: RuleContext) -> Plan:
     """Move the workload to the device class's serving engine, with that engine's defaults."""
     from hwadvisor.engines import baseline_options, default_engine, get_engine
 
-    target = default_engine(ctx.facts["device_class"], "inference")
+    target = default_engine(ctx.facts.device_class, "inference")
     if target == ctx.workload.engine or not get_engine(target).defaults.continuous_batching:
-        return Plan(reject=f"{ctx.facts['engine_name']} is already the serving engine here")
+        return Plan(reject=f"{ctx.facts.engine_name} is already the serving engine here")
     if ctx.workload.weights_dtype not in get_engine(target).weight_formats:
         return Plan(reject=f"{get_engine(target).name} cannot run {ctx.workload.weights_dtype} "
                            "weights")
@@ -478,7 +483,7 @@ def _drafters_here(ctx: RuleContext) -> list[str]:
 
     engine = engine_for(ctx.workload)
     said = [d for d in DRAFTERS if engine.says("speculative-decoding", d, "inference")]
-    if "mtp" in ctx.facts["features"] and "mtp" in said:
+    if "mtp" in ctx.facts.features and "mtp" in said:
         return [d for d in said if not DRAFTERS[d].needs]
     return [d for d in said if d != "mtp"]
 
@@ -506,7 +511,7 @@ def speculative_plan(ctx: RuleContext) -> Plan:
         if latency is not None:
             tried.append((latency, drafter_id))
     if not tried:
-        return Plan(reject=f"{ctx.facts['engine_name']} runs no drafter for this model")
+        return Plan(reject=f"{ctx.facts.engine_name} runs no drafter for this model")
     before = ctx.estimate.times.request_latency_s or 0.0
     latency, best = min(tried)
     chosen, options = DRAFTERS[best], _drafter_options(best, ctx)
@@ -527,7 +532,7 @@ def speculative_plan(ctx: RuleContext) -> Plan:
 def max_batch_fit(ctx: RuleContext) -> Plan:
     """Grow the batch to what continuous batching keeps in flight in free memory (paged KV)."""
     mem = ctx.estimate.memory
-    limit = ctx.facts["limit_bytes"]
+    limit = ctx.facts.limit_bytes
     batch = ctx.workload.batch
     per_seq_kv = mem.kv_cache_bytes / batch if batch else 0
     if limit is None or per_seq_kv <= 0:
@@ -560,7 +565,7 @@ def pd_inter_token(ctx: RuleContext) -> Predicted:
     half = max(1, ctx.workload.gpus // 2)
     pool = ctx.estimate_with({"gpus": half, "nodes": 1, "gpus_per_node": None},
                              {"tp_size": None})
-    limit = ctx.facts["limit_bytes"]
+    limit = ctx.facts.limit_bytes
     if limit is not None and pool.memory.total_bytes > limit:
         return Predicted(before=1.0, after=1.0, reject=(
             f"a pool of {half} GPU(s) would need {gb(pool.memory.total_bytes)} per GPU of "
@@ -569,7 +574,7 @@ def pd_inter_token(ctx: RuleContext) -> Predicted:
     tokens = ctx.workload.batch * ctx.workload.prompt_len
     stall = prefill * min(1.0, chunk / max(tokens, 1))
     kv_per_request = ctx.estimate.memory.kv_cache_bytes / max(ctx.workload.batch, 1)
-    link = ctx.facts["link_text"]
+    link = ctx.facts.link_text
     notes = [f"colocated, a {chunk:,}-token prefill chunk shares each decode step "
              f"(+{stall * 1e3:.1f} ms); disaggregated on {half} + {half} GPUs, prefill runs on its "
              f"own pool and ships {gb(kv_per_request)} of KV per request over {link}"]

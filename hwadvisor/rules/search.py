@@ -30,8 +30,7 @@ from hwadvisor.models import (
 )
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.context import Estimator, RuleContext
-from hwadvisor.rules.engine import (
-    GOAL_METRIC,
+from hwadvisor.rules.judge import (
     Candidate,
     Rejection,
     caveats_of,
@@ -40,8 +39,9 @@ from hwadvisor.rules.engine import (
     title_of,
     why_text,
 )
-from hwadvisor.rules.metrics import METRICS, gain, prediction, read_metric
-from hwadvisor.rules.playbook import Rule
+from hwadvisor.rules.playbooks.goals import goal_spec
+from hwadvisor.rules.playbooks.metrics import gain, prediction, read_metric
+from hwadvisor.rules.playbooks.schema import Rule
 
 if TYPE_CHECKING:
     from hwadvisor.engines import Engine
@@ -56,14 +56,6 @@ PRUNE_TOLERANCE = 0.995
 # A gain below this share is noise of the model, whatever a rule's own min_gain says.
 MIN_PLAN_GAIN = 0.01
 
-# The goal's metric as the plan reports it: name, unit and which way is better.
-GOAL_METRIC_NAME: dict[Goal, tuple[str, str, str]] = {
-    "training-throughput": ("tokens_per_s", "tokens/s", "higher"),
-    "inference-latency": ("request_latency_s", "s", "lower"),
-    "memory-footprint": ("memory_per_gpu_bytes", "bytes", "lower"),
-}
-
-
 def tier(rule: Rule) -> int:
     """1 drop-in change, 2 taken only to fit, 3 a change of method (last resort)."""
     if rule.changes_method:
@@ -73,7 +65,7 @@ def tier(rule: Rule) -> int:
 
 def goal_value(goal: Goal, estimate: Estimate) -> float | None:
     """Return the goal's one metric read from an estimate."""
-    return read_metric(estimate, GOAL_METRIC[goal])
+    return read_metric(estimate, goal_spec(goal).metric)
 
 
 def goal_gain(goal: Goal, before: Estimate, after: Estimate) -> float:
@@ -81,7 +73,7 @@ def goal_gain(goal: Goal, before: Estimate, after: Estimate) -> float:
     b, a = goal_value(goal, before), goal_value(goal, after)
     if b is None or a is None:
         return 1.0
-    return gain(METRICS[GOAL_METRIC[goal]], b, a)
+    return gain(goal_spec(goal).metric_spec, b, a)
 
 
 @dataclass
@@ -286,7 +278,7 @@ class _Searcher:
         recomputation can beat moving the optimizer to the CPU).
         """
         ctx, steps, used = start, list[Taken](), set[str]()
-        while not ctx.facts["fits"] and len(steps) < MAX_STEPS:
+        while not ctx.facts.fits and len(steps) < MAX_STEPS:
             candidates = self.candidates(ctx, used)
             pick = _pick_by_metric(self.goal, ctx, candidates, level) if by_metric else \
                 _pick_to_fit(self.goal, ctx, candidates, level)
@@ -325,7 +317,7 @@ class _Searcher:
         for rule_id in reversed(list(ids)):
             trial = [i for i in ids if i != rule_id]
             _, ctx = self.replay(start, trial)
-            if ctx.facts["fits"] and goal_gain(self.goal, current.estimate,
+            if ctx.facts.fits and goal_gain(self.goal, current.estimate,
                                                ctx.estimate) >= PRUNE_TOLERANCE:
                 ids, current = trial, ctx
         return self.replay(start, ids)
@@ -344,7 +336,7 @@ class _Searcher:
             return steps, self.context(*_state_of(steps[-1]))
         _, before = self.replay(start, [s.candidate.rule.id for s in steps])
         replayed, ctx = self.replay(start, [s.candidate.rule.id for s in ordered])
-        if (ctx.facts["fits"] or not before.facts["fits"]) and (
+        if (ctx.facts.fits or not before.facts.fits) and (
                 goal_gain(self.goal, before.estimate, ctx.estimate) >= 1.0
                 or self._resized_faster(before, ctx)):
             return replayed, ctx
@@ -358,7 +350,7 @@ class _Searcher:
         layers leave the GPU. The memory goal's metric rises to the card's limit (with the
         planner's headroom), the speed by several times; the memory goal keeps the speed.
         """
-        if self.goal != "memory-footprint" or not after.facts["fits"]:
+        if self.goal != "memory-footprint" or not after.facts.fits:
             return False
         b, a = before.estimate.times.tpot_s, after.estimate.times.tpot_s
         return b is not None and a is not None and a < b
@@ -378,7 +370,7 @@ class _Searcher:
         best: tuple[list[Taken], RuleContext] | None = None
         for level in self.levels():
             runs = [self.fit_run(start, level, by_metric) for by_metric in (False, True)]
-            fitting = [self.prune(start, steps) for steps, ctx in runs if ctx.facts["fits"]]
+            fitting = [self.prune(start, steps) for steps, ctx in runs if ctx.facts.fits]
             if fitting:
                 return max(fitting, key=lambda run: goal_gain(self.goal, start.estimate,
                                                               run[1].estimate))
@@ -414,7 +406,7 @@ def search(goal: Goal, rules: list[Rule], workload: Workload, device: Device,
     base = searcher.context(workload, options)
     steps: list[Taken] = []
     ctx = base
-    if not base.facts["fits"]:
+    if not base.facts.fits:
         steps, ctx = searcher.fit(base)
     if fit_only:
         return SearchResult(base=base, final=ctx, steps=steps, already=already,
@@ -462,8 +454,9 @@ def _state_of(taken: Taken) -> tuple[Workload, Any]:
 
 def plan_metric(goal: Goal, base: Estimate, final: Estimate) -> PlanMetric:
     """Return the goal's metric before (engine defaults) and after the whole plan."""
-    name, unit, better = GOAL_METRIC_NAME[goal]
-    return PlanMetric(name=name, unit=unit, better=better,  # type: ignore[arg-type]
+    spec = goal_spec(goal)
+    return PlanMetric(name=spec.report_name, unit=spec.metric_spec.unit,
+                      better=spec.metric_spec.better,
                       before=goal_value(goal, base), after=goal_value(goal, final))
 
 
@@ -473,7 +466,7 @@ def side_effects(goal: Goal, before: Estimate, after: Estimate) -> list[str]:
              "estimate.times.ttft_s", "estimate.times.tpot_s", "estimate.times.train_step_s"]
     out = []
     for path in paths:
-        if path == GOAL_METRIC[goal]:
+        if path == goal_spec(goal).metric:
             continue
         b, a = read_metric(before, path), read_metric(after, path)
         if b is None or a is None or b == 0 or abs(a / b - 1) < 0.02:
@@ -493,7 +486,7 @@ def _to_fit(taken: Taken) -> bool:
     if not taken.needed_to_fit or c.after is None:
         return False
     before = ctx.estimate.memory.total_bytes
-    crossed = bool(c.fits_after) and not ctx.facts["fits"]
+    crossed = bool(c.fits_after) and not ctx.facts.fits
     return crossed or (before > 0 and 1 - c.after.memory.total_bytes / before >= MIN_FIT_CUT)
 
 
@@ -566,5 +559,4 @@ def layout_of(ctx: RuleContext) -> PlanLayout:
 
 def fmt_metric(goal: Goal, value: float | None) -> str:
     """Return the goal's metric in words ('412 ms', '12,300 tokens/s', '38.2 GB')."""
-    _, unit, _ = GOAL_METRIC_NAME[goal]
-    return units.quantity(value, unit)
+    return units.quantity(value, goal_spec(goal).metric_spec.unit)

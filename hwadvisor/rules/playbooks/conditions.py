@@ -2,7 +2,8 @@
 
 A rule's `[rule.when]` table is validated into `When` (unknown keys are refused). Every
 condition has a default why-not template here; a rule may override it in `[rule.why_not]`.
-Templates name facts (see hwadvisor/rules/facts.py) and `{expected}`, the rule's value.
+Templates name facts (fields of `Facts`, facts.py beside it) and `REASON_FIELDS` such as
+`{expected}`, the rule's value.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hwadvisor.models.estimate import Bottleneck
 from hwadvisor.models.workload import Dtype, Optimizer, Phase
+from hwadvisor.rules.playbooks.facts import FACT_FIELDS, Facts
 
 DeviceClassName = Literal["datacenter-gpu", "consumer-gpu", "apple-silicon", "mobile-soc", "cpu"]
 Feature = Literal["moe", "mla", "mtp", "sliding_window", "gqa", "mha"]
-
-Facts = dict[str, Any]
 
 
 class When(BaseModel):
@@ -73,36 +73,51 @@ class When(BaseModel):
     max_kv_fraction: float | None = None
 
 
+def _fact(key: str) -> str:
+    """Return a fact's field name, refusing one `Facts` lacks (a typo fails at import)."""
+    if key not in FACT_FIELDS:
+        raise KeyError(f"a condition reads {key!r}, which is not a field of Facts")
+    return key
+
+
 def _in(key: str) -> Callable[[Facts, Any], bool]:
-    return lambda f, expected: f[key] in expected
+    key = _fact(key)
+    return lambda f, expected: getattr(f, key) in expected
 
 
 def _not_in(key: str) -> Callable[[Facts, Any], bool]:
-    return lambda f, expected: f[key] not in expected
+    key = _fact(key)
+    return lambda f, expected: getattr(f, key) not in expected
 
 
 def _equals(key: str) -> Callable[[Facts, Any], bool]:
-    return lambda f, expected: f[key] == expected
+    key = _fact(key)
+    return lambda f, expected: getattr(f, key) == expected
 
 
 def _at_least(key: str) -> Callable[[Facts, Any], bool]:
-    return lambda f, expected: f[key] is not None and f[key] >= expected
+    key = _fact(key)
+    return lambda f, expected: getattr(f, key) is not None and getattr(f, key) >= expected
 
 
 def _at_most(key: str) -> Callable[[Facts, Any], bool]:
-    return lambda f, expected: f[key] is not None and f[key] <= expected
+    key = _fact(key)
+    return lambda f, expected: getattr(f, key) is not None and getattr(f, key) <= expected
 
 
 def _has_all(key: str) -> Callable[[Facts, Any], bool]:
-    return lambda f, expected: all(item in f[key] for item in expected)
+    key = _fact(key)
+    return lambda f, expected: all(item in getattr(f, key) for item in expected)
 
 
 def _has_any(key: str) -> Callable[[Facts, Any], bool]:
-    return lambda f, expected: any(item in f[key] for item in expected)
+    key = _fact(key)
+    return lambda f, expected: any(item in getattr(f, key) for item in expected)
 
 
 def _has_none(key: str) -> Callable[[Facts, Any], bool]:
-    return lambda f, expected: not any(item in f[key] for item in expected)
+    key = _fact(key)
+    return lambda f, expected: not any(item in getattr(f, key) for item in expected)
 
 
 # name -> (check, default why-not template). The templates are the user-facing reasons.
@@ -195,6 +210,13 @@ ENGINE_REASONS: dict[str, str] = {
     "min_gain": "predicted effect too small to act on: {prediction_text} (acts from a "
     "{expected:.0%} gain)",
     "no_metric": "the performance model gives no {metric_label} for this workload",
+}
+# What a why-not may quote beside the facts: the values the judge hands its templates.
+REASON_FIELDS: dict[str, str] = {
+    "expected": "the rule's value for the failing condition",
+    "metric_label": "the metric's name (no_metric reason)",
+    "gain_pct": "predicted gain in percent (min_gain reason)",
+    "prediction_text": "the prediction in words (min_gain reason)",
 }
 
 

@@ -1,0 +1,121 @@
+"""Core ML and QNN plans say what those engines run: the unit, the tools' own configs, titles.
+
+The coremltools conversion is checked against the names read from the coremltools wheel
+(tests/fixtures/engine_flags/coremltools.json), Genie's genie_config.json against the keys
+Qualcomm AI Hub's exporter writes (genie.json); both tables come from scripts/engine_flags.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from functools import cache
+
+import pytest
+from engine_flag_check import check_keys, check_python, table
+
+from hwadvisor.models import Report
+from hwadvisor.pipeline import recommend_report
+from hwadvisor.workload import WorkloadRequest
+
+B = "inference-latency"
+# Other engines' words that a Core ML or QNN plan must not carry in its steps.
+FOREIGN = ("MLX", "mlx", "llama.cpp", "Q4_K_M", "Q4_0", "Q8_0", "vLLM")
+
+
+@cache
+def _plan(device: str, engine: str, model: str, options: tuple[str, ...] = ()) -> Report:
+    request = WorkloadRequest(model=model, engine=engine, engine_options=options)
+    return recommend_report(B, device, request)
+
+
+def _config(report: Report):  # noqa: ANN202 - the report's EngineConfig
+    assert report.plan is not None and report.plan.engine_config is not None
+    return report.plan.engine_config
+
+
+def _other(report: Report, tool: str):  # noqa: ANN202
+    return next(c for c in _config(report).also if c.tool == tool)
+
+
+def test_the_compute_unit_option_reaches_both_core_ml_configs() -> None:
+    gpu = _plan("m1-max", "coreml", "llama-3.1-8b")
+    npu = _plan("m1-max", "coreml", "llama-3.1-8b", ("compute_unit=npu",))
+    assert 'backend.coreml.compute_units="cpu_and_gpu"' in _config(gpu).text
+    assert 'backend.coreml.compute_units="cpu_and_ne"' in _config(npu).text
+    assert "compute_units=ct.ComputeUnit.CPU_AND_GPU" in _other(gpu, "coremltools").text
+    assert "compute_units=ct.ComputeUnit.CPU_AND_NE" in _other(npu, "coremltools").text
+
+
+def _enum_problems(text: str, enums: dict[str, list[str]]) -> list[str]:
+    """Return ct.ComputeUnit.X / ct.target.Y members that coremltools does not define."""
+    problems = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+            owner = ast.unparse(node.value)
+            if owner in enums and node.attr not in enums[owner]:
+                problems.append(f"{owner}.{node.attr}")
+    return problems
+
+
+@pytest.mark.parametrize("options", [(), ("compute_unit=npu",), ("compute_unit=cpu",)])
+def test_the_coremltools_conversion_uses_names_coremltools_has(options: tuple[str, ...]) -> None:
+    data = table("coremltools")
+    assert data is not None
+    report = _plan("a18-pro", "coreml", "llama-3-8b", options)
+    other = _other(report, "coremltools")
+    assert "linear_quantize_weights" in other.text  # the 8B needs 4-bit weights on a phone
+    assert check_python(other.text, data["commands"]) == []
+    assert _enum_problems(other.text, data["commands"]["enums"]["enums"]) == []
+
+
+def test_a_bad_coremltools_name_is_caught() -> None:
+    data = table("coremltools")
+    assert data is not None
+    bad = ("mlmodel = ct.convert(traced, compute_unit=ct.ComputeUnit.NEURAL_ENGINE)\n"
+           'op = ct.optimize.coreml.OpLinearQuantizerConfig(dtype="int3")\n')
+    assert len(check_python(bad, data["commands"])) == 2
+    enums = data["commands"]["enums"]["enums"]
+    assert _enum_problems(bad, enums) == ["ct.ComputeUnit.NEURAL_ENGINE"]
+
+
+def test_the_genie_config_sets_keys_genie_reads() -> None:
+    data = table("genie")
+    assert data is not None
+    report = _plan("snapdragon-8-elite", "qnn", "llama-3.2-3b")
+    other = _other(report, "genie")
+    parsed = json.loads(other.text)
+    assert check_keys(parsed, data["commands"]["genie_config.json"], "genie") == []
+    assert parsed["dialog"]["engine"]["backend"]["type"] == "QnnHtp"
+    assert parsed["dialog"]["context"]["size"] >= 2048 + 256
+
+
+@pytest.mark.parametrize(("device", "engine", "model"), [
+    ("m1-max", "coreml", "llama-3.1-8b"), ("a18-pro", "coreml", "llama-3-8b"),
+    ("snapdragon-8-elite", "qnn", "llama-3.2-3b"), ("snapdragon-8-gen-3", "qnn", "llama-3-8b"),
+])
+def test_core_ml_and_qnn_steps_do_not_name_other_engines(device: str, engine: str,
+                                                          model: str) -> None:
+    report = _plan(device, engine, model)
+    assert report.plan is not None
+    words = [s.title for s in report.plan.steps] + \
+        [json.dumps(r.model_dump(include={"title", "why"})) for r in report.recommendations]
+    named = [(w, f) for w in words for f in FOREIGN if f in w]
+    assert named == []
+
+
+def test_core_ml_on_the_neural_engine_plans_on_the_profiles_ane_figure() -> None:
+    from hwadvisor import profiles
+    from hwadvisor.engines import baseline_options
+    from hwadvisor.perfmodel import estimate
+    from hwadvisor.workload import build_workload
+
+    device = profiles.device_from_profile("a17-pro")
+    workload = build_workload("llama-3.2-1b", weights_dtype="int4", prompt_len=512, gen_len=64,
+                              engine="coreml", device_memory_bytes=device.memory_total_bytes,
+                              device_class=device.device_class)
+    npu = workload.model_copy(update={"engine_options": {"compute_unit": "npu"}})
+    est = estimate(npu, device, baseline_options(npu, device))
+    assert any("npu via Apple Neural Engine" in a for a in est.assumptions)
+    gpu = estimate(workload, device, baseline_options(workload, device))
+    assert not any("Neural Engine" in a for a in gpu.assumptions)
