@@ -30,8 +30,8 @@ import warnings
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
-from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import Requires, TrialContext, torch_device
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "attention-backends"
 BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
@@ -87,7 +87,7 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
     from torch.nn.attention import SDPBackend
 
-    from hwadvisor.trials.timing import rel_error
+    from hwadvisor.trials.kit.timing import rel_error
 
     device = torch_device(ctx, mps=True)
     dtype_name = common.compute_dtype(device)
@@ -143,7 +143,7 @@ def _time_backends(runnable: dict[str, tuple[Any, float]], q: Any, k: Any, v: An
     import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel
 
-    from hwadvisor.trials.timing import Variant, interleaved
+    from hwadvisor.trials.kit.timing import Variant, interleaved
 
     def call_for(backend: Any) -> Any:
         def call(_i: int) -> Any:

@@ -18,7 +18,7 @@ from hwadvisor.trials.base import (
     torch_device,
     torch_missing,
 )
-from hwadvisor.trials.timing import (
+from hwadvisor.trials.kit.timing import (
     bench,
     check_close,
     effects,

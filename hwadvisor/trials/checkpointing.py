@@ -33,8 +33,8 @@ from __future__ import annotations
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
-from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "activation-checkpointing"
 
@@ -162,8 +162,8 @@ def _saved_bytes(stack: Any, x: Any, probe: Any) -> int:
 def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
 
-    from hwadvisor.trials import blocks
-    from hwadvisor.trials.timing import Variant, paired
+    from hwadvisor.trials.kit import blocks
+    from hwadvisor.trials.kit.timing import Variant, paired
 
     device = torch_device(ctx)
     dtype_name = common.compute_dtype(device)

@@ -47,8 +47,8 @@ from typing import Any
 
 from hwadvisor.models import Measurement, TrialEnvironment, TrialResult, Workload
 from hwadvisor.models.trial import named_effects
-from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import TrialContext, torch_missing
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "collectives"
 OPS = ("all_reduce", "all_gather", "reduce_scatter")

@@ -26,8 +26,8 @@ import time
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.models.stats import LogEstimate
-from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import Requires, TrialContext, torch_device
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "torch-compile"
 MAX_AUTOTUNE_BUDGET_S = 120.0
@@ -84,8 +84,8 @@ def _shape(ctx: TrialContext, device: str) -> common.BlockShape:
 def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
 
-    from hwadvisor.trials import blocks
-    from hwadvisor.trials.timing import Variant, paired, rel_error, sync
+    from hwadvisor.trials.kit import blocks
+    from hwadvisor.trials.kit.timing import Variant, paired, rel_error, sync
 
     device = torch_device(ctx)
     dtype_name = common.compute_dtype(device)

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from hwadvisor.models import TrialResult
-from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import Requires, TrialContext, torch_device
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "cuda-graphs"
 MAX_CONTEXT = 4096
@@ -58,8 +58,8 @@ def _context_len(ctx: TrialContext) -> int:
 def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
 
-    from hwadvisor.trials import blocks
-    from hwadvisor.trials.timing import Variant, paired, rel_error
+    from hwadvisor.trials.kit import blocks
+    from hwadvisor.trials.kit.timing import Variant, paired, rel_error
 
     device = torch_device(ctx)
     dtype = torch.bfloat16

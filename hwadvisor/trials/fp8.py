@@ -26,9 +26,9 @@ from hwadvisor.trials.base import (
     release_memory,
     torch_device,
 )
-from hwadvisor.trials.fp8_ops import FP8_MIN_CC, fp8_dtype, quantize_fp8, scaled_mm
-from hwadvisor.trials.shapes import LinearShape, decode_tokens, linear_shapes, prefill_tokens
-from hwadvisor.trials.timing import (
+from hwadvisor.trials.kit.fp8_ops import FP8_MIN_CC, fp8_dtype, quantize_fp8, scaled_mm
+from hwadvisor.trials.kit.shapes import LinearShape, decode_tokens, linear_shapes, prefill_tokens
+from hwadvisor.trials.kit.timing import (
     Variant,
     check_close,
     combined,
@@ -116,7 +116,7 @@ def _bench_shape(device: str, phase: str, m: int, shape: LinearShape, budget_s: 
     A variant that cannot be built (row-wise scales unsupported) is reported as skipped and the
     others still run; a wrong output (CorrectnessError) propagates and voids the trial.
     """
-    from hwadvisor.trials.timing import CorrectnessError
+    from hwadvisor.trials.kit.timing import CorrectnessError
 
     built: dict[str, tuple[Callable[[int], Any], float, dict[str, float | int | str]]] = {}
     skipped: list[Measurement] = []

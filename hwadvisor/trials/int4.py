@@ -27,7 +27,7 @@ from hwadvisor.trials.base import (
     torch_device,
     torch_missing,
 )
-from hwadvisor.trials.int4_ops import (
+from hwadvisor.trials.kit.int4_ops import (
     GROUP_SIZE,
     INT4_MIN_CC,
     dequantize_int4,
@@ -36,8 +36,8 @@ from hwadvisor.trials.int4_ops import (
     quantize_int4,
     scales_and_zeros,
 )
-from hwadvisor.trials.shapes import LinearShape, linear_shapes
-from hwadvisor.trials.timing import (
+from hwadvisor.trials.kit.shapes import LinearShape, linear_shapes
+from hwadvisor.trials.kit.timing import (
     Variant,
     check_close,
     combined,

@@ -25,8 +25,8 @@ from hwadvisor.trials.base import (
     torch_device,
     torch_missing,
 )
-from hwadvisor.trials.fp8_ops import dequantized, fp8_dtype, quantize_fp8, scaled_mm
-from hwadvisor.trials.timing import (
+from hwadvisor.trials.kit.fp8_ops import dequantized, fp8_dtype, quantize_fp8, scaled_mm
+from hwadvisor.trials.kit.timing import (
     bench,
     check_close,
     effects,

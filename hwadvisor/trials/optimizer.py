@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from hwadvisor.models import TrialResult
-from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "fused-adamw"
 LAYERS = 2
@@ -86,7 +86,7 @@ def _optimizer(weights: list[Any], grads: list[Any], fused: bool) -> tuple[Any, 
 def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
 
-    from hwadvisor.trials.timing import Variant, paired, rel_error
+    from hwadvisor.trials.kit.timing import Variant, paired, rel_error
 
     device = torch_device(ctx, mps=True)
     if ctx.quick or device.startswith("cpu"):

@@ -47,7 +47,6 @@ from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.models.stats import LogEstimate
-from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import (
     TrialContext,
     cuda_available,
@@ -55,6 +54,7 @@ from hwadvisor.trials.base import (
     torch_device,
     torch_missing,
 )
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "plan-step"
 LAYERS = 4
@@ -178,7 +178,7 @@ def _quant_linear_class() -> Any:
     import torch.nn.functional as F
     from torch import nn
 
-    from hwadvisor.trials import fp8_ops, int4_ops
+    from hwadvisor.trials.kit import fp8_ops, int4_ops
 
     class QuantLinear(nn.Module):
         """A bias-free linear whose weight is int4 (torch kernel) or FP8 (row-wise scales).
@@ -319,7 +319,7 @@ class _DecodeSide:
                  device: str, dtype: Any) -> None:
         import torch
 
-        from hwadvisor.trials import blocks
+        from hwadvisor.trials.kit import blocks
 
         self.knobs, self.device = knobs, device
         self.stack = blocks.build_stack(shape, device, dtype, seed=WEIGHT_SEED).eval()
@@ -399,7 +399,7 @@ class _DecodeSide:
 
     def output(self) -> Any:
         """Return the timed step's output (poisoned first, so an unwritten element shows)."""
-        from hwadvisor.trials.timing import poison, sync
+        from hwadvisor.trials.kit.timing import poison, sync
 
         if self.out is not None:
             poison(self.out)
@@ -444,7 +444,7 @@ class _TrainSide:
                  dtype: Any) -> None:
         import torch
 
-        from hwadvisor.trials import blocks
+        from hwadvisor.trials.kit import blocks
 
         self.knobs, self.device, self.tokens = knobs, device, shape.batch * shape.seq_len
         before = _allocated(device)
@@ -547,7 +547,7 @@ def _dtype(device: str) -> tuple[str, Any]:
 def _run_inference(ctx: TrialContext, started: float, request: dict[str, Any],
                    base: dict[str, Any], plan: dict[str, Any], dropped: dict[str, str],
                    device: str) -> TrialResult:
-    from hwadvisor.trials.timing import Variant, interleaved, rel_error
+    from hwadvisor.trials.kit.timing import Variant, interleaved, rel_error
 
     dtype_name, dtype = _dtype(device)
     batch, context = _decode_sizes(ctx, request, device)
@@ -596,7 +596,7 @@ def _run_inference(ctx: TrialContext, started: float, request: dict[str, Any],
 def _run_training(ctx: TrialContext, started: float, request: dict[str, Any],
                   base: dict[str, Any], plan: dict[str, Any], dropped: dict[str, str],
                   device: str) -> TrialResult:
-    from hwadvisor.trials.timing import Variant, interleaved, rel_error
+    from hwadvisor.trials.kit.timing import Variant, interleaved, rel_error
 
     dtype_name, dtype = _dtype(device)
     b0, b1, seq = train_sizes(ctx, request, base, plan, device)

@@ -17,7 +17,7 @@ from hwadvisor.trials.base import (
     release_memory,
     torch_device,
 )
-from hwadvisor.trials.timing import (
+from hwadvisor.trials.kit.timing import (
     bench,
     check_close,
     effects,

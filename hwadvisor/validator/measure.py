@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.models import Device, Report, TrialResult
-from hwadvisor.trials import base, environment, registry
+from hwadvisor.trials import base, registry
 from hwadvisor.trials.base import TrialContext
+from hwadvisor.trials.kit import environment
 from hwadvisor.validator import runner
 from hwadvisor.validator.runner import Progress
 

@@ -22,8 +22,9 @@ from hwadvisor.models import (
     TrialResult,
     Validation,
 )
-from hwadvisor.trials import environment
+from hwadvisor.trials import registry
 from hwadvisor.trials.base import Trial, TrialContext
+from hwadvisor.trials.kit import environment
 from hwadvisor.trials.registry import get_trial
 from hwadvisor.validator.inputs import Repredict, input_verdict
 from hwadvisor.validator.plan import PlanCheck, plan_verdict
@@ -295,20 +296,28 @@ def _unsupported_without_gpu(report: Report) -> Report:
 
 
 def measured_from(results: list[TrialResult]) -> Measured | None:
-    """Device.measured from memory-bandwidth (copy GB/s) and matmul-peak (TFLOP/s per format)."""
+    """Device.measured from the trials that provide its figures (trials/registry.py says which)."""
     measured = Measured()
     for result in results:
-        if result.status != "ok":
+        figure = registry.provides(result.id)
+        if result.status != "ok" or figure not in registry.DEVICE_FIGURES:
             continue
-        if result.id == "memory-bandwidth" and "copy_gbps" in result.effect:
-            measured.memory_bandwidth_gbps = result.effect["copy_gbps"]
+        effect = registry.TRIALS[result.id].effect or ""
+        if figure == "memory_bandwidth" and effect in result.effect:
+            measured.memory_bandwidth_gbps = result.effect[effect]
             measured.trial_ids.append(result.id)
-        elif result.id == "matmul-peak":
-            for key, value in result.effect.items():
-                if key.endswith("_sustained_tflops"):
-                    measured.matmul_sustained_tflops[key.removesuffix("_sustained_tflops")] = value
-                elif key.endswith("_tflops"):
-                    measured.matmul_tflops[key.removesuffix("_tflops")] = value
+        elif figure == "matmul_tflops":
+            _matmul_figures(measured, result.effect, effect)
             if measured.matmul_tflops:
                 measured.trial_ids.append(result.id)
     return measured if measured.trial_ids else None
+
+
+def _matmul_figures(measured: Measured, effect: dict[str, float], suffix: str) -> None:
+    """Split a matmul trial's effects into burst and sustained TFLOP/s by format."""
+    sustained = "_sustained" + suffix
+    for key, value in effect.items():
+        if key.endswith(sustained):
+            measured.matmul_sustained_tflops[key.removesuffix(sustained)] = value
+        elif key.endswith(suffix):
+            measured.matmul_tflops[key.removesuffix(suffix)] = value

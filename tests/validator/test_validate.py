@@ -277,7 +277,7 @@ def fake_registry(monkeypatch):
                                             effect={"copy_gbps": 100.0, "triad_gbps": 110.0}),
               "matmul-peak": FakeTrial("matmul-peak", effect={"fp32_tflops": 1.5})}
     for trial_id in trials:
-        monkeypatch.setitem(registry.TRIALS, trial_id, "fake:Fake")
+        monkeypatch.setitem(registry.TRIALS, trial_id, registry.Entry("fake:Fake"))
     monkeypatch.setattr(v, "get_trial", loader_for(trials))
     return trials
 
@@ -341,7 +341,7 @@ def test_cli_list_trials():
 
 def test_cli_validate_from_recommend_report(fake_registry, tmp_path, monkeypatch):
     fake_registry["cuda-graphs"] = FakeTrial("cuda-graphs", effect={"speedup": 0.9})
-    monkeypatch.setitem(registry.TRIALS, "cuda-graphs", "fake:Fake")
+    monkeypatch.setitem(registry.TRIALS, "cuda-graphs", registry.Entry("fake:Fake"))
     monkeypatch.setattr(v.environment, "cuda_device_count", lambda: 1)  # as on the H200 host
     report = factory.probe_report()
     report.kind = "recommend"
