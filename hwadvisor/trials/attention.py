@@ -39,7 +39,7 @@ MAX_SEQ = 4096
 MAX_TOKENS = 8192  # batch x seq; math at 64 heads x 4096^2 scores is ~2 GiB per bf16 copy
 
 
-class AttentionBackendsTrial:
+class AttentionBackendsTrial(common.GuardedTrial):
     """SDPA backends compared at the workload's attention shape."""
 
     id = TRIAL_ID
@@ -48,13 +48,9 @@ class AttentionBackendsTrial:
 
     requires = Requires(torch_features=(("nn.attention.sdpa_kernel", "needs >= 2.3"),))
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Need torch with torch.nn.attention."""
-        return self.requires.reason()
-
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Run every backend; see the module docstring."""
-        return common.run_guarded(self, ctx, _run)
+        return _run(ctx, started)
 
 
 def _shape(ctx: TrialContext, device: str) -> common.BlockShape:

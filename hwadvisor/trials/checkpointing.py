@@ -33,26 +33,22 @@ from __future__ import annotations
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
-from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
+from hwadvisor.trials.base import TrialContext, torch_device
 from hwadvisor.trials.kit import common
 
 TRIAL_ID = "activation-checkpointing"
 
 
-class ActivationCheckpointingTrial:
+class ActivationCheckpointingTrial(common.GuardedTrial):
     """Forward + backward of a block stack with and without activation checkpointing."""
 
     id = TRIAL_ID
     title = "Activation checkpointing: activation memory saved vs. step time"
     needs = "torch; a CUDA GPU for allocator peaks (a CPU counts saved-tensor bytes)"
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Need only torch."""
-        return torch_missing()
-
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Measure both variants; see the module docstring."""
-        return common.run_guarded(self, ctx, _run)
+        return _run(ctx, started)
 
 
 def _shape(ctx: TrialContext, device: str) -> common.BlockShape:

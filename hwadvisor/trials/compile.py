@@ -33,7 +33,7 @@ TRIAL_ID = "torch-compile"
 MAX_AUTOTUNE_BUDGET_S = 120.0
 
 
-class TorchCompileTrial:
+class TorchCompileTrial(common.GuardedTrial):
     """A block's forward: eager vs. torch.compile."""
 
     id = TRIAL_ID
@@ -42,13 +42,13 @@ class TorchCompileTrial:
 
     requires = Requires(torch_features=(("compile", "needs >= 2.0"),), c_compiler=True)
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Need torch with torch.compile and a C compiler."""
-        return self.requires.reason()
-
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Compile and compare; see the module docstring."""
-        return common.run_guarded(self, ctx, _run, cleanup=_reset_dynamo)
+        return _run(ctx, started)
+
+    def cleanup(self) -> None:
+        """Reset torch.compile's caches for the next trial."""
+        _reset_dynamo()
 
 
 def _reset_dynamo() -> None:

@@ -28,7 +28,7 @@ MAX_CONTEXT = 4096
 LAYERS = 4
 
 
-class CudaGraphsTrial:
+class CudaGraphsTrial(common.GuardedTrial):
     """Batch-1 decode step: eager vs. torch.cuda.CUDAGraph replay."""
 
     id = TRIAL_ID
@@ -37,13 +37,9 @@ class CudaGraphsTrial:
 
     requires = Requires(cuda=True, what="CUDA graphs")
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """CUDA graphs need a CUDA GPU."""
-        return self.requires.reason()
-
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Measure both variants; see the module docstring."""
-        return common.run_guarded(self, ctx, _run)
+        return _run(ctx, started)
 
 
 def _context_len(ctx: TrialContext) -> int:

@@ -21,6 +21,7 @@ from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.models.stats import LogEstimate
 from hwadvisor.trials.base import (
     Requires,
+    RequiresTrial,
     TrialContext,
     has_fp8,
     release_memory,
@@ -151,7 +152,7 @@ def _bench_shape(device: str, phase: str, m: int, shape: LinearShape, budget_s: 
     return timed.measurements + skipped, ratios
 
 
-class Fp8GemmTrial:
+class Fp8GemmTrial(RequiresTrial):
     """FP8 GEMM speedup over bf16 at the workload's prefill and decode shapes."""
 
     id = "fp8-gemm"

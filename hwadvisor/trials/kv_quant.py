@@ -50,7 +50,7 @@ SPEED_KERNEL = ("torch SDPA on a bf16 copy dequantised from the FP8 cache each s
 QUERIES = 16  # the last tokens' queries: a few decode steps' worth
 
 
-class KvCacheQuantizationTrial:
+class KvCacheQuantizationTrial(common.GuardedTrial):
     """FP8 KV cache: memory factor and attention output error against a bf16 cache."""
 
     id = TRIAL_ID
@@ -59,13 +59,9 @@ class KvCacheQuantizationTrial:
 
     requires = Requires(torch_features=(("float8_e4m3fn", "needs >= 2.1"),))
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Need torch with float8 dtypes."""
-        return self.requires.reason()
-
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Quantise, attend, compare; see the module docstring."""
-        return common.run_guarded(self, ctx, _run)
+        return _run(ctx, started)
 
 
 def quantize_fp8(t: Any, per_head: bool) -> tuple[Any, Any]:

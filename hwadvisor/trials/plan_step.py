@@ -52,7 +52,6 @@ from hwadvisor.trials.base import (
     cuda_available,
     has_fp8,
     torch_device,
-    torch_missing,
 )
 from hwadvisor.trials.kit import common
 
@@ -86,25 +85,22 @@ INFERENCE_KNOBS = ("cuda_graphs", "weights", "kv", "attention")
 TRAINING_KNOBS = ("checkpointing", "fused_optimizer", "lora_rank", "batch", "attention")
 
 
-class PlanStepTrial:
+class PlanStepTrial(common.GuardedTrial):
     """The plan's stacked decode or train step against the baseline's, on a few layers."""
 
     id = TRIAL_ID
     title = "The plan as a whole: its stacked step against the baseline's"
     needs = "torch; a plan (recommend --validate); CUDA for CUDA graphs and FP8"
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Needs torch and the plan's knobs."""
-        missing = torch_missing()
-        if missing:
-            return missing
+    def also_needs(self, ctx: TrialContext) -> str | None:
+        """Need the plan's knobs."""
         if not isinstance(ctx.plan_spec, dict):
             return "no plan to measure: run it through recommend --validate"
         return None
 
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Build both sides, check them, time them; see the module docstring."""
-        return common.run_guarded(self, ctx, _run)
+        return _run(ctx, started)
 
 
 # ---------------------------------------------------------------------------------------

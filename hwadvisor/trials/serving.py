@@ -30,7 +30,7 @@ from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.models.stats import LogEstimate
-from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
+from hwadvisor.trials.base import TrialContext, torch_device
 from hwadvisor.trials.kit import common
 
 LAYERS = 4
@@ -166,20 +166,16 @@ def _scaled(est: LogEstimate | None, factor: float,
     return est.value * factor
 
 
-class _ServingTrial:
+class _ServingTrial(common.GuardedTrial):
     """The shared guard: torch is all these trials need (they run on a CPU too)."""
 
     id = ""
     title = ""
     needs = "torch (a GPU for the workload's full widths; a CPU runs them small)"
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Need only torch."""
-        return torch_missing()
-
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Check and time; see the module docstring."""
-        return common.run_guarded(self, ctx, self._run)  # type: ignore[arg-type]
+        return self._run(ctx, started)
 
     def _run(self, ctx: TrialContext, started: float) -> TrialResult:
         raise NotImplementedError

@@ -12,6 +12,7 @@ from typing import Any
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.trials.base import (
     Requires,
+    RequiresTrial,
     TrialContext,
     available_host_bytes,
     release_memory,
@@ -50,7 +51,7 @@ def _measure(kind: str, src: Any, dst: Any, device: str, repeats: int,
     return rate(m, src.numel() * src.element_size(), "GB/s")
 
 
-class HostTransferTrial:
+class HostTransferTrial(RequiresTrial):
     """Host-to-device bandwidth from pinned and from pageable memory."""
 
     id = "host-transfer"
@@ -58,10 +59,6 @@ class HostTransferTrial:
     needs = "CUDA GPU"
 
     requires = Requires(cuda=True)
-
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Needs torch and a CUDA GPU."""
-        return self.requires.reason()
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Time the same copy from a pageable and from a pinned host tensor."""

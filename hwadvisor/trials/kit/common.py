@@ -16,7 +16,7 @@ from typing import Any
 
 from hwadvisor.models import Measurement, ModelSpec, TrialEnvironment, TrialResult, Workload
 from hwadvisor.models.trial import named_effects
-from hwadvisor.trials.base import Trial, TrialContext, release_memory
+from hwadvisor.trials.base import RequiresTrial, Trial, TrialContext, release_memory
 
 # When the workload has no architecture spec, the trials use Llama-3-8B's block widths
 # (config.json of meta-llama/Meta-Llama-3-8B: hidden 4096, 32 heads, 8 KV heads, head_dim 128,
@@ -161,6 +161,21 @@ def run_guarded(
         if cleanup is not None:
             cleanup()
         release_memory()
+
+
+class GuardedTrial(RequiresTrial):
+    """A model-level trial: `body(ctx, started)` runs through run_guarded, `cleanup` after it."""
+
+    def run(self, ctx: TrialContext) -> TrialResult:
+        """Check what it needs, then run the body; an exception becomes an error result."""
+        return run_guarded(self, ctx, self.body, cleanup=self.cleanup)
+
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
+        """Measure; see the trial's module docstring."""
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        """Undo process-wide state the body left (torch.compile's caches); nothing by default."""
 
 
 def finished(
