@@ -239,20 +239,13 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
         intervals["speedup"] = (ratio.ci, ratio.n)
         intervals["time_factor"] = (ratio.inverse().ci, ratio.n)
 
-    ok = err <= tol
     summary = (
         f"{shape.layers} blocks ({shape.source}, {shape.num_heads} heads, "
         f"{shape.batch}x{shape.seq_len} tokens, {dtype_name}): activation memory x"
         f"{effect.get('memory_factor', float('nan')):.2f}, step time x"
         f"{effect.get('time_factor', float('nan')):.2f} ({method}); gradient error {err:.1e}"
     )
-    return common.finished(
-        TRIAL_ID, device, started,
-        ok=ok,
-        reason=None if ok else f"gradients differ: relative error {err:.2e} > {tol:.0e}",
-        measurements=[timings[False], timings[True], *mem_meas],
-        effect=effect,
-        intervals=intervals,
-        summary=summary,
-        max_error=err if err == err and err != float("inf") else None,
-    )
+    check = common.Checked(err, tol, "gradients differ: relative error")
+    return common.checked_result(TRIAL_ID, device, started, check,
+                                 measurements=[timings[False], timings[True], *mem_meas],
+                                 effect=effect, intervals=intervals, summary=summary)

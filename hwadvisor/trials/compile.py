@@ -139,20 +139,13 @@ def _result(device: str, shape: common.BlockShape, dtype_name: str, mode: str,
                        "compiled_ms": comp.median * 1e3})
         intervals["speedup"] = (ratio.ci, ratio.n)
     tol = common.tolerance(dtype_name)
-    ok = err <= tol
     summary = (
         f"block ({shape.source}, {shape.num_heads} heads, {shape.batch}x{shape.seq_len} tokens, "
         f"{dtype_name}), {comp.params.get('backend')} mode {mode}: "
         f"speedup x{effect.get('speedup', float('nan')):.2f}, "
         f"compile {effect['compile_s']:.1f} s; output error {err:.1e}"
     )
-    return common.finished(
-        TRIAL_ID, device, started,
-        ok=ok,
-        reason=None if ok else f"compiled output differs from eager: {err:.2e} > {tol:.0e}",
-        measurements=[eager, comp, compile_m],
-        effect=effect,
-        intervals=intervals,
-        summary=summary,
-        max_error=err if err != float("inf") else None,
-    )
+    check = common.Checked(err, tol, "compiled output differs from eager")
+    return common.checked_result(TRIAL_ID, device, started, check,
+                                 measurements=[eager, comp, compile_m],
+                                 effect=effect, intervals=intervals, summary=summary)

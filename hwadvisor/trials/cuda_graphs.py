@@ -125,20 +125,13 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
         intervals["speedup"] = (ratio.ci, ratio.n)
     # Eager and replay run the very same kernels: anything beyond bf16 rounding is a bug.
     tol = common.tolerance("bf16")
-    ok = err <= tol
     summary = (
         f"decode step, {shape.layers} layers ({shape.source}, hidden {shape.hidden_size}), "
         f"context {ctx_len}: eager {effect.get('eager_step_ms', float('nan')):.3f} ms, "
         f"graph {effect.get('graph_step_ms', float('nan')):.3f} ms, "
         f"speedup x{effect.get('speedup', float('nan')):.2f}; output error {err:.1e}"
     )
-    return common.finished(
-        TRIAL_ID, device, started,
-        ok=ok,
-        reason=None if ok else f"graph output differs from eager: {err:.2e} > {tol:.0e}",
-        measurements=[eager, replay],
-        effect=effect,
-        intervals=intervals,
-        summary=summary,
-        max_error=err if err != float("inf") else None,
-    )
+    check = common.Checked(err, tol, "graph output differs from eager")
+    return common.checked_result(TRIAL_ID, device, started, check,
+                                 measurements=[eager, replay],
+                                 effect=effect, intervals=intervals, summary=summary)

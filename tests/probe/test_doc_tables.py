@@ -6,21 +6,16 @@ here, as does a table edited by hand.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _doc_tables() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("doc_tables", ROOT / "scripts" / "doc_tables.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["doc_tables"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/doc_tables.py")
 
 
 def test_docs_tables_match_the_data() -> None:

@@ -9,16 +9,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from script_loader import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "probe_startup.py"
 
 
 def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("probe_startup", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/probe_startup.py")
 
 
 def test_without_bytecode_lists_a_package_until_it_is_compiled(

@@ -156,20 +156,22 @@ def test_a_speedup_within_the_timing_noise_is_inconclusive():
     assert v.verdict(r, point("fp8-gemm", decode_speedup=1.5)).status == "inconclusive"
 
 
-def test_rate_metric_uses_speedup_directly():
-    r = rec("torch-compile", "torch-compile", "estimate.tokens_per_s", 1.25)
-    val = v.verdict(r, ok("torch-compile", speedup=1.5))
+@pytest.mark.parametrize("rule,metric,predicted,effect,error", [
+    # a rate metric takes the speedup as it is
+    ("torch-compile", "estimate.tokens_per_s", 1.25, {"speedup": 1.5}, 0.2),
+    ("kv-cache-quantization", "estimate.memory.kv_cache_bytes", 0.5, {"memory_factor": 0.52},
+     0.04),
+])
+def test_measured_factor_in_the_predictions_terms(rule, metric, predicted, effect, error):
+    r = rec(rule, rule, metric, predicted)
+    val = v.verdict(r, ok(rule, **effect))
     assert val.status == "confirmed"
-    assert val.measured_factor == pytest.approx(1.5)
-    assert val.prediction_error == pytest.approx(0.2)
+    assert val.measured_factor == pytest.approx(next(iter(effect.values())))
+    assert val.prediction_error == pytest.approx(error)
 
 
-def test_memory_factor_verdict():
+def test_memory_factor_of_one_refutes():
     r = rec("kv-cache-quantization", "kv-cache-quantization", "estimate.memory.kv_cache_bytes", 0.5)
-    val = v.verdict(r, ok("kv-cache-quantization", memory_factor=0.52))
-    assert val.status == "confirmed"
-    assert val.measured_factor == pytest.approx(0.52)
-    assert val.prediction_error == pytest.approx(0.04)
     assert v.verdict(r, ok("kv-cache-quantization", memory_factor=1.0)).status == "refuted"
 
 

@@ -210,6 +210,36 @@ def finished(
     )
 
 
+@dataclass(frozen=True)
+class Checked:
+    """A trial's output checked against its reference: the error, the bound, what differs."""
+
+    error: float
+    tolerance: float
+    differs: str  # "compiled output differs from eager"
+
+    @property
+    def ok(self) -> bool:
+        """Whether the error is within the bound (a NaN error is not)."""
+        return self.error <= self.tolerance
+
+    def reason(self) -> str | None:
+        """Say why the result is an error, or None when the check passed."""
+        return None if self.ok else f"{self.differs}: {self.error:.2e} > {self.tolerance:.0e}"
+
+    def max_error(self) -> float | None:
+        """Return the error as the report holds it (None when not finite: JSON has no NaN)."""
+        finite = self.error == self.error and self.error != float("inf")
+        return self.error if finite else None
+
+
+def checked_result(trial_id: str, device: str, started: float, check: Checked,
+                   **parts: Any) -> TrialResult:
+    """Build the result of a checked trial (`finished` with ok, reason and max_error)."""
+    return finished(trial_id, device, started, ok=check.ok, reason=check.reason(),
+                    max_error=check.max_error(), **parts)
+
+
 def torch_dtype(name: str) -> Any:
     """Return the torch dtype by short name ("bf16", "fp16", "fp32")."""
     import torch
