@@ -258,16 +258,18 @@ FailOnOpt = Annotated[
         case_sensitive=False,
     ),
 ]
-MinBandwidthFractionOpt = Annotated[
-    Optional[float],  # noqa: UP007, UP045
-    typer.Option(
-        "--min-bandwidth-fraction",
-        callback=lambda value: limit_callback("--min-bandwidth-fraction", value),
-        show_default=False,
-        help="Exit 1 when measured memory bandwidth is below this fraction of the theoretical "
-        "(datasheet) bandwidth, e.g. 0.85 (0-1).",
-    ),
-]
+
+
+def _checked_float(flag: str, help_text: str) -> Any:
+    """Return an optional number option held to its range in workload/limits.py (exit 2)."""
+    return Annotated[Optional[float],  # noqa: UP007, UP045
+                     typer.Option(flag, callback=lambda value: limit_callback(flag, value),
+                                  show_default=False, help=help_text)]
+
+
+MinBandwidthFractionOpt = _checked_float(
+    "--min-bandwidth-fraction", "Exit 1 when measured memory bandwidth is below this fraction "
+    "of the theoretical (datasheet) bandwidth, e.g. 0.85 (0-1).")
 
 
 @dataclass(frozen=True)
