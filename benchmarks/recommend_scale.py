@@ -13,6 +13,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from hwadvisor import profiles
 from hwadvisor.pipeline import recommend_report
@@ -35,32 +36,30 @@ def largest_preset() -> str:
     return max(list_presets(), key=lambda p: count_params(load_spec(p))[0])
 
 
+def median_s(run: Callable[[], object], repeats: int) -> float:
+    """Median seconds of `repeats` calls of run."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
 def time_largest(model: str, repeats: int = 7) -> dict[str, float]:
     """Median seconds of one recommend per goal, for the model on 8 x h200-sxm, in process."""
-    out: dict[str, float] = {}
-    for goal in GOALS:
-        samples = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            recommend_report(goal, "h200-sxm", _options(model, 8))
-            samples.append(time.perf_counter() - start)
-        out[goal] = statistics.median(samples)
-    return out
+    return {goal: median_s(lambda g=goal: recommend_report(g, "h200-sxm", _options(model, 8)),
+                           repeats) for goal in GOALS}
 
 
 def time_cli(model: str, repeats: int = 3) -> dict[str, float]:
     """Median wall seconds of `hwadvisor recommend --json` per goal, a fresh process each."""
-    out: dict[str, float] = {}
-    for goal in GOALS:
-        samples = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "hwadvisor", "recommend", "--goal", goal,
-                            "--device", "h200-sxm", "--model", model, "--gpus", "8", "--json"],
-                           check=True, capture_output=True)
-            samples.append(time.perf_counter() - start)
-        out[goal] = statistics.median(samples)
-    return out
+    def run(goal: str) -> None:
+        subprocess.run([sys.executable, "-m", "hwadvisor", "recommend", "--goal", goal,
+                        "--device", "h200-sxm", "--model", model, "--gpus", "8", "--json"],
+                       check=True, capture_output=True)
+
+    return {goal: median_s(lambda g=goal: run(g), repeats) for goal in GOALS}
 
 
 def time_matrix(goals: tuple[str, ...]) -> tuple[float, int]:

@@ -1,7 +1,7 @@
 """The model's prediction for the validator trials' own shapes, next to what the trials measured.
 
 Each trial builds something small at Llama-3-8B widths (hwadvisor/trials/*.py): a stack of a few
-decoder blocks (trials/blocks.py: RMSNorm in fp32, q/k/v/o, SDPA over GQA heads expanded by
+decoder blocks (trials/kit/blocks.py: RMSNorm in fp32, q/k/v/o, SDPA over GQA heads expanded by
 copies, SiLU-gated MLP, no rotary, no embedding or lm_head), or single GEMMs at the model's
 linear shapes. This script builds the same work out of the performance model's op groups
 (perfmodel/compute.py, with the rates of perfmodel/efficiency.py and the kernel floors and host
@@ -62,7 +62,7 @@ VALIDATE = HERE / "data" / "h200_validate_2026-12-01_graphs.json"
 HOST_DEPENDENT = {("cuda-graphs", "speedup"), ("cuda-graphs", "eager_step_ms")}
 TARGET = 0.25
 
-# The trial blocks' elementwise traffic per token per layer (trials/blocks.py), bytes, as
+# The trial blocks' elementwise traffic per token per layer (trials/kit/blocks.py), bytes, as
 # (coefficient of h, of I): two fp32 RMSNorms 36h each, the attention output's
 # transpose-reshape copy 4h, two residual adds 6h each, SiLU and the product 10 I; the GQA
 # expansion copies (read the KV heads, write them x group) go with attention below.

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the probe path must not import the workload package
     from hwadvisor.cluster.job import JobResult, LocalRun, Place
     from hwadvisor.cluster.launcher import Launch
     from hwadvisor.perfmodel.calibration import Calibration
+    from hwadvisor.validator.found import Found
     from hwadvisor.validator.runner import Progress  # told (trial id, done, in all) as trials run
     from hwadvisor.workload import WorkloadRequest
 
@@ -43,14 +44,11 @@ def probe_report(measure: bool = False, progress: Progress | None = None,
     from hwadvisor.probe.select import select_devices, visibility_note
 
     report = select_devices(collect(), gpus)
-    note = visibility_note(report)
-    if note:
-        report.notes.append(note)
+    report.notes += [n for n in (visibility_note(report),) if n]
     if measure:  # the validator's trials; torch is imported only on this path
         from hwadvisor.validator import measure as measuring
 
-        report = measuring.measure(report, progress)
-        report.notes += measuring.failed_notes(report.trials)
+        report = with_found(report, measuring.measure(report, progress))
     return report
 
 
@@ -150,7 +148,25 @@ def validate_recommendations(report: Report, progress: Progress | None = None,
     """Run each recommendation's trial, the plan's stacked step and the engine's benchmark."""
     from hwadvisor.validator.measure import validate_recommend_report
 
-    return validate_recommend_report(report, progress, quick, nvls, engine_model)
+    return with_found(report, validate_recommend_report(report, progress, quick, nvls,
+                                                        engine_model))
+
+
+def with_found(report: Report, found: Found) -> Report:
+    """Return the report with what the validator found: trials, verdicts, figures, notes."""
+    recs = report.recommendations
+    if found.recommendations is not None:
+        recs = [r.model_copy(update={"validation": v})
+                for r, v in zip(recs, found.recommendations, strict=True)]
+    plan = report.plan
+    if plan is not None and found.plan is not None:
+        plan = plan.model_copy(update={"validation": found.plan})
+    devices = [d.model_copy(update={"measured": found.measured[d.index]})
+               if d.index in found.measured else d for d in report.devices]
+    return report.model_copy(update={
+        "trials": list(report.trials) + found.trials, "recommendations": recs, "plan": plan,
+        "devices": devices, "interrupted": report.interrupted or found.interrupted,
+        "notes": report.notes + [n for n in found.notes if n not in report.notes]})
 
 
 def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: WorkloadRequest,
@@ -163,26 +179,13 @@ def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: Wo
     """
     from hwadvisor.probe import collect
     from hwadvisor.probe.select import select_devices, visibility_note
-    from hwadvisor.validator.measure import run_here, trial_target
+    from hwadvisor.validator.measure import report_for, run_here, trial_target
 
     hardware = select_devices(collect(), gpus)
     target = trial_target(hardware, chosen=bool(gpus))
-    report = _validate_report_for(hardware, target, request)
-    note = visibility_note(hardware)
-    if note:
-        report.notes.append(note)
-    return run_here(report, target, trial_ids, quick, nvls, progress)
-
-
-def _validate_report_for(hardware: Report, device: Device | None,
-                         request: WorkloadRequest) -> Report:
-    """Return a validate report of the probed hardware, its workload sized for device."""
-    memory = device.memory_total_bytes if device else hardware.host.memory_total_bytes
-    workload = build_workload(request, memory, device.device_class if device else
-                              hardware.device_class)
-    return Report(kind="validate", host=hardware.host, devices=hardware.devices,
-                  device_class=hardware.device_class, notes=list(hardware.notes),
-                  workload=workload)
+    report = report_for(hardware, target, request)
+    report.notes += [n for n in (visibility_note(hardware),) if n]
+    return with_found(report, run_here(report, target, trial_ids, quick, nvls, progress))
 
 
 def validate_saved_report(path: Path, quick: bool, progress: Progress | None = None,
@@ -223,7 +226,7 @@ def cluster_validate_report(launch: Launch, trial_ids: list[str] | None, quick: 
                             progress: Progress | None = None, nvls: bool = False) -> JobResult:
     """Run the trials on this rank's GPU; the collectives trial runs across the whole job."""
     from hwadvisor.cluster import job
-    from hwadvisor.validator.measure import all_trial_ids, in_asked_order, rank_trials
+    from hwadvisor.validator.measure import all_trial_ids, in_asked_order, rank_trials, report_for
 
     wanted = list(trial_ids or all_trial_ids())
     on_rank = [t for t in wanted if t != "collectives"]  # the job measures it, all ranks at once
@@ -233,7 +236,7 @@ def cluster_validate_report(launch: Launch, trial_ids: list[str] | None, quick: 
 
         hardware = collect()
         device = job.pick_device(hardware.devices, place)
-        report = _validate_report_for(hardware, device, request)
+        report = report_for(hardware, device, request)
         return rank_trials(report, device, place, on_rank, quick, nvls, progress)
 
     result = job.run(launch, work, timeout_s=timeout_s, quick=quick, nvls=nvls,

@@ -272,11 +272,7 @@ def _constant(node: ast.expr, index: PyIndex) -> Any:
     value = _literal(node)
     if value is not _UNKNOWN and isinstance(value, (list, tuple, set, str)):
         return list(value) if not isinstance(value, str) else value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _choices(node.left, index), _choices(node.right, index)
-        if left is not None and right is not None:
-            return left + right
-    return None
+    return _sum_of_lists(node, index)
 
 
 def _name(node: ast.expr | None) -> str:
@@ -301,6 +297,11 @@ def _choices(node: ast.expr, index: PyIndex) -> list[Any] | None:
     if isinstance(node, ast.Call) and _name(node.func) in {"list", "sorted", "tuple"} \
             and node.args:
         return _choices(node.args[0], index)
+    return _sum_of_lists(node, index)
+
+
+def _sum_of_lists(node: ast.expr, index: PyIndex) -> list[Any] | None:
+    """Return `A + B` of two lists of choices, else None."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _choices(node.left, index), _choices(node.right, index)
         if left is not None and right is not None:

@@ -119,6 +119,23 @@ class FakeHandle:
     index: int
 
 
+class _Reading:
+    """One plain getter: nvmlDeviceGetX(handle) -> that GPU's field, NotSupported when None."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self.function = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.function = name  # the NVML function it stands for, as calls and faults name it
+
+    def __get__(self, fake: Any, owner: type | None = None) -> Any:
+        def read(h: FakeHandle) -> Any:
+            return fake._value(getattr(fake._gpu(h, self.function), self.field))
+
+        return read
+
+
 class FakeNvml:
     """Quacks like the pynvml module for the calls hwadvisor makes."""
 
@@ -208,11 +225,9 @@ class FakeNvml:
         # Older nvidia-ml-py returned bytes: the helper must decode.
         return self._value(self._gpu(h, "nvmlDeviceGetName").name).encode()
 
-    def nvmlDeviceGetBrand(self, h: FakeHandle) -> int:
-        return self._value(self._gpu(h, "nvmlDeviceGetBrand").brand)
+    nvmlDeviceGetBrand = _Reading("brand")
 
-    def nvmlDeviceGetArchitecture(self, h: FakeHandle) -> int:
-        return self._value(self._gpu(h, "nvmlDeviceGetArchitecture").arch)
+    nvmlDeviceGetArchitecture = _Reading("arch")
 
     def nvmlDeviceGetCudaComputeCapability(self, h: FakeHandle) -> tuple[int, int]:
         return self._value(self._gpu(h, "nvmlDeviceGetCudaComputeCapability").cc)
@@ -223,8 +238,7 @@ class FakeNvml:
         used = gpu.memory_used or 0
         return SimpleNamespace(total=total, used=used, free=total - used)
 
-    def nvmlDeviceGetMemoryBusWidth(self, h: FakeHandle) -> int:
-        return self._value(self._gpu(h, "nvmlDeviceGetMemoryBusWidth").bus_width)
+    nvmlDeviceGetMemoryBusWidth = _Reading("bus_width")
 
     def nvmlDeviceGetMaxClockInfo(self, h: FakeHandle, clock: int) -> int:
         return self._value(self._gpu(h, "nvmlDeviceGetMaxClockInfo").max_clocks.get(clock))
@@ -233,26 +247,19 @@ class FakeNvml:
         ctypes.c_uint(clock)  # as pynvml does: the clock type must be a plain int
         return self._value(self._gpu(h, "nvmlDeviceGetClockInfo").clocks.get(clock))
 
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: FakeHandle) -> int:
-        return self._value(self._gpu(h, "nvmlDeviceGetMaxPcieLinkGeneration").pcie_gen_max)
+    nvmlDeviceGetMaxPcieLinkGeneration = _Reading("pcie_gen_max")
 
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: FakeHandle) -> int:
-        return self._value(self._gpu(h, "nvmlDeviceGetCurrPcieLinkGeneration").pcie_gen_current)
+    nvmlDeviceGetCurrPcieLinkGeneration = _Reading("pcie_gen_current")
 
-    def nvmlDeviceGetMaxPcieLinkWidth(self, h: FakeHandle) -> int:
-        return self._value(self._gpu(h, "nvmlDeviceGetMaxPcieLinkWidth").pcie_width_max)
+    nvmlDeviceGetMaxPcieLinkWidth = _Reading("pcie_width_max")
 
-    def nvmlDeviceGetCurrPcieLinkWidth(self, h: FakeHandle) -> int:
-        return self._value(self._gpu(h, "nvmlDeviceGetCurrPcieLinkWidth").pcie_width_current)
+    nvmlDeviceGetCurrPcieLinkWidth = _Reading("pcie_width_current")
 
-    def nvmlDeviceGetEnforcedPowerLimit(self, h: FakeHandle) -> int:
-        return self._value(self._gpu(h, "nvmlDeviceGetEnforcedPowerLimit").power_limit_mw)
+    nvmlDeviceGetEnforcedPowerLimit = _Reading("power_limit_mw")
 
-    def nvmlDeviceGetPowerManagementLimit(self, h: FakeHandle) -> int:
-        return self._value(self._gpu(h, "nvmlDeviceGetPowerManagementLimit").power_limit_mw)
+    nvmlDeviceGetPowerManagementLimit = _Reading("power_limit_mw")
 
-    def nvmlDeviceGetPowerUsage(self, h: FakeHandle) -> int:
-        return self._value(self._gpu(h, "nvmlDeviceGetPowerUsage").power_usage_mw)
+    nvmlDeviceGetPowerUsage = _Reading("power_usage_mw")
 
     def nvmlDeviceGetTemperature(self, h: FakeHandle, sensor: int) -> int:
         return self._value(self._gpu(h, "nvmlDeviceGetTemperature").temperature_c)

@@ -9,12 +9,14 @@ rank 0's report and exit status carry every rank's outcome.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from hwadvisor.cli.console import console, note
+from hwadvisor.cli.params import Param, default_of, flag_option, inject
 from hwadvisor.errors import UserError
 from hwadvisor.models import Report
 from hwadvisor.report.io import check_target, write_report
@@ -25,24 +27,48 @@ if TYPE_CHECKING:
     from hwadvisor.cluster.job import JobResult
     from hwadvisor.cluster.launcher import Launch
 
-NoClusterOpt = Annotated[bool, typer.Option(
-    "--no-cluster", help="Under torchrun or srun: run this process on its own, as without a "
-    "launcher (every rank then prints and writes its own report).")]
+NoClusterOpt = flag_option(
+    "--no-cluster", help_text="Under torchrun or srun: run this process on its own, as without "
+    "a launcher (every rank then prints and writes its own report).")
 ClusterTimeoutOpt = Annotated[float, typer.Option(
     "--cluster-timeout", help="Under torchrun or srun: seconds a rank waits for the others "
     "(to meet, to finish their own trials, for each collective) before it stops and names the "
     "ranks that did not come.")]
-AllRanksOpt = Annotated[bool, typer.Option(
-    "--all-ranks", help="Under torchrun or srun: every rank also writes its own report beside "
-    "--output, as NAME.rank<N>.json; rank 0 writes the gathered one to --output.")]
+AllRanksOpt = flag_option(
+    "--all-ranks", help_text="Under torchrun or srun: every rank also writes its own report "
+    "beside --output, as NAME.rank<N>.json; rank 0 writes the gathered one to --output.")
 DEFAULT_TIMEOUT_S = 600.0  # hwadvisor.cluster.job.DEFAULT_TIMEOUT_S, without importing it
 
 
-def launch_for(no_cluster: bool, output: Path | None, all_ranks: bool) -> Launch | None:
+@dataclass(frozen=True)
+class ClusterOptions:
+    """How a command runs under torchrun or srun (probe, validate)."""
+
+    no_cluster: bool = False
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    all_ranks: bool = False
+
+
+PLAIN_RUN = ClusterOptions()  # the `launcher` parameter's default; the options replace it
+
+CLUSTER_PARAMS: tuple[Param, ...] = (
+    Param("no_cluster", NoClusterOpt, default_of(ClusterOptions, "no_cluster")),
+    Param("cluster_timeout", ClusterTimeoutOpt, default_of(ClusterOptions, "timeout_s")),
+    Param("all_ranks", AllRanksOpt, default_of(ClusterOptions, "all_ranks")),
+)
+
+cluster_options = inject(
+    CLUSTER_PARAMS, "launcher", lambda v: ClusterOptions(
+        no_cluster=v["no_cluster"], timeout_s=v["cluster_timeout"], all_ranks=v["all_ranks"]),
+    in_place=True)
+
+
+def launch_for(opts: ClusterOptions, output: Path | None) -> Launch | None:
     """Return this process's Launch under torchrun or srun (None: a plain run); check options."""
     from hwadvisor.cluster.launcher import detect
 
-    launch = None if no_cluster else detect()
+    all_ranks = opts.all_ranks
+    launch = None if opts.no_cluster else detect()
     if launch is None:
         if all_ranks:
             note("note: --all-ranks has no effect without torchrun or srun")

@@ -1,16 +1,16 @@
 """Where results go: JSON to stdout, report files, markdown summaries and the one stderr console.
 
-Every command that produces a report takes the same output options (JsonOpt, OutputOpt,
-MarkdownOpt, MarkdownOverwriteOpt below) and finishes the same way::
+Every command that produces a report takes the same output options (the `Output` group below,
+declared once) and finishes the same way::
 
-    def validate(..., as_json: JsonOpt = False, output: OutputOpt = None,
-                 markdown: MarkdownOpt = None, overwrite: MarkdownOverwriteOpt = False,
-                 fail_on: FailOnOpt = None, min_bw: MinBandwidthFractionOpt = None) -> None:
+    @output_options()
+    @gate_options
+    def validate(..., out: Output = NO_OUTPUT, gates: Gates = NO_GATES) -> None:
         report = ...                                   # the run; raise UserError on failure
         print_notes(report.notes)                      # "note: ..." lines on stderr
-        report.gates_tripped = apply_gates(report, fail_on, min_bw)
-        publish(report, render, as_json, output, markdown, overwrite)  # files after a good run
-        exit_for_gates(report)                          # exit 1 when a gate tripped
+        report.gates_tripped = apply_gates(report, gates.fail_on, gates.min_bandwidth_fraction)
+        publish(report, render, out)                   # files after a good run
+        exit_for_gates(report)                         # exit 1 when a gate tripped
 
 Files go through hwadvisor.report.io's one write path (atomic for regular files, direct for
 devices and fifos) with SIGINT/SIGTERM held back until the write is done (cli/signals.py).
@@ -21,12 +21,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
 from hwadvisor.cli import signals
+from hwadvisor.cli.params import Param, default_of, file_option, flag_option, group_options
 from hwadvisor.errors import ExitCode
 from hwadvisor.models import Report
 from hwadvisor.report.io import append_text, check_target, report_json, write_report, write_text
@@ -38,26 +40,16 @@ OUTPUT_PANEL = "Output"
 
 # The output options of every command that produces a report. They live here, not in
 # cli/options.py, so that `probe` (whose start-up is a target) imports no workload code.
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.",
-                                       rich_help_panel=OUTPUT_PANEL)]
-OutputOpt = Annotated[
-    Optional[Path],  # noqa: UP007, UP045
-    typer.Option(
-        "--output", "-o",
-        help="Write the JSON report to this file (atomically; no file when the run fails; "
-        "a device or fifo such as /dev/stdout is written directly).",
-        dir_okay=False, show_default=False, rich_help_panel=OUTPUT_PANEL,
-    ),
-]
-MarkdownOpt = Annotated[
-    Optional[Path],  # noqa: UP007, UP045
-    typer.Option(
-        "--markdown",
-        help="Append a markdown summary to this file (created if missing), e.g. "
-        "\"$GITHUB_STEP_SUMMARY\" in GitHub Actions, whose other steps' text stays.",
-        dir_okay=False, show_default=False, rich_help_panel=OUTPUT_PANEL,
-    ),
-]
+JsonOpt = flag_option("--json", help_text="Print the report as JSON on stdout.",
+                      panel=OUTPUT_PANEL)
+OutputOpt = file_option(
+    "--output", "-o", panel=OUTPUT_PANEL,
+    help_text="Write the JSON report to this file (atomically; no file when the run fails; "
+    "a device or fifo such as /dev/stdout is written directly).")
+MarkdownOpt = file_option(
+    "--markdown", panel=OUTPUT_PANEL,
+    help_text="Append a markdown summary to this file (created if missing), e.g. "
+    "\"$GITHUB_STEP_SUMMARY\" in GitHub Actions, whose other steps' text stays.")
 # -i/--gpu of probe and validate (here for the same reason: probe's start-up).
 GpuOpt = Annotated[
     Optional[str],  # noqa: UP007, UP045
@@ -68,11 +60,9 @@ GpuOpt = Annotated[
         show_default=False,
     ),
 ]
-MarkdownOverwriteOpt = Annotated[
-    bool,
-    typer.Option("--markdown-overwrite", help="Replace the --markdown file instead of "
-                 "appending to it.", rich_help_panel=OUTPUT_PANEL),
-]
+MarkdownOverwriteOpt = flag_option(
+    "--markdown-overwrite", panel=OUTPUT_PANEL,
+    help_text="Replace the --markdown file instead of appending to it.")
 
 
 ExplainOpt = Annotated[
@@ -81,12 +71,40 @@ ExplainOpt = Annotated[
                  help="End the view with one line on each term it used (TTFT, KV cache, ...). "
                  "On by default in recommend and estimate.", rich_help_panel=OUTPUT_PANEL),
 ]
-HtmlOpt = Annotated[
-    Optional[Path],  # noqa: UP007, UP045
-    typer.Option("--html", help="Also write the report as one self-contained HTML page "
-                 "(plan, memory, roofline, trials, config; opens offline).", dir_okay=False,
-                 show_default=False, rich_help_panel=OUTPUT_PANEL),
-]
+HtmlOpt = file_option(
+    "--html", panel=OUTPUT_PANEL,
+    help_text="Also write the report as one self-contained HTML page (plan, memory, roofline, "
+    "trials, config; opens offline).")
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where a command's report goes: JSON on stdout, files, and how the view ends."""
+
+    as_json: bool = False
+    output: Path | None = None
+    markdown: Path | None = None
+    markdown_overwrite: bool = False
+    html: Path | None = None
+    explain: bool | None = None  # None: the command's own default
+
+
+# The value a command's `out` parameter names as its default; the options replace it.
+NO_OUTPUT = Output()
+
+OUTPUT_PARAMS: tuple[Param, ...] = tuple(
+    Param(name, option, default_of(Output, name)) for name, option in (
+        ("as_json", JsonOpt), ("output", OutputOpt), ("markdown", MarkdownOpt),
+        ("markdown_overwrite", MarkdownOverwriteOpt), ("html", HtmlOpt),
+        ("explain", ExplainOpt)))
+
+
+def output_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command its output options (all, or those named) as one `out: Output` value.
+
+    --html and --explain close the command's option list, as every command has listed them.
+    """
+    return group_options(Output, OUTPUT_PARAMS, "out", names, last=("html", "explain"))
 
 
 class _LazyConsole:
@@ -173,18 +191,11 @@ def write_output(path: Path, text: str) -> None:
         write_text(path, text)
 
 
-def publish(
-    report: Report,
-    render: Callable[[Report], None],
-    as_json: bool,
-    output: Path | None,
-    markdown: Path | None = None,
-    markdown_overwrite: bool = False,
-    extra: list[tuple[Path, str]] | None = None,
-) -> None:
+def publish(report: Report, render: Callable[[Report], None], out: Output,
+            extra: list[tuple[Path, str]] | None = None) -> None:
     """Write the report (emit_report), then, unless --json, render it for people on stdout."""
-    emit_report(report, as_json, output, markdown, markdown_overwrite, extra)
-    if not as_json:
+    emit_report(report, out.as_json, out.output, out.markdown, out.markdown_overwrite, extra)
+    if not out.as_json:
         render(report)
 
 

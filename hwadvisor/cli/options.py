@@ -16,17 +16,16 @@ Values are plain str/int, not Enums, for the same reason.
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional, TypeVar, get_args
+from typing import Annotated, Any, Optional, get_args
 
 import typer
 from pydantic import ValidationError
 
 from hwadvisor.cli import complete
+from hwadvisor.cli.params import Param, default_of, group_options, inject
 from hwadvisor.errors import UserError
 from hwadvisor.models import ModelOptions
 from hwadvisor.report.gates import FailOn
@@ -40,24 +39,13 @@ from hwadvisor.workload import (
     list_presets,
     parse_choice,
 )
-from hwadvisor.workload.build import default_of
+from hwadvisor.workload.build import default_of as workload_default
 from hwadvisor.workload.limits import LIMITS
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 _WORKLOAD_PANEL = "Workload"
 _MODEL_PANEL = "Model options (what-if)"
 _CALIBRATION_PANEL = "Calibration"
 _DTYPE_LIST = ", ".join(DTYPES)
-
-
-@dataclass(frozen=True)
-class Param:
-    """One shared option: the parameter name, its typer annotation and its default."""
-
-    name: str
-    annotation: Any
-    default: Any = None
 
 
 def limit_callback(option: str, value: float | int | None) -> float | int | None:
@@ -109,9 +97,9 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
     Param("batch", _opt("--batch", "Sequences per step: in serving, per model instance; in "
                         "training, per data-parallel rank and micro-batch (a tensor- or "
                         "pipeline-parallel group shares them, as torchtitan's local batch)",
-                        int, _WORKLOAD_PANEL, str(default_of("batch")))),
+                        int, _WORKLOAD_PANEL, str(workload_default("batch")))),
     Param("prompt_len", _opt("--prompt-len", "Prompt tokens; the sequence length in training",
-                             int, _WORKLOAD_PANEL, str(default_of("prompt_len")))),
+                             int, _WORKLOAD_PANEL, str(workload_default("prompt_len")))),
     Param("gen_len", _opt("--gen-len", "Generated tokens (inference)", int, _WORKLOAD_PANEL,
                           "256; 0 in training")),
     Param("weights_dtype", _opt("--weights-dtype", f"Weights dtype: {_DTYPE_LIST}", str,
@@ -123,7 +111,7 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
     Param("optimizer", _opt("--optimizer", f"Training optimizer: {', '.join(OPTIMIZERS)}", str,
                             _WORKLOAD_PANEL, "adamw")),
     Param("grad_accum", _opt("--grad-accum", "Gradient accumulation steps", int,
-                             _WORKLOAD_PANEL, str(default_of("grad_accum")))),
+                             _WORKLOAD_PANEL, str(workload_default("grad_accum")))),
     Param("gpus", _opt("--gpus", "GPUs in all", int, _WORKLOAD_PANEL,
                        "1, or nodes x gpus-per-node")),
     Param("nodes", _opt("--nodes", "Nodes, for multi-node planning", int, _WORKLOAD_PANEL, "1")),
@@ -184,39 +172,13 @@ MODEL_PARAMS: tuple[Param, ...] = (
 )
 
 
-def _inject(params: tuple[Param, ...], target: str,
-            build: Callable[[dict[str, Any]], Any]) -> Callable[[F], F]:
-    """Return a decorator adding `params` to a command and passing build(values) as `target`."""
-
-    def decorate(func: F) -> F:
-        # eval_str: the command's own annotations are strings under `from __future__ import
-        # annotations`; typer needs the objects (it reads the Option out of Annotated).
-        own = inspect.signature(func, eval_str=True)
-        kept = [p for p in own.parameters.values() if p.name != target]
-        added = [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.default,
-                                   annotation=p.annotation) for p in params]
-
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            values = {p.name: kwargs.pop(p.name, p.default) for p in params}
-            kwargs[target] = build(values)
-            return func(*args, **kwargs)
-
-        signature = own.replace(parameters=[*kept, *added])
-        wrapper.__signature__ = signature  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
-
-
 def _request(values: dict[str, Any]) -> WorkloadRequest:
     """Build the request; repeated options arrive as a list (or None) and are kept as a tuple."""
     return WorkloadRequest(**{**values, "engine_options": tuple(values.get("engine_options")
                                                                 or ())})
 
 
-workload_options = _inject(WORKLOAD_PARAMS, "request", _request)
+workload_options = inject(WORKLOAD_PARAMS, "request", _request)
 
 
 def build_model_options(values: dict[str, Any]) -> ModelOptions:
@@ -246,7 +208,7 @@ def build_model_options(values: dict[str, Any]) -> ModelOptions:
                         hint="check the model options") from None
 
 
-model_options = _inject(MODEL_PARAMS, "options", build_model_options)
+model_options = inject(MODEL_PARAMS, "options", build_model_options)
 
 # Measured figures from an earlier report replace the datasheet's (estimate, recommend).
 CALIBRATION_PARAMS: tuple[Param, ...] = (
@@ -258,7 +220,7 @@ CALIBRATION_PARAMS: tuple[Param, ...] = (
         "name; a report of another device is an error (exit 2).", Path, _CALIBRATION_PANEL)),
 )
 
-calibration_options = _inject(CALIBRATION_PARAMS, "calibration",
+calibration_options = inject(CALIBRATION_PARAMS, "calibration",
                               lambda values: values.get("calibration"))
 
 
@@ -273,17 +235,6 @@ DeviceOpt = Annotated[
         show_default=False, autocompletion=complete.devices,
     ),
 ]
-FailOnOpt = Annotated[
-    Optional[list[FailOn]],  # noqa: UP007, UP045
-    typer.Option(
-        "--fail-on",
-        metavar="VERDICT",
-        help="Exit 1 when a recommendation's verdict (or a trial) is this; repeatable: "
-        "--fail-on refuted --fail-on error. VERDICT: refuted, inconclusive (the trial's 95% "
-        "interval straddled the rule's threshold), error or unsupported.",
-        case_sensitive=False,
-    ),
-]
 MinTokensPerSOpt = Annotated[
     Optional[float],  # noqa: UP007, UP045
     typer.Option(
@@ -296,13 +247,44 @@ MinTokensPerSOpt = Annotated[
         "one above it fits \\[default: 10; 5 with --goal memory-footprint].",
     ),
 ]
-MinBandwidthFractionOpt = Annotated[
-    Optional[float],  # noqa: UP007, UP045
+FailOnOpt = Annotated[
+    Optional[list[FailOn]],  # noqa: UP007, UP045
     typer.Option(
-        "--min-bandwidth-fraction",
-        callback=lambda value: limit_callback("--min-bandwidth-fraction", value),
-        show_default=False,
-        help="Exit 1 when measured memory bandwidth is below this fraction of the theoretical "
-        "(datasheet) bandwidth, e.g. 0.85 (0-1).",
+        "--fail-on",
+        metavar="VERDICT",
+        help="Exit 1 when a recommendation's verdict (or a trial) is this; repeatable: "
+        "--fail-on refuted --fail-on error. VERDICT: refuted, inconclusive (the trial's 95% "
+        "interval straddled the rule's threshold), error or unsupported.",
+        case_sensitive=False,
     ),
 ]
+
+
+def _checked_float(flag: str, help_text: str) -> Any:
+    """Return an optional number option held to its range in workload/limits.py (exit 2)."""
+    return Annotated[Optional[float],  # noqa: UP007, UP045
+                     typer.Option(flag, callback=lambda value: limit_callback(flag, value),
+                                  show_default=False, help=help_text)]
+
+
+MinBandwidthFractionOpt = _checked_float(
+    "--min-bandwidth-fraction", "Exit 1 when measured memory bandwidth is below this fraction "
+    "of the theoretical (datasheet) bandwidth, e.g. 0.85 (0-1).")
+
+
+@dataclass(frozen=True)
+class Gates:
+    """The CI gates of a command that produces a report (report/gates.py applies them)."""
+
+    fail_on: list[FailOn] | None = None
+    min_bandwidth_fraction: float | None = None
+
+
+GATE_PARAMS: tuple[Param, ...] = (
+    Param("fail_on", FailOnOpt, default_of(Gates, "fail_on")),
+    Param("min_bandwidth_fraction", MinBandwidthFractionOpt,
+          default_of(Gates, "min_bandwidth_fraction")),
+)
+
+NO_GATES = Gates()  # the `gates` parameter's default; the options replace it
+gate_options = group_options(Gates, GATE_PARAMS, "gates")

@@ -36,6 +36,7 @@ from hwadvisor.models import (
     TrialResult,
 )
 from hwadvisor.models.hardware import Strict
+from hwadvisor.trials import registry
 from hwadvisor.trials.distributed import ALL_OPS, GroupRun
 
 # "Clearly below" the fleet: more than 10% under the median. On one H200 the memory-bandwidth
@@ -322,7 +323,8 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 def _trial(payload: RankPayload, metric: str) -> TrialResult | None:
-    trial_id = "memory-bandwidth" if metric.startswith("memory") else "matmul-peak"
+    trial_id = registry.providing("memory_bandwidth" if metric.startswith("memory")
+                                  else "matmul_tflops")
     return next((t for t in payload.trials if t.id == trial_id), None)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from functools import cache, lru_cache
 from importlib import resources
@@ -28,15 +27,11 @@ from hwadvisor.engines.schema import (
     Choice,
     Defaults,
     Engine,
+    tomllib,  # the one Python 3.10 shim
     value_text,
 )
 from hwadvisor.errors import UserError
 from hwadvisor.models.workload import Workload
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 CHOICE_FILE = "default_engines.toml"
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import difflib
 import json
 import shlex
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,13 +29,9 @@ from hwadvisor.engines.schema import (
     fill,
     parse_value,
     placeholders,
+    tomllib,  # the one Python 3.10 shim
 )
 from hwadvisor.errors import UserError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 _DEGREE_KEYS: frozenset[str] = frozenset({"tp", "pp", "dp", "ep"})
 

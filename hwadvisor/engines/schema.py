@@ -61,6 +61,9 @@ STEP_FORMS: dict[str, tuple[str, str]] = {
     # chunked: the loss from the hidden states chunk by chunk (Liger); fused: one CE kernel
     "fused-cross-entropy-chunked": ("fused-cross-entropy", "chunked"),
     "fused-cross-entropy-fused": ("fused-cross-entropy", "fused"),
+    # prequantized: 4-bit weights from a checkpoint shipped already quantised (Meta's Llama 3.2
+    # SpinQuant / QAT+LoRA), exported as they are rather than quantised post-training.
+    "int4-weights-prequantized": ("int4-weights", "prequantized"),
 }
 # Layout keys a config may also map, emitted when the plan's layout uses them (render_config):
 # a degree key when its value is above one, a value key when its value is given.
@@ -306,7 +309,32 @@ class Recipe(_Strict):
         "(8da4w), fp16 for 16-bit activations (w4a16)")
     variants: list[str] = Field(default_factory=list, description="Published variants of the "
                                 "same layout (SpinQuant, QAT+LoRA), each with its size note")
+    models: list[str] = Field(
+        default_factory=list, description="Preset ids of the checkpoints this layout is for "
+        "(those shipped prequantised in it); empty: every checkpoint")
+    config_form: str | None = Field(
+        None, description="The form of the weights step the engine's config says this recipe "
+        "with (int4-weights-<form>); None: the plain step")
+    by_model: list[Recipe] = Field(
+        default_factory=list, description="Recipes for named checkpoints (each with its models) "
+        "that replace this one for them")
     sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> Recipe:
+        for other in self.by_model:
+            if not other.models:
+                raise ValueError(f"recipe {other.name!r}: a by_model recipe names its models")
+            if other.by_model:
+                raise ValueError(f"recipe {other.name!r}: by_model recipes do not nest")
+        return self
+
+    def for_model(self, model: str) -> Recipe:
+        """Return the recipe for this checkpoint: its own by_model entry, else this one."""
+        for other in self.by_model:
+            if model in other.models:
+                return other
+        return self
 
 
 class GraphLimit(_Strict):
@@ -548,6 +576,12 @@ class Engine(_Strict):
         _unknown(self.own_formats, ("int4", "int8"), "own_formats kind")
         _unknown(self.own_formats.values(), self.weight_formats, "own_formats format")
         _unknown(self.quantization, self.weight_formats, "quantization format")
+        for fmt, recipe in self.quantization.items():
+            for one in (recipe, *recipe.by_model):
+                form = f"{fmt}-weights-{one.config_form}"
+                if one.config_form and form not in self.config.steps:
+                    raise ValueError(f"{self.id}: recipe {one.name!r} is said by {form}, "
+                                     "which its config does not map")
         for steps in self.unsupported_on.values():
             _unknown(steps, STEP_IDS, "unsupported_on step")
         both = sorted(set(self.applies) & set(self.unsupported))

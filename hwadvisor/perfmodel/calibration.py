@@ -31,7 +31,7 @@ from hwadvisor.perfmodel import constants as C
 if TYPE_CHECKING:
     from hwadvisor.workload import WorkloadRequest
 
-# The trial stack's blocks (hwadvisor/trials/blocks.py, Block.decode): 2 RMSNorms x 8 ops,
+# The trial stack's blocks (hwadvisor/trials/kit/blocks.py, Block.decode): 2 RMSNorms x 8 ops,
 # q/k/v, 2 index_copy_ (cache write), 2 expand_kv copies, SDPA, transpose-reshape copy, o,
 # 2 residual adds, gate, up, SiLU, mul, down = 35 kernels per layer.
 TRIAL_DECODE_KERNELS_PER_LAYER = 35.0

@@ -351,10 +351,16 @@ def engine_time(workload: Workload, family: str | None = None) -> Costs:
 
 
 def engine_recipe(workload: Workload, weights_dtype: str) -> Recipe | None:
-    """Return the engine's published recipe for these weights (ExecuTorch's 8da4w), if any."""
+    """Return the engine's published recipe for these weights and this checkpoint, if any.
+
+    ExecuTorch's 8da4w differs by checkpoint: Meta's prequantised Llama 3.2 1B/3B (SpinQuant,
+    QAT+LoRA) keep group 32 and 8-bit embeddings; any other checkpoint takes the README's PTQ
+    recipe (group 128, 4-bit embedding in groups of 32).
+    """
     from hwadvisor.engines import engine_for
 
-    return engine_for(workload).quantization.get(weights_dtype)
+    recipe = engine_for(workload).quantization.get(weights_dtype)
+    return recipe.for_model(workload.model) if recipe is not None else None
 
 
 def engine_kernels(workload: Workload) -> Kernels:

@@ -6,9 +6,10 @@ table and the output layer on its own terms. Sizes below reproduce published fil
 - Llama-3-8B Q4_K_M 4.92 GB, IQ4_XS 4.45 GB (bartowski/Meta-Llama-3-8B-Instruct-GGUF);
 - Llama-2-7B Q4_0 3.83 GB, Q6_K 5.53 GB, Q8_0 7.16 GB (TheBloke/Llama-2-7B-GGUF);
 - Llama-3-8B AWQ 4-bit 5.7 GB, FP8 (llm-compressor) 9.1 GB (embeddings and lm_head in bf16).
-An engine's published recipe replaces a format's widths (engines/data/<id>.toml [quantization]):
-ExecuTorch's 8da4w keeps the embedding and the classifier in 8 bits (Llama 3.2 1B SpinQuant
-1,083 MiB, 3B 2,435 MiB).
+An engine's published recipe replaces a format's widths (engines/data/<id>.toml [quantization]),
+chosen by checkpoint (efficiency.engine_recipe): ExecuTorch's prequantised Llama 3.2 keeps the
+embedding and the classifier in 8 bits (1B SpinQuant 1,083 MiB, 3B 2,435 MiB); its PTQ recipe
+for any other checkpoint writes 8da4w group 128 and a 4-bit embedding (Llama-3-8B 4.20 GB).
 tests/perfmodel/test_formats.py pins each of these to within 2%.
 """
 

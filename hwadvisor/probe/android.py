@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hwadvisor.models import Device, DeviceClass
-from hwadvisor.probe.base import BackendResult
+from hwadvisor.probe.base import BackendResult, GuardedBackend
 from hwadvisor.probe.mobile import (
     FileReader,
     parse_meminfo_total_bytes,
@@ -198,7 +198,7 @@ def soc_device(model: str | None, manufacturer: str | None, platform_name: str |
     )
 
 
-class AndroidBackend:
+class AndroidBackend(GuardedBackend):
     """Android phones: one mobile-soc device, identified by getprop or by the CPU cores."""
 
     name = "android"
@@ -219,18 +219,12 @@ class AndroidBackend:
         self.memory_total = memory_total
         self.proc_root = proc_root
 
-    def probe(self) -> BackendResult:
-        """Return the phone's SoC on Android; nothing elsewhere. Never raises."""
-        try:
-            return self._probe()
-        except Exception as exc:  # a probe must not crash the CLI
-            return BackendResult(notes=[f"android: probe failed ({exc})"])
-
     def _memory(self) -> int | None:
         return (parse_meminfo_total_bytes(self.reader(self.proc_root / "meminfo"))
                 or self.memory_total())
 
     def _probe(self) -> BackendResult:
+        """Return the phone's SoC on Android; nothing elsewhere."""
         props = parse_getprop(self.runner(["getprop"], GETPROP_TIMEOUT_S))
         notes: list[str] = []
         if props.get("ro.soc.model") or props.get("ro.board.platform"):

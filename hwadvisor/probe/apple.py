@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 
 from hwadvisor.models import Device, DeviceClass
-from hwadvisor.probe.base import BackendResult
+from hwadvisor.probe.base import BackendResult, GuardedBackend
 from hwadvisor.probe.presence import not_macos
 from hwadvisor.probe.runcmd import Runner, run_command
 
@@ -117,7 +117,7 @@ def _int_or_none(text: str | None) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-class AppleBackend:
+class AppleBackend(GuardedBackend):
     """Apple Silicon Macs: one device of class apple-silicon with unified memory."""
 
     name = "apple"
@@ -134,14 +134,8 @@ class AppleBackend:
         out = self.runner(["sysctl", "-n", key], SYSCTL_TIMEOUT_S)
         return out.strip() if out and out.strip() else None
 
-    def probe(self) -> BackendResult:
-        """Return the Apple Silicon GPU on a Mac; nothing elsewhere. Never raises."""
-        try:
-            return self._probe()
-        except Exception as exc:  # a probe must not crash the CLI
-            return BackendResult(notes=[f"apple: probe failed ({exc})"])
-
     def _probe(self) -> BackendResult:
+        """Return the Apple Silicon GPU on a Mac; nothing elsewhere."""
         system = self.platform_name()
         absent = not_macos(system)
         if absent is not None:

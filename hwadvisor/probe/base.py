@@ -24,3 +24,23 @@ class Backend(Protocol):
     def probe(self) -> BackendResult:
         """Return the devices this backend sees (empty with a note when none)."""
         ...
+
+
+class GuardedBackend:
+    """A backend whose `_probe` may raise: `probe` turns any exception into a note.
+
+    A probe must not crash the CLI: an unexpected reading (a changed sysctl, an odd
+    /proc file) costs this backend its devices, never the report.
+    """
+
+    name: str = ""
+
+    def probe(self) -> BackendResult:
+        """Return what `_probe` found; a note naming the failure when it raised."""
+        try:
+            return self._probe()
+        except Exception as exc:  # a probe must not crash the CLI
+            return BackendResult(notes=[f"{self.name}: probe failed ({exc})"])
+
+    def _probe(self) -> BackendResult:
+        raise NotImplementedError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import platform
 from collections.abc import Callable, Iterable, Sequence
 
@@ -34,50 +35,36 @@ class _Found:
         return self.result
 
 
-def _amd() -> Backend:
-    absent = presence.amd_absent()
-    if absent is not None:  # no driver, tool or library: the module and its tools are skipped
-        return _Found("amd", BackendResult(notes=[absent]))
-    from hwadvisor.probe.amd import AmdBackend
+def _after_check(name: str, absent: Callable[[], str | None],
+                 path: str) -> Callable[[], Backend]:
+    """Return a backend factory: its cheap "absent" answer, else its class ("module:Class").
 
-    return AmdBackend()
+    The module is imported only when the check finds something: no driver, tool or library
+    means its module and tools are never loaded.
+    """
 
+    def make() -> Backend:
+        reason = absent()
+        if reason is not None:
+            return _Found(name, BackendResult(notes=[reason]))
+        module, _, cls = path.partition(":")
+        return getattr(importlib.import_module(module), cls)()  # type: ignore[no-any-return]
 
-def _apple() -> Backend:
-    absent = presence.not_macos(platform.system())
-    if absent is not None:
-        return _Found("apple", BackendResult(notes=[absent]))
-    from hwadvisor.probe.apple import AppleBackend
-
-    return AppleBackend()
-
-
-def _android() -> Backend:
-    absent = presence.android_absent()
-    if absent is not None:
-        return _Found("android", BackendResult(notes=[absent]))
-    from hwadvisor.probe.android import AndroidBackend
-
-    return AndroidBackend()
-
-
-def _ios() -> Backend:
-    absent = presence.not_ios(platform.system())
-    if absent is not None:
-        return _Found("ios", BackendResult(notes=[absent]))
-    from hwadvisor.probe.ios import IosBackend
-
-    return IosBackend()
+    return make
 
 
 # Detection order: discrete accelerators first (NVIDIA, then AMD), then SoCs with unified
 # memory (Apple, then phones). The first backend that finds devices wins; none means cpu.
 BACKEND_FACTORIES: dict[str, Callable[[], Backend]] = {
     "nvidia": _nvidia,
-    "amd": _amd,
-    "apple": _apple,
-    "android": _android,
-    "ios": _ios,
+    # the lambdas look the checks up at call time (tests stand in for them)
+    "amd": _after_check("amd", lambda: presence.amd_absent(), "hwadvisor.probe.amd:AmdBackend"),
+    "apple": _after_check("apple", lambda: presence.not_macos(platform.system()),
+                          "hwadvisor.probe.apple:AppleBackend"),
+    "android": _after_check("android", lambda: presence.android_absent(),
+                            "hwadvisor.probe.android:AndroidBackend"),
+    "ios": _after_check("ios", lambda: presence.not_ios(platform.system()),
+                        "hwadvisor.probe.ios:IosBackend"),
 }
 DETECTION_ORDER: tuple[str, ...] = ("nvidia", "amd", "apple", "android", "ios")
 

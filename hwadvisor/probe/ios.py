@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hwadvisor.models import Device, DeviceClass
-from hwadvisor.probe.base import BackendResult
+from hwadvisor.probe.base import BackendResult, GuardedBackend
 from hwadvisor.probe.mobile import psutil_memory_total_bytes
 from hwadvisor.probe.presence import not_ios
 
@@ -49,7 +49,7 @@ def chip_name(identifier: str | None) -> str | None:
     return f"Apple {chip}" if chip is not None else None
 
 
-class IosBackend:
+class IosBackend(GuardedBackend):
     """iPhones: one mobile-soc device named after the chip of the model identifier."""
 
     name = "ios"
@@ -64,14 +64,8 @@ class IosBackend:
         self.ios_ver = ios_ver
         self.memory_total = memory_total
 
-    def probe(self) -> BackendResult:
-        """Return the iPhone's SoC on iOS; nothing elsewhere. Never raises."""
-        try:
-            return self._probe()
-        except Exception as exc:  # a probe must not crash the CLI
-            return BackendResult(notes=[f"ios: probe failed ({exc})"])
-
     def _probe(self) -> BackendResult:
+        """Return the iPhone's SoC on iOS; nothing elsewhere."""
         system = self.platform_name()
         absent = not_ios(system)
         if absent is not None:

@@ -694,6 +694,11 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
         # The checkpointing level the model counted, in the engine's words.
         forms["activation-checkpointing"] = ("selective" if ctx.options.selective_checkpointing
                                              else "full")
+    recipe = engine.quantization.get("int4")
+    form = recipe.for_model(ctx.workload.model).config_form if recipe is not None else None
+    if form is not None:
+        # The 4-bit recipe the size was modelled with (a prequantised checkpoint's own export).
+        forms["int4-weights"] = form
     values = _engine_values(ctx, plan)
     device_class = str(ctx.device.device_class)
     rendered = render_config(engine, steps, values, device_class, forms, ctx.workload.phase)

@@ -30,8 +30,8 @@ import warnings
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
-from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import Requires, TrialContext, torch_device
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "attention-backends"
 BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
@@ -39,7 +39,7 @@ MAX_SEQ = 4096
 MAX_TOKENS = 8192  # batch x seq; math at 64 heads x 4096^2 scores is ~2 GiB per bf16 copy
 
 
-class AttentionBackendsTrial:
+class AttentionBackendsTrial(common.GuardedTrial):
     """SDPA backends compared at the workload's attention shape."""
 
     id = TRIAL_ID
@@ -48,13 +48,9 @@ class AttentionBackendsTrial:
 
     requires = Requires(torch_features=(("nn.attention.sdpa_kernel", "needs >= 2.3"),))
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Need torch with torch.nn.attention."""
-        return self.requires.reason()
-
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Run every backend; see the module docstring."""
-        return common.run_guarded(self, ctx, _run)
+        return _run(ctx, started)
 
 
 def _shape(ctx: TrialContext, device: str) -> common.BlockShape:
@@ -87,7 +83,7 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
     from torch.nn.attention import SDPBackend
 
-    from hwadvisor.trials.timing import rel_error
+    from hwadvisor.trials.kit.timing import rel_error
 
     device = torch_device(ctx, mps=True)
     dtype_name = common.compute_dtype(device)
@@ -143,7 +139,7 @@ def _time_backends(runnable: dict[str, tuple[Any, float]], q: Any, k: Any, v: An
     import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel
 
-    from hwadvisor.trials.timing import Variant, interleaved
+    from hwadvisor.trials.kit.timing import Variant, interleaved
 
     def call_for(backend: Any) -> Any:
         def call(_i: int) -> Any:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.trials.base import (
+    RequiresTrial,
     TrialContext,
     available_host_bytes,
     free_device_bytes,
     release_memory,
     torch_device,
-    torch_missing,
 )
-from hwadvisor.trials.timing import (
+from hwadvisor.trials.kit.timing import (
     bench,
     check_close,
     effects,
@@ -51,16 +51,12 @@ def buffer_bytes(device: str, quick: bool) -> int:
     return max(MIB, target // MIB * MIB)
 
 
-class MemoryBandwidthTrial:
+class MemoryBandwidthTrial(RequiresTrial):
     """Copy and triad bandwidth (GB/s, 1 GB = 1e9 bytes) of the device's memory."""
 
     id = "memory-bandwidth"
     title = "Memory bandwidth (copy, triad)"
     needs = "torch; a GPU for device memory, else host memory is measured"
-
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Only torch is required."""
-        return torch_missing()
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Measure copy and triad bandwidth, checking both results first."""

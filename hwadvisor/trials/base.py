@@ -266,6 +266,26 @@ class Requires:
         return None
 
 
+class RequiresTrial:
+    """A trial whose needs are its `requires`, and `also_needs` for what Requires cannot say.
+
+    Trials subclass it for `unsupported_reason`; each sets id, title, needs and requires.
+    """
+
+    id: str = ""
+    title: str = ""
+    needs: str = ""
+    requires: Requires = Requires()
+
+    def unsupported_reason(self, ctx: TrialContext) -> str | None:
+        """Return the first thing this trial needs that is missing here, or None."""
+        return self.requires.reason() or self.also_needs(ctx)
+
+    def also_needs(self, ctx: TrialContext) -> str | None:
+        """Return a need beyond `requires` (a plan, a backend, a kernel) missing here, or None."""
+        return None
+
+
 def _has_torch_feature(path: str) -> bool:
     """Whether torch has this dotted attribute (a submodule is imported to look)."""
     import importlib

@@ -33,26 +33,22 @@ from __future__ import annotations
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
-from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
+from hwadvisor.trials.base import TrialContext, torch_device
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "activation-checkpointing"
 
 
-class ActivationCheckpointingTrial:
+class ActivationCheckpointingTrial(common.GuardedTrial):
     """Forward + backward of a block stack with and without activation checkpointing."""
 
     id = TRIAL_ID
     title = "Activation checkpointing: activation memory saved vs. step time"
     needs = "torch; a CUDA GPU for allocator peaks (a CPU counts saved-tensor bytes)"
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Need only torch."""
-        return torch_missing()
-
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Measure both variants; see the module docstring."""
-        return common.run_guarded(self, ctx, _run)
+        return _run(ctx, started)
 
 
 def _shape(ctx: TrialContext, device: str) -> common.BlockShape:
@@ -162,8 +158,8 @@ def _saved_bytes(stack: Any, x: Any, probe: Any) -> int:
 def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
 
-    from hwadvisor.trials import blocks
-    from hwadvisor.trials.timing import Variant, paired
+    from hwadvisor.trials.kit import blocks
+    from hwadvisor.trials.kit.timing import Variant, paired
 
     device = torch_device(ctx)
     dtype_name = common.compute_dtype(device)
@@ -243,20 +239,13 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
         intervals["speedup"] = (ratio.ci, ratio.n)
         intervals["time_factor"] = (ratio.inverse().ci, ratio.n)
 
-    ok = err <= tol
     summary = (
         f"{shape.layers} blocks ({shape.source}, {shape.num_heads} heads, "
         f"{shape.batch}x{shape.seq_len} tokens, {dtype_name}): activation memory x"
         f"{effect.get('memory_factor', float('nan')):.2f}, step time x"
         f"{effect.get('time_factor', float('nan')):.2f} ({method}); gradient error {err:.1e}"
     )
-    return common.finished(
-        TRIAL_ID, device, started,
-        ok=ok,
-        reason=None if ok else f"gradients differ: relative error {err:.2e} > {tol:.0e}",
-        measurements=[timings[False], timings[True], *mem_meas],
-        effect=effect,
-        intervals=intervals,
-        summary=summary,
-        max_error=err if err == err and err != float("inf") else None,
-    )
+    check = common.Checked(err, tol, "gradients differ: relative error")
+    return common.checked_result(TRIAL_ID, device, started, check,
+                                 measurements=[timings[False], timings[True], *mem_meas],
+                                 effect=effect, intervals=intervals, summary=summary)

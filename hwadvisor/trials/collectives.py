@@ -47,8 +47,8 @@ from typing import Any
 
 from hwadvisor.models import Measurement, TrialEnvironment, TrialResult, Workload
 from hwadvisor.models.trial import named_effects
-from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, torch_missing
+from hwadvisor.trials.base import RequiresTrial, TrialContext
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "collectives"
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
@@ -68,18 +68,15 @@ class CollectiveLaunchError(RuntimeError):
     """The worker processes failed or timed out."""
 
 
-class CollectivesTrial:
+class CollectivesTrial(RequiresTrial):
     """NCCL collectives' bus bandwidth at the workload's bucket sizes and 1 GiB."""
 
     id = TRIAL_ID
     title = "Collectives: all-reduce / all-gather / reduce-scatter bus bandwidth (NCCL)"
     needs = "torch with NCCL and >= 2 CUDA GPUs on this host"
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Needs torch.distributed with the backend, and >= 2 GPUs for NCCL."""
-        missing = torch_missing()
-        if missing:
-            return missing
+    def also_needs(self, ctx: TrialContext) -> str | None:
+        """Need torch.distributed with the backend, and >= 2 GPUs for NCCL."""
         import torch
         import torch.distributed as dist
 

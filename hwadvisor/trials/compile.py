@@ -26,14 +26,14 @@ import time
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.models.stats import LogEstimate
-from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import Requires, TrialContext, torch_device
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "torch-compile"
 MAX_AUTOTUNE_BUDGET_S = 120.0
 
 
-class TorchCompileTrial:
+class TorchCompileTrial(common.GuardedTrial):
     """A block's forward: eager vs. torch.compile."""
 
     id = TRIAL_ID
@@ -42,13 +42,13 @@ class TorchCompileTrial:
 
     requires = Requires(torch_features=(("compile", "needs >= 2.0"),), c_compiler=True)
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Need torch with torch.compile and a C compiler."""
-        return self.requires.reason()
-
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Compile and compare; see the module docstring."""
-        return common.run_guarded(self, ctx, _run, cleanup=_reset_dynamo)
+        return _run(ctx, started)
+
+    def cleanup(self) -> None:
+        """Reset torch.compile's caches for the next trial."""
+        _reset_dynamo()
 
 
 def _reset_dynamo() -> None:
@@ -84,8 +84,8 @@ def _shape(ctx: TrialContext, device: str) -> common.BlockShape:
 def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
 
-    from hwadvisor.trials import blocks
-    from hwadvisor.trials.timing import Variant, paired, rel_error, sync
+    from hwadvisor.trials.kit import blocks
+    from hwadvisor.trials.kit.timing import Variant, paired, rel_error, sync
 
     device = torch_device(ctx)
     dtype_name = common.compute_dtype(device)
@@ -139,20 +139,13 @@ def _result(device: str, shape: common.BlockShape, dtype_name: str, mode: str,
                        "compiled_ms": comp.median * 1e3})
         intervals["speedup"] = (ratio.ci, ratio.n)
     tol = common.tolerance(dtype_name)
-    ok = err <= tol
     summary = (
         f"block ({shape.source}, {shape.num_heads} heads, {shape.batch}x{shape.seq_len} tokens, "
         f"{dtype_name}), {comp.params.get('backend')} mode {mode}: "
         f"speedup x{effect.get('speedup', float('nan')):.2f}, "
         f"compile {effect['compile_s']:.1f} s; output error {err:.1e}"
     )
-    return common.finished(
-        TRIAL_ID, device, started,
-        ok=ok,
-        reason=None if ok else f"compiled output differs from eager: {err:.2e} > {tol:.0e}",
-        measurements=[eager, comp, compile_m],
-        effect=effect,
-        intervals=intervals,
-        summary=summary,
-        max_error=err if err != float("inf") else None,
-    )
+    check = common.Checked(err, tol, "compiled output differs from eager")
+    return common.checked_result(TRIAL_ID, device, started, check,
+                                 measurements=[eager, comp, compile_m],
+                                 effect=effect, intervals=intervals, summary=summary)

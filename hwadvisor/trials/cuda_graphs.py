@@ -20,15 +20,15 @@ from __future__ import annotations
 from typing import Any
 
 from hwadvisor.models import TrialResult
-from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import Requires, TrialContext, torch_device
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "cuda-graphs"
 MAX_CONTEXT = 4096
 LAYERS = 4
 
 
-class CudaGraphsTrial:
+class CudaGraphsTrial(common.GuardedTrial):
     """Batch-1 decode step: eager vs. torch.cuda.CUDAGraph replay."""
 
     id = TRIAL_ID
@@ -37,13 +37,9 @@ class CudaGraphsTrial:
 
     requires = Requires(cuda=True, what="CUDA graphs")
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """CUDA graphs need a CUDA GPU."""
-        return self.requires.reason()
-
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Measure both variants; see the module docstring."""
-        return common.run_guarded(self, ctx, _run)
+        return _run(ctx, started)
 
 
 def _context_len(ctx: TrialContext) -> int:
@@ -58,8 +54,8 @@ def _context_len(ctx: TrialContext) -> int:
 def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
 
-    from hwadvisor.trials import blocks
-    from hwadvisor.trials.timing import Variant, paired, rel_error
+    from hwadvisor.trials.kit import blocks
+    from hwadvisor.trials.kit.timing import Variant, paired, rel_error
 
     device = torch_device(ctx)
     dtype = torch.bfloat16
@@ -129,20 +125,13 @@ def _run(ctx: TrialContext, started: float) -> TrialResult:
         intervals["speedup"] = (ratio.ci, ratio.n)
     # Eager and replay run the very same kernels: anything beyond bf16 rounding is a bug.
     tol = common.tolerance("bf16")
-    ok = err <= tol
     summary = (
         f"decode step, {shape.layers} layers ({shape.source}, hidden {shape.hidden_size}), "
         f"context {ctx_len}: eager {effect.get('eager_step_ms', float('nan')):.3f} ms, "
         f"graph {effect.get('graph_step_ms', float('nan')):.3f} ms, "
         f"speedup x{effect.get('speedup', float('nan')):.2f}; output error {err:.1e}"
     )
-    return common.finished(
-        TRIAL_ID, device, started,
-        ok=ok,
-        reason=None if ok else f"graph output differs from eager: {err:.2e} > {tol:.0e}",
-        measurements=[eager, replay],
-        effect=effect,
-        intervals=intervals,
-        summary=summary,
-        max_error=err if err != float("inf") else None,
-    )
+    check = common.Checked(err, tol, "graph output differs from eager")
+    return common.checked_result(TRIAL_ID, device, started, check,
+                                 measurements=[eager, replay],
+                                 effect=effect, intervals=intervals, summary=summary)

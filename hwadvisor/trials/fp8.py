@@ -21,14 +21,15 @@ from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.models.stats import LogEstimate
 from hwadvisor.trials.base import (
     Requires,
+    RequiresTrial,
     TrialContext,
     has_fp8,
     release_memory,
     torch_device,
 )
-from hwadvisor.trials.fp8_ops import FP8_MIN_CC, fp8_dtype, quantize_fp8, scaled_mm
-from hwadvisor.trials.shapes import LinearShape, decode_tokens, linear_shapes, prefill_tokens
-from hwadvisor.trials.timing import (
+from hwadvisor.trials.kit.fp8_ops import FP8_MIN_CC, fp8_dtype, quantize_fp8, scaled_mm
+from hwadvisor.trials.kit.shapes import LinearShape, decode_tokens, linear_shapes, prefill_tokens
+from hwadvisor.trials.kit.timing import (
     Variant,
     check_close,
     combined,
@@ -116,7 +117,7 @@ def _bench_shape(device: str, phase: str, m: int, shape: LinearShape, budget_s: 
     A variant that cannot be built (row-wise scales unsupported) is reported as skipped and the
     others still run; a wrong output (CorrectnessError) propagates and voids the trial.
     """
-    from hwadvisor.trials.timing import CorrectnessError
+    from hwadvisor.trials.kit.timing import CorrectnessError
 
     built: dict[str, tuple[Callable[[int], Any], float, dict[str, float | int | str]]] = {}
     skipped: list[Measurement] = []
@@ -151,7 +152,7 @@ def _bench_shape(device: str, phase: str, m: int, shape: LinearShape, budget_s: 
     return timed.measurements + skipped, ratios
 
 
-class Fp8GemmTrial:
+class Fp8GemmTrial(RequiresTrial):
     """FP8 GEMM speedup over bf16 at the workload's prefill and decode shapes."""
 
     id = "fp8-gemm"

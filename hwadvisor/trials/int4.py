@@ -20,14 +20,14 @@ from typing import Any
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.models.stats import LogEstimate
 from hwadvisor.trials.base import (
+    RequiresTrial,
     TrialContext,
     compute_capability,
     cuda_available,
     release_memory,
     torch_device,
-    torch_missing,
 )
-from hwadvisor.trials.int4_ops import (
+from hwadvisor.trials.kit.int4_ops import (
     GROUP_SIZE,
     INT4_MIN_CC,
     dequantize_int4,
@@ -36,8 +36,8 @@ from hwadvisor.trials.int4_ops import (
     quantize_int4,
     scales_and_zeros,
 )
-from hwadvisor.trials.shapes import LinearShape, linear_shapes
-from hwadvisor.trials.timing import (
+from hwadvisor.trials.kit.shapes import LinearShape, linear_shapes
+from hwadvisor.trials.kit.timing import (
     Variant,
     check_close,
     combined,
@@ -139,18 +139,15 @@ def _bench_batch(weights: _Weights, shape: LinearShape, batch: int, device: str,
     return bf16, int4, ratio
 
 
-class Int4WeightOnlyTrial:
+class Int4WeightOnlyTrial(RequiresTrial):
     """INT4 weight-only matmul speedup over bf16, per decode batch size."""
 
     id = "int4-weight-only"
     title = "INT4 weight-only matmul vs bf16 (decode batch sizes)"
     needs = "torch with an int4 weight-only kernel: CUDA cc >= 8.0, or a recent CPU build"
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Needs torch, the int4 ops, and on CUDA compute capability >= 8.0."""
-        missing = torch_missing()
-        if missing:
-            return missing
+    def also_needs(self, ctx: TrialContext) -> str | None:
+        """Need the int4 ops, and on CUDA compute capability >= 8.0."""
         import torch
 
         aten = torch.ops.aten

@@ -39,8 +39,8 @@ from __future__ import annotations
 from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
-from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import Requires, TrialContext, has_fp8, torch_device
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "kv-cache-quantization"
 MAX_CONTEXT = 8192
@@ -50,7 +50,7 @@ SPEED_KERNEL = ("torch SDPA on a bf16 copy dequantised from the FP8 cache each s
 QUERIES = 16  # the last tokens' queries: a few decode steps' worth
 
 
-class KvCacheQuantizationTrial:
+class KvCacheQuantizationTrial(common.GuardedTrial):
     """FP8 KV cache: memory factor and attention output error against a bf16 cache."""
 
     id = TRIAL_ID
@@ -59,13 +59,9 @@ class KvCacheQuantizationTrial:
 
     requires = Requires(torch_features=(("float8_e4m3fn", "needs >= 2.1"),))
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Need torch with float8 dtypes."""
-        return self.requires.reason()
-
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Quantise, attend, compare; see the module docstring."""
-        return common.run_guarded(self, ctx, _run)
+        return _run(ctx, started)
 
 
 def quantize_fp8(t: Any, per_head: bool) -> tuple[Any, Any]:
@@ -102,7 +98,7 @@ def _attend(q: Any, k: Any, v: Any, group: int) -> Any:
     """fp32 attention of q (B, H, Q, D) over k, v (B, Hkv, S, D)."""
     import torch.nn.functional as F
 
-    from hwadvisor.trials.blocks import expand_kv
+    from hwadvisor.trials.kit.blocks import expand_kv
 
     return F.scaled_dot_product_attention(q.float(), expand_kv(k.float(), group),
                                           expand_kv(v.float(), group))
@@ -123,7 +119,7 @@ def _shape(ctx: TrialContext) -> tuple[int, int, int, int, int, str]:
 def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
 
-    from hwadvisor.trials.timing import rel_error
+    from hwadvisor.trials.kit.timing import rel_error
 
     device = torch_device(ctx)
     b, h, hkv, s, d, source = _shape(ctx)
@@ -181,8 +177,8 @@ def _decode_speed(ctx: TrialContext, device: str, hkv: int, h: int, s: int,
     import torch
     import torch.nn.functional as F
 
-    from hwadvisor.trials.blocks import expand_kv
-    from hwadvisor.trials.timing import Variant, paired, rel_error
+    from hwadvisor.trials.kit.blocks import expand_kv
+    from hwadvisor.trials.kit.timing import Variant, paired, rel_error
 
     batch = max(1, min(MAX_DECODE_BATCH, ctx.workload.batch if ctx.workload else 1))
     group = max(1, h // hkv)

@@ -19,14 +19,14 @@ from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.trials.base import (
+    RequiresTrial,
     TrialContext,
     has_fp8,
     release_memory,
     torch_device,
-    torch_missing,
 )
-from hwadvisor.trials.fp8_ops import dequantized, fp8_dtype, quantize_fp8, scaled_mm
-from hwadvisor.trials.timing import (
+from hwadvisor.trials.kit.fp8_ops import dequantized, fp8_dtype, quantize_fp8, scaled_mm
+from hwadvisor.trials.kit.timing import (
     bench,
     check_close,
     effects,
@@ -197,16 +197,12 @@ def _guarded_pair(fmt: str, job: Callable[[], list[Measurement]]) -> list[Measur
     return found[0] if found else [burst]
 
 
-class MatmulPeakTrial:
+class MatmulPeakTrial(RequiresTrial):
     """Dense matmul TFLOP/s per format (the measured compute ceiling)."""
 
     id = "matmul-peak"
     title = "Matmul peak (TFLOP/s per format)"
     needs = "torch; a GPU for bf16/fp16/tf32/fp8 (fp8: cc >= 8.9), else CPU fp32/bf16"
-
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Only torch is required."""
-        return torch_missing()
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Measure each format on its own; report the ones that could not run as skipped."""

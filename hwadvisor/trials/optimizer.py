@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from hwadvisor.models import TrialResult
-from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
+from hwadvisor.trials.base import TrialContext, torch_device
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "fused-adamw"
 LAYERS = 2
@@ -36,18 +36,15 @@ def layer_shapes(shape: common.BlockShape) -> list[tuple[int, ...]]:
     return per_layer * shape.layers
 
 
-class FusedAdamWTrial:
+class FusedAdamWTrial(common.GuardedTrial):
     """One AdamW step over a few layers' parameters: fused vs foreach."""
 
     id = TRIAL_ID
     title = "Fused AdamW vs foreach AdamW (a few layers' parameters)"
     needs = "torch >= 2.4 with AdamW(fused=True) on this device"
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Need torch whose AdamW takes fused=True."""
-        missing = torch_missing()
-        if missing:
-            return missing
+    def also_needs(self, ctx: TrialContext) -> str | None:
+        """Need a torch whose AdamW takes fused=True."""
         import inspect
 
         import torch
@@ -56,9 +53,9 @@ class FusedAdamWTrial:
             return f"torch {torch.__version__} has no AdamW(fused=True)"
         return None
 
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Check and time both optimizers; see the module docstring."""
-        return common.run_guarded(self, ctx, _run)
+        return _run(ctx, started)
 
 
 def _params(shapes: list[tuple[int, ...]], device: str, seed: int) -> tuple[list[Any], list[Any]]:
@@ -86,7 +83,7 @@ def _optimizer(weights: list[Any], grads: list[Any], fused: bool) -> tuple[Any, 
 def _run(ctx: TrialContext, started: float) -> TrialResult:
     import torch
 
-    from hwadvisor.trials.timing import Variant, paired, rel_error
+    from hwadvisor.trials.kit.timing import Variant, paired, rel_error
 
     device = torch_device(ctx, mps=True)
     if ctx.quick or device.startswith("cpu"):

@@ -47,14 +47,13 @@ from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.models.stats import LogEstimate
-from hwadvisor.trials import _model_common as common
 from hwadvisor.trials.base import (
     TrialContext,
     cuda_available,
     has_fp8,
     torch_device,
-    torch_missing,
 )
+from hwadvisor.trials.kit import common
 
 TRIAL_ID = "plan-step"
 LAYERS = 4
@@ -86,25 +85,22 @@ INFERENCE_KNOBS = ("cuda_graphs", "weights", "kv", "attention")
 TRAINING_KNOBS = ("checkpointing", "fused_optimizer", "lora_rank", "batch", "attention")
 
 
-class PlanStepTrial:
+class PlanStepTrial(common.GuardedTrial):
     """The plan's stacked decode or train step against the baseline's, on a few layers."""
 
     id = TRIAL_ID
     title = "The plan as a whole: its stacked step against the baseline's"
     needs = "torch; a plan (recommend --validate); CUDA for CUDA graphs and FP8"
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Needs torch and the plan's knobs."""
-        missing = torch_missing()
-        if missing:
-            return missing
+    def also_needs(self, ctx: TrialContext) -> str | None:
+        """Need the plan's knobs."""
         if not isinstance(ctx.plan_spec, dict):
             return "no plan to measure: run it through recommend --validate"
         return None
 
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Build both sides, check them, time them; see the module docstring."""
-        return common.run_guarded(self, ctx, _run)
+        return _run(ctx, started)
 
 
 # ---------------------------------------------------------------------------------------
@@ -178,7 +174,7 @@ def _quant_linear_class() -> Any:
     import torch.nn.functional as F
     from torch import nn
 
-    from hwadvisor.trials import fp8_ops, int4_ops
+    from hwadvisor.trials.kit import fp8_ops, int4_ops
 
     class QuantLinear(nn.Module):
         """A bias-free linear whose weight is int4 (torch kernel) or FP8 (row-wise scales).
@@ -319,7 +315,7 @@ class _DecodeSide:
                  device: str, dtype: Any) -> None:
         import torch
 
-        from hwadvisor.trials import blocks
+        from hwadvisor.trials.kit import blocks
 
         self.knobs, self.device = knobs, device
         self.stack = blocks.build_stack(shape, device, dtype, seed=WEIGHT_SEED).eval()
@@ -399,7 +395,7 @@ class _DecodeSide:
 
     def output(self) -> Any:
         """Return the timed step's output (poisoned first, so an unwritten element shows)."""
-        from hwadvisor.trials.timing import poison, sync
+        from hwadvisor.trials.kit.timing import poison, sync
 
         if self.out is not None:
             poison(self.out)
@@ -444,7 +440,7 @@ class _TrainSide:
                  dtype: Any) -> None:
         import torch
 
-        from hwadvisor.trials import blocks
+        from hwadvisor.trials.kit import blocks
 
         self.knobs, self.device, self.tokens = knobs, device, shape.batch * shape.seq_len
         before = _allocated(device)
@@ -547,7 +543,7 @@ def _dtype(device: str) -> tuple[str, Any]:
 def _run_inference(ctx: TrialContext, started: float, request: dict[str, Any],
                    base: dict[str, Any], plan: dict[str, Any], dropped: dict[str, str],
                    device: str) -> TrialResult:
-    from hwadvisor.trials.timing import Variant, interleaved, rel_error
+    from hwadvisor.trials.kit.timing import Variant, interleaved, rel_error
 
     dtype_name, dtype = _dtype(device)
     batch, context = _decode_sizes(ctx, request, device)
@@ -596,7 +592,7 @@ def _run_inference(ctx: TrialContext, started: float, request: dict[str, Any],
 def _run_training(ctx: TrialContext, started: float, request: dict[str, Any],
                   base: dict[str, Any], plan: dict[str, Any], dropped: dict[str, str],
                   device: str) -> TrialResult:
-    from hwadvisor.trials.timing import Variant, interleaved, rel_error
+    from hwadvisor.trials.kit.timing import Variant, interleaved, rel_error
 
     dtype_name, dtype = _dtype(device)
     b0, b1, seq = train_sizes(ctx, request, base, plan, device)

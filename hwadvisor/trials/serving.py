@@ -30,8 +30,8 @@ from typing import Any
 
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.models.stats import LogEstimate
-from hwadvisor.trials import _model_common as common
-from hwadvisor.trials.base import TrialContext, torch_device, torch_missing
+from hwadvisor.trials.base import TrialContext, torch_device
+from hwadvisor.trials.kit import common
 
 LAYERS = 4
 LAYERS_QUICK = 2
@@ -96,7 +96,7 @@ def check_cached_forward(stack: Any, shape: common.BlockShape, device: str, dtyp
     """
     import torch
 
-    from hwadvisor.trials.timing import rel_error
+    from hwadvisor.trials.kit.timing import rel_error
 
     gen = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.randn(batch, length, shape.hidden_size, generator=gen).to(device, dtype)
@@ -142,7 +142,7 @@ def _finish(trial_id: str, device: str, started: float, shape: common.BlockShape
 def _setup(ctx: TrialContext, batch: int, seq_len: int, seed: int
            ) -> tuple[str, str, Any, common.BlockShape, Any, float]:
     """Device, dtype name, dtype, shape, the stack (eval) and its checked error."""
-    from hwadvisor.trials import blocks
+    from hwadvisor.trials.kit import blocks
 
     device = torch_device(ctx)
     dtype_name = common.compute_dtype(device)
@@ -166,20 +166,16 @@ def _scaled(est: LogEstimate | None, factor: float,
     return est.value * factor
 
 
-class _ServingTrial:
+class _ServingTrial(common.GuardedTrial):
     """The shared guard: torch is all these trials need (they run on a CPU too)."""
 
     id = ""
     title = ""
     needs = "torch (a GPU for the workload's full widths; a CPU runs them small)"
 
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Need only torch."""
-        return torch_missing()
-
-    def run(self, ctx: TrialContext) -> TrialResult:
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
         """Check and time; see the module docstring."""
-        return common.run_guarded(self, ctx, self._run)  # type: ignore[arg-type]
+        return self._run(ctx, started)
 
     def _run(self, ctx: TrialContext, started: float) -> TrialResult:
         raise NotImplementedError
@@ -194,7 +190,7 @@ class ContinuousBatchingTrial(_ServingTrial):
     def _run(self, ctx: TrialContext, started: float) -> TrialResult:
         import torch
 
-        from hwadvisor.trials.timing import Variant, paired
+        from hwadvisor.trials.kit.timing import Variant, paired
 
         wl_batch = ctx.workload.batch if ctx.workload is not None else 8
         batch = max(2, min(MAX_BATCH, wl_batch))
@@ -239,7 +235,7 @@ class SpeculativeVerifyTrial(_ServingTrial):
     def _run(self, ctx: TrialContext, started: float) -> TrialResult:
         import torch
 
-        from hwadvisor.trials.timing import Variant, paired
+        from hwadvisor.trials.kit.timing import Variant, paired
 
         batch = max(1, min(MAX_BATCH, ctx.workload.batch if ctx.workload is not None else 1))
         device = torch_device(ctx)
@@ -282,7 +278,7 @@ class PrefixReuseTrial(_ServingTrial):
     def _run(self, ctx: TrialContext, started: float) -> TrialResult:
         import torch
 
-        from hwadvisor.trials.timing import Variant, paired
+        from hwadvisor.trials.kit.timing import Variant, paired
 
         device = torch_device(ctx)
         wl = ctx.workload

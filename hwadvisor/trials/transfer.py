@@ -12,22 +12,13 @@ from typing import Any
 from hwadvisor.models import Measurement, TrialResult
 from hwadvisor.trials.base import (
     Requires,
+    RequiresTrial,
     TrialContext,
     available_host_bytes,
     release_memory,
     torch_device,
 )
-from hwadvisor.trials.timing import (
-    bench,
-    check_close,
-    effects,
-    guarded,
-    poison,
-    ran,
-    rate,
-    speedup,
-    variants_result,
-)
+from hwadvisor.trials.kit import timing
 
 MIB = 1024**2
 TRANSFER_BYTES = 512 * MIB
@@ -39,18 +30,18 @@ def _measure(kind: str, src: Any, dst: Any, device: str, repeats: int,
     """Check one host-to-device copy bit for bit, then time it (synchronous: non_blocking off)."""
     import torch
 
-    poison(dst)
+    timing.poison(dst)
     dst.copy_(src)
     same = bool(torch.equal(dst.cpu(), src))
-    check_close(f"{kind} copy", 0.0 if same else float("inf"), 0.0)
-    m = bench(lambda _i: dst.copy_(src), device=device, label=kind, repeats=repeats,
+    timing.check_close(f"{kind} copy", 0.0 if same else float("inf"), 0.0)
+    m = timing.bench(lambda _i: dst.copy_(src), device=device, label=kind, repeats=repeats,
               budget_s=budget_s, params={"bytes": src.numel() * src.element_size(),
                                           "pinned": int(src.is_pinned())})
     m.error = 0.0
-    return rate(m, src.numel() * src.element_size(), "GB/s")
+    return timing.rate(m, src.numel() * src.element_size(), "GB/s")
 
 
-class HostTransferTrial:
+class HostTransferTrial(RequiresTrial):
     """Host-to-device bandwidth from pinned and from pageable memory."""
 
     id = "host-transfer"
@@ -58,10 +49,6 @@ class HostTransferTrial:
     needs = "CUDA GPU"
 
     requires = Requires(cuda=True)
-
-    def unsupported_reason(self, ctx: TrialContext) -> str | None:
-        """Needs torch and a CUDA GPU."""
-        return self.requires.reason()
 
     def run(self, ctx: TrialContext) -> TrialResult:
         """Time the same copy from a pageable and from a pinned host tensor."""
@@ -79,7 +66,7 @@ class HostTransferTrial:
         dst = torch.empty(n, dtype=torch.float32, device=device)
         try:
             pageable = torch.rand(n, dtype=torch.float32)
-            measurements.append(guarded("pageable", lambda: _measure(
+            measurements.append(timing.guarded("pageable", lambda: _measure(
                 "pageable", pageable, dst, device, repeats, budget)))  # noqa: F821
             del pageable
             try:
@@ -88,23 +75,23 @@ class HostTransferTrial:
                 measurements.append(Measurement(label="pinned",
                                                 skipped=f"pin_memory failed: {exc}"))
             else:
-                measurements.append(guarded("pinned", lambda: _measure(
+                measurements.append(timing.guarded("pinned", lambda: _measure(
                     "pinned", pinned, dst, device, repeats, budget)))  # noqa: F821
                 del pinned
         finally:
             del dst
             release_memory()
-        by_label = {m.label: m for m in ran(measurements)}
+        by_label = {m.label: m for m in timing.ran(measurements)}
         ratio = None
         if "pageable" in by_label and "pinned" in by_label:
-            ratio = speedup(by_label["pageable"], by_label["pinned"])
-        found = effects(
+            ratio = timing.speedup(by_label["pageable"], by_label["pinned"])
+        found = timing.effects(
             pinned_gbps=by_label["pinned"].value if "pinned" in by_label else None,
             pageable_gbps=by_label["pageable"].value if "pageable" in by_label else None,
             speedup=ratio,
         )
         # max_error: 0.0 once a copy ran (each is checked bit for bit), None when none did.
-        return variants_result(
+        return timing.variants_result(
             self.id, measurements,
             ok=bool(by_label),
             effect=found,

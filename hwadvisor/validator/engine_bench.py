@@ -578,20 +578,17 @@ def validate_plan_engine(report: Report, model_file: str | None) -> EngineValida
     return validate_engine(engine, work, plan.engine_config, predicted)
 
 
-def attach_engine_validation(report: Report, model_file: Path | None) -> Report:
-    """Set plan.validation.engine: the engine's own benchmark against the report's prediction.
+def engine_verdict(report: Report, so_far: PlanValidation | None,
+                   model_file: Path | None) -> PlanValidation | None:
+    """Return the plan's validation with the engine's own benchmark against the prediction.
 
     An inference plan always gets a result: measured where the engine is installed and a model
     file is given, else `unsupported` with the reason (no engine here, no model file). The
-    plan's stacked-step verdict, if any, is kept beside it.
+    plan's stacked-step verdict so far, if any, is kept beside it. None: no engine to run.
     """
-    plan = report.plan
-    if plan is None:
-        return report
     engine = validate_plan_engine(report, str(model_file) if model_file is not None else None)
     if engine is None:
-        return report
-    validation = plan.validation or PlanValidation(
+        return None
+    validation = so_far or PlanValidation(
         status="unsupported", detail="no stacked step of this plan runs as a trial here")
-    plan.validation = validation.model_copy(update={"engine": engine})
-    return report
+    return validation.model_copy(update={"engine": engine})

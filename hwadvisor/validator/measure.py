@@ -13,13 +13,16 @@ from typing import TYPE_CHECKING
 
 from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.models import Device, Report, TrialResult
-from hwadvisor.trials import base, environment, registry
+from hwadvisor.trials import base, registry
 from hwadvisor.trials.base import TrialContext
+from hwadvisor.trials.kit import environment
 from hwadvisor.validator import runner
+from hwadvisor.validator.found import Found
 from hwadvisor.validator.runner import Progress
 
 if TYPE_CHECKING:
     from hwadvisor.cluster.job import LocalRun, Place
+    from hwadvisor.workload import WorkloadRequest
 
 
 def read_any_model() -> None:
@@ -64,29 +67,30 @@ def measure_trial_ids() -> list[str]:
     return list(registry.MEASURE_TRIALS)
 
 
-def measure(report: Report, progress: Progress | None) -> Report:
+def measure(report: Report, progress: Progress | None) -> Found:
     """Run the MEASURE_TRIALS on each GPU torch can see (else once, on the CPU).
 
     GPUs are matched to torch's by PCI bus id or CUDA_VISIBLE_DEVICES (trials.base
-    cuda_ordinal), so each figure lands on the device it was measured on.
+    cuda_ordinal), so each figure lands on the device it was measured on (Found.measured, by
+    the device's index).
     """
     gpus = [d for d in report.devices if d.vendor in ("nvidia", "amd")
             and base.cuda_ordinal(d) is not None]
     targets: list[Device | None] = list(gpus) if gpus else [None]
+    found = Found()
     for device in targets:
         ctx = TrialContext(device=device, budget_s=5.0)
         results, interrupted = runner.run_trials(registry.MEASURE_TRIALS, ctx, progress)
         attribute_trials(results, device)
-        report.trials = list(report.trials) + results
+        found.trials += results
         if device is not None:
-            device.measured = runner.measured_from(results)
+            found.measured[device.index] = runner.measured_from(results)
         if interrupted:
-            report.interrupted = True
+            found.interrupted = True
             break
-    note = runner.busy_note(report.trials)
-    if note and note not in report.notes:
-        report.notes.append(note)
-    return report
+    found.note(runner.busy_note(list(report.trials) + found.trials))
+    found.notes += failed_notes(found.trials)
+    return found
 
 
 def attribute_trials(results: list[TrialResult], device: Device | None) -> None:
@@ -127,21 +131,16 @@ def cpu_torch_note(target: Device | None) -> str | None:
 
 
 def run_here(report: Report, target: Device | None, ids: list[str] | None, quick: bool,
-             nvls: bool, progress: Progress | None) -> Report:
-    """Run the trials (all without ids) on target and put their results in the report."""
+             nvls: bool, progress: Progress | None) -> Found:
+    """Run the trials (all without ids) on target; return what they found."""
     ctx = runner.context_for(report, quick, nvls=nvls)
     ctx.device = target
-    cpu_only = cpu_torch_note(target)
-    if cpu_only:
-        report.notes.append(cpu_only)
-    results, interrupted = runner.run_trials(ids or all_trial_ids(), ctx, progress)
-    attribute_trials(results, target)
-    report.trials = results
-    report.interrupted = interrupted
-    busy = runner.busy_note(results)
-    if busy:
-        report.notes.append(busy)
-    return report
+    found = Found()
+    found.note(cpu_torch_note(target))
+    found.trials, found.interrupted = runner.run_trials(ids or all_trial_ids(), ctx, progress)
+    attribute_trials(found.trials, target)
+    found.note(runner.busy_note(found.trials))
+    return found
 
 
 def rank_trials(report: Report, device: Device | None, place: Place, ids: list[str],
@@ -166,6 +165,19 @@ def rank_trials(report: Report, device: Device | None, place: Place, ids: list[s
     return LocalRun(report=report, device=device, measured=measured)
 
 
+def report_for(hardware: Report, device: Device | None, request: WorkloadRequest) -> Report:
+    """Return a validate report of the probed hardware, its workload sized for device."""
+    from hwadvisor.workload import settle
+
+    read_any_model()
+    memory = device.memory_total_bytes if device else hardware.host.memory_total_bytes
+    workload = settle.build_workload(request, memory, device.device_class if device else
+                                     hardware.device_class)
+    return Report(kind="validate", host=hardware.host, devices=hardware.devices,
+                  device_class=hardware.device_class, notes=list(hardware.notes),
+                  workload=workload)
+
+
 def in_asked_order(trials: list[TrialResult], wanted: list[str]) -> None:
     """Sort trials into the order asked (the job's collectives come back last)."""
     trials.sort(key=lambda t: wanted.index(t.id) if t.id in wanted else len(wanted))
@@ -188,19 +200,21 @@ def failed_notes(trials: list[TrialResult]) -> list[str]:
 
 
 def validate_recommend_report(report: Report, progress: Progress | None, quick: bool,
-                              nvls: bool, engine_model: Path | None) -> Report:
+                              nvls: bool, engine_model: Path | None) -> Found:
     """Run each recommendation's trial, the plan's stacked step and the engine's benchmark.
 
     The trials' results are credited to the device they ran on (attribute_trials); the
     engine's own benchmark runs on `engine_model` where the engine is installed.
     """
-    from hwadvisor.validator.engine_bench import attach_engine_validation
+    from hwadvisor.validator.engine_bench import engine_verdict
     from hwadvisor.validator.inputs import repredict
     from hwadvisor.validator.plan import plan_check
-    from hwadvisor.validator.runner import validate_report
+    from hwadvisor.validator.runner import verdicts_for
 
-    before = len(report.trials)
-    report = validate_report(report, progress=progress, quick=quick, repredict=repredict,
-                             nvls=nvls, plan_check=plan_check(report))
-    attribute_trials(report.trials[before:], report.devices[0] if report.devices else None)
-    return attach_engine_validation(report, engine_model)
+    found = verdicts_for(report, progress=progress, quick=quick, repredict=repredict,
+                         nvls=nvls, plan_check=plan_check(report))
+    attribute_trials(found.trials, report.devices[0] if report.devices else None)
+    if report.plan is not None:
+        so_far = found.plan or report.plan.validation
+        found.plan = engine_verdict(report, so_far, engine_model) or found.plan
+    return found

@@ -2,9 +2,9 @@
 
 run_trials guards each trial on its own (unsupported first; out-of-memory and any other
 exception become status "error" and the next trial runs; Ctrl-C stops the run and returns what
-finished plus the interrupted trial). validate_report runs each recommendation's trial once and
-sets recommendation.validation (validator.verdicts). Progress and re-prediction come in as
-callbacks: the validator draws nothing and runs no rules itself.
+finished plus the interrupted trial). verdicts_for runs each recommendation's trial once and
+returns the verdicts (validator.verdicts) for the pipeline to put in the report. Progress and
+re-prediction come in as callbacks: the validator draws nothing and runs no rules itself.
 """
 
 from __future__ import annotations
@@ -17,14 +17,17 @@ from hwadvisor.models import (
     Device,
     GpuProcess,
     Measured,
+    Recommendation,
     Report,
     TrialEnvironment,
     TrialResult,
     Validation,
 )
-from hwadvisor.trials import environment
+from hwadvisor.trials import registry
 from hwadvisor.trials.base import Trial, TrialContext
+from hwadvisor.trials.kit import environment
 from hwadvisor.trials.registry import get_trial
+from hwadvisor.validator.found import Found
 from hwadvisor.validator.inputs import Repredict, input_verdict
 from hwadvisor.validator.plan import PlanCheck, plan_verdict
 from hwadvisor.validator.verdicts import spec_for, trial_for, verdict
@@ -211,14 +214,15 @@ def context_for(report: Report, quick: bool = False, nvls: bool = False) -> Tria
                         quick=quick, nvls=nvls)
 
 
-def validate_report(report: Report, progress: Progress | None = None, quick: bool = False,
-                    repredict: Repredict | None = None, nvls: bool = False,
-                    plan_check: PlanCheck | None = None) -> Report:
-    """Run each recommendation's trial once at the workload's shapes and set its validation.
+def verdicts_for(report: Report, progress: Progress | None = None, quick: bool = False,
+                 repredict: Repredict | None = None, nvls: bool = False,
+                 plan_check: PlanCheck | None = None) -> Found:
+    """Run each recommendation's trial once at the workload's shapes; return their verdicts.
 
     repredict, when given, predicts advice again from a measured input (the collectives
     trial's bus bandwidth); without it such advice keeps the trial's plain reading.
-    plan_check, when given, runs the plan's stacked step last and sets plan.validation.
+    plan_check, when given, runs the plan's stacked step last and judges the plan.
+    The report is read, never changed: the pipeline puts what is found into it.
     """
     from hwadvisor.trials.registry import PLAN_TRIAL_ID, TRIALS
 
@@ -230,37 +234,37 @@ def validate_report(report: Report, progress: Progress | None = None, quick: boo
         if trial_id and trial_id in TRIALS and trial_id not in wanted:
             wanted.append(trial_id)
     ctx = context_for(report, quick, nvls)
-    runs_plan = plan_check is not None and plan_check.spec is not None
-    if runs_plan:
-        assert plan_check is not None and plan_check.spec is not None
+    if plan_check is not None and plan_check.spec is not None:
         ctx.plan_spec = plan_check.spec.model_dump()
         wanted.append(PLAN_TRIAL_ID)
     results, interrupted = run_trials(wanted, ctx, progress)
     by_id = {r.id: r for r in results}
+    found = Found(trials=results, interrupted=interrupted,
+                  recommendations=[_rec_verdict(report, rec, by_id, repredict)
+                                   for rec in report.recommendations])
     if plan_check is not None and report.plan is not None:
-        report.plan.validation = plan_verdict(plan_check, by_id.get(PLAN_TRIAL_ID))
+        found.plan = plan_verdict(plan_check, by_id.get(PLAN_TRIAL_ID))
+    found.note(busy_note(results))
+    return found
+
+
+def _rec_verdict(report: Report, rec: Recommendation, by_id: dict[str, TrialResult],
+                 repredict: Repredict | None) -> Validation:
+    """One recommendation's verdict from its trial's result (an input trial re-predicts)."""
+    from hwadvisor.trials.registry import TRIALS
+
     batch = report.workload.batch if report.workload is not None else 1
-    for rec in report.recommendations:
-        trial_id = trial_for(rec)
-        if trial_id is None:
-            rec.validation = verdict(rec, None, batch)  # unsupported: nothing measures it
-            continue
-        if trial_id not in TRIALS:
-            rec.validation = Validation(status="unsupported",
-                                        detail=f"trial {trial_id} is not available in this build")
-            continue
-        rec.validation = verdict(rec, by_id.get(trial_id), batch)
-        result = by_id.get(trial_id)
-        spec = spec_for(rec)
-        if result is not None and result.status == "ok" and spec is not None \
-                and spec.kind == "info":
-            rec.validation = input_verdict(report, rec, result, repredict)
-    report.trials = list(report.trials) + results
-    report.interrupted = report.interrupted or interrupted
-    note = busy_note(results)
-    if note and note not in report.notes:
-        report.notes.append(note)
-    return report
+    trial_id = trial_for(rec)
+    if trial_id is None:
+        return verdict(rec, None, batch)  # unsupported: nothing measures it
+    if trial_id not in TRIALS:
+        return Validation(status="unsupported",
+                          detail=f"trial {trial_id} is not available in this build")
+    result = by_id.get(trial_id)
+    spec = spec_for(rec)
+    if result is not None and result.status == "ok" and spec is not None and spec.kind == "info":
+        return input_verdict(report, rec, result, repredict)
+    return verdict(rec, result, batch)
 
 
 def gpu_unreachable(report: Report) -> bool:
@@ -274,20 +278,18 @@ def gpu_unreachable(report: Report) -> bool:
     return environment.cuda_device_count() == 0
 
 
-def _unsupported_without_gpu(report: Report) -> Report:
-    """Mark every recommendation (and the plan) unsupported: nothing here can measure them."""
+def _unsupported_without_gpu(report: Report) -> Found:
+    """Every recommendation (and the plan) unsupported: nothing here can measure them."""
     from hwadvisor.models import PlanValidation
 
     name = report.devices[0].name if report.devices else "the GPU"
     detail = f"{NO_GPU}: no trial can measure advice for {name} on this CPU"
-    for rec in report.recommendations:
-        rec.validation = Validation(status="unsupported", detail=detail)
+    found = Found(recommendations=[Validation(status="unsupported", detail=detail)
+                                   for _ in report.recommendations])
     if report.plan is not None:
-        report.plan.validation = PlanValidation(status="unsupported", detail=detail)
-    note = f"{NO_GPU}: the advice for {name} was not validated (no trial ran)"
-    if note not in report.notes:
-        report.notes.append(note)
-    return report
+        found.plan = PlanValidation(status="unsupported", detail=detail)
+    found.note(f"{NO_GPU}: the advice for {name} was not validated (no trial ran)")
+    return found
 
 
 # ---------------------------------------------------------------------------------------
@@ -295,20 +297,28 @@ def _unsupported_without_gpu(report: Report) -> Report:
 
 
 def measured_from(results: list[TrialResult]) -> Measured | None:
-    """Device.measured from memory-bandwidth (copy GB/s) and matmul-peak (TFLOP/s per format)."""
+    """Device.measured from the trials that provide its figures (trials/registry.py says which)."""
     measured = Measured()
     for result in results:
-        if result.status != "ok":
+        figure = registry.provides(result.id)
+        if result.status != "ok" or figure not in registry.DEVICE_FIGURES:
             continue
-        if result.id == "memory-bandwidth" and "copy_gbps" in result.effect:
-            measured.memory_bandwidth_gbps = result.effect["copy_gbps"]
+        effect = registry.TRIALS[result.id].effect or ""
+        if figure == "memory_bandwidth" and effect in result.effect:
+            measured.memory_bandwidth_gbps = result.effect[effect]
             measured.trial_ids.append(result.id)
-        elif result.id == "matmul-peak":
-            for key, value in result.effect.items():
-                if key.endswith("_sustained_tflops"):
-                    measured.matmul_sustained_tflops[key.removesuffix("_sustained_tflops")] = value
-                elif key.endswith("_tflops"):
-                    measured.matmul_tflops[key.removesuffix("_tflops")] = value
+        elif figure == "matmul_tflops":
+            _matmul_figures(measured, result.effect, effect)
             if measured.matmul_tflops:
                 measured.trial_ids.append(result.id)
     return measured if measured.trial_ids else None
+
+
+def _matmul_figures(measured: Measured, effect: dict[str, float], suffix: str) -> None:
+    """Split a matmul trial's effects into burst and sustained TFLOP/s by format."""
+    sustained = "_sustained" + suffix
+    for key, value in effect.items():
+        if key.endswith(sustained):
+            measured.matmul_sustained_tflops[key.removesuffix(sustained)] = value
+        elif key.endswith(suffix):
+            measured.matmul_tflops[key.removesuffix(suffix)] = value

@@ -6,18 +6,15 @@ from hwadvisor.workload.build import (
     OPTIMIZERS,
     PHASES,
     build_workload,
-    count_params,
     default_model,
     default_workload,
     list_presets,
     load_spec,
-    moe_layer_count,
-    param_breakdown,
     parse_choice,
-    parse_config,
     preset_source,
-    supported_model_types,
 )
+from hwadvisor.workload.configparse import parse_config, supported_model_types
+from hwadvisor.workload.params import count_params, moe_layer_count, param_breakdown
 from hwadvisor.workload.request import WORKLOAD_OPTIONS, WorkloadRequest
 
 __all__ = [

@@ -20,25 +20,13 @@ from pydantic import ValidationError
 from hwadvisor.errors import UserError
 from hwadvisor.models.workload import Dtype, EngineId, ModelSpec, Optimizer, Phase, Workload
 from hwadvisor.workload import checkpoint, limits
-from hwadvisor.workload.configparse import parse_config, read_config_file, supported_model_types
-from hwadvisor.workload.params import count_params, moe_layer_count, param_breakdown
+from hwadvisor.workload.configparse import parse_config, read_config_file
+from hwadvisor.workload.params import count_params
 
-__all__ = [
-    "DTYPES",
-    "OPTIMIZERS",
-    "PHASES",
-    "build_workload",
-    "count_params",
-    "default_model",
-    "default_workload",
-    "list_presets",
-    "load_spec",
-    "moe_layer_count",
-    "param_breakdown",
-    "parse_config",
-    "preset_source",
-    "supported_model_types",
-]
+# What the package re-exports from here (parameter counts and config parsing live in params.py
+# and configparse.py and are re-exported from there).
+__all__ = ["DTYPES", "OPTIMIZERS", "PHASES", "build_workload", "default_model",
+           "default_workload", "list_presets", "load_spec", "preset_source"]
 
 PHASES: tuple[str, ...] = get_args(Phase)
 DTYPES: tuple[str, ...] = get_args(Dtype)

@@ -8,7 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from hwadvisor.cli.app import app
+from hwadvisor.models import Validation
 from hwadvisor.report.io import load_report
+from hwadvisor.validator.found import Found
 
 runner = CliRunner()
 
@@ -120,7 +122,7 @@ def test_output_into_missing_folder_exits_2(tmp_path):
 
 
 def test_validate_hands_the_report_to_the_validator(monkeypatch):
-    """--validate calls validate_report(report, progress=...) and emits what it returns."""
+    """--validate calls verdicts_for(report, progress=...) and emits the verdicts it returns."""
     pytest.importorskip("torch", reason="--validate refuses to start without torch")
     import types
 
@@ -128,13 +130,11 @@ def test_validate_hands_the_report_to_the_validator(monkeypatch):
 
     def fake_validate_report(report, progress, **_options):
         seen["ids"] = [r.id for r in report.recommendations]
-        for rec in report.recommendations:
-            rec.validation.status = "unsupported"
-            rec.validation.detail = "fake validator"
-        return report
+        return Found(recommendations=[Validation(status="unsupported", detail="fake validator")
+                                      for _ in report.recommendations])
 
     fake = types.ModuleType("hwadvisor.validator.runner")
-    fake.validate_report = fake_validate_report
+    fake.verdicts_for = fake_validate_report
     monkeypatch.setitem(__import__("sys").modules, "hwadvisor.validator.runner", fake)
     data = recommend_json("--device", "h200-sxm", "--model", "llama-3-8b", "--validate")
     assert seen["ids"] == [r["id"] for r in data["recommendations"]]
@@ -146,12 +146,10 @@ def test_fail_on_gate_trips_exit_1(monkeypatch):
     import types
 
     def refute_all(report, progress, **_options):
-        for rec in report.recommendations:
-            rec.validation.status = "refuted"
-        return report
+        return Found(recommendations=[Validation(status="refuted") for _ in report.recommendations])
 
     fake = types.ModuleType("hwadvisor.validator.runner")
-    fake.validate_report = refute_all
+    fake.verdicts_for = refute_all
     monkeypatch.setitem(__import__("sys").modules, "hwadvisor.validator.runner", fake)
     result = invoke("--device", "h200-sxm", "--model", "llama-3-8b", "--validate",
                     "--fail-on", "refuted", "--json")

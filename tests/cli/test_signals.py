@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from main_process import run_main
 
 from hwadvisor.cli import signals
 
@@ -109,15 +110,11 @@ def test_three_signals_within_a_tenth_of_a_second(tmp_path: Path,
 
 def test_ctrl_c_during_start_up_is_one_line(tmp_path: Path) -> None:
     """KeyboardInterrupt while the CLI loads (here: raised where the app is built)."""
-    code = ("import sys, hwadvisor.cli.app as app\n"
-            "def boom():\n"
-            "    raise KeyboardInterrupt\n"
-            "app.load_app = boom\n"
-            "sys.argv = ['hwadvisor', 'probe']\n"
-            "from hwadvisor.__main__ import main\n"
-            "main()\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, check=False)
+    setup = ("import hwadvisor.cli.app as app\n"
+             "def boom():\n"
+             "    raise KeyboardInterrupt\n"
+             "app.load_app = boom")
+    done = run_main(setup, ["probe"])
     assert done.returncode == 130
     assert done.stderr.strip() == "interrupted"
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from main_process import run_main
 
 from hwadvisor import profiles
 from hwadvisor.errors import UserError
@@ -96,15 +97,11 @@ def test_get_still_resolves_variants_and_refuses_unknown_ids() -> None:
 def test_a_working_thread_is_waited_for(tmp_path: Path) -> None:
     """A non-daemon thread still running at the end: the usual exit, which waits for it."""
     marker = tmp_path / "done"
-    code = ("import sys, threading, time, pathlib\n"
-            "def work():\n"
-            "    time.sleep(0.3)\n"
-            f"    pathlib.Path({str(marker)!r}).write_text('yes')\n"
-            "threading.Thread(target=work).start()\n"
-            "sys.argv = ['hwadvisor', '--version']\n"
-            "from hwadvisor.__main__ import main\n"
-            "main()\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, check=False)
+    setup = ("import threading, time, pathlib\n"
+             "def work():\n"
+             "    time.sleep(0.3)\n"
+             f"    pathlib.Path({str(marker)!r}).write_text('yes')\n"
+             "threading.Thread(target=work).start()")
+    done = run_main(setup, ["--version"])
     assert done.returncode == 0, done.stderr
     assert marker.read_text() == "yes"

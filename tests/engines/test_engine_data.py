@@ -21,13 +21,9 @@ from hwadvisor.engines.schema import (
     STEP_IDS,
     Engine,
     placeholders,
+    tomllib,  # the one Python 3.10 shim
 )
 from hwadvisor.errors import ExitCode, UserError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 EXPECTED_IDS = {"hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx", "executorch",
                 "mlc-llm", "litert", "qnn", "coreml", "torchtitan", "megatron", "deepspeed"}

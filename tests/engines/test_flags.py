@@ -8,10 +8,8 @@ workloads for every engine that can run them, and check each emitted flag agains
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from engine_flag_check import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from script_loader import load_script
 
 from hwadvisor import profiles
 from hwadvisor.errors import UserError
@@ -126,12 +125,7 @@ def test_table_versions_match_the_engine_entries() -> None:
 
 
 def test_the_table_script_pins_what_the_tables_hold() -> None:
-    spec = importlib.util.spec_from_file_location("engine_flags", ROOT / "scripts" /
-                                                  "engine_flags.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["engine_flags"] = module
-    spec.loader.exec_module(module)
+    module = load_script("scripts/engine_flags.py")
     for engine_id, pin in module.PINS.items():
         data = table(engine_id)
         if data is not None:
@@ -145,12 +139,7 @@ def test_the_table_script_pins_what_the_tables_hold() -> None:
 @lru_cache(maxsize=1)
 def _scenario_configs() -> tuple[tuple[str, str, str, str], ...]:
     """Return (scenario id, engine, format, text) of every gallery plan's engine config."""
-    spec = importlib.util.spec_from_file_location("scenarios", ROOT / "scripts" /
-                                                  "scenarios.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["scenarios"] = module
-    spec.loader.exec_module(module)
+    module = load_script("scripts/scenarios.py")
     out = []
     for scenario in module.SCENARIOS:
         config = module.run(scenario).plan.engine_config

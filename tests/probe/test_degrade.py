@@ -8,7 +8,6 @@ from psutil (unreadable or odd /proc/meminfo) crashed every command, even
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from main_process import run_main
 from nvml_fakes import h200_fake
 from typer.testing import CliRunner
 
@@ -87,19 +87,15 @@ def test_timeout_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_probe_with_a_hung_pynvml_finishes() -> None:
     """The real path: pynvml.nvmlInit patched to hang forever, in a fresh process."""
-    code = (
-        "import sys, time, pynvml\n"
+    setup = (
+        "import time, pynvml\n"
         "import hwadvisor.probe.nvml as nvml\n"
         "nvml.driver_absent = lambda: None\n"  # as on a host with a driver: NVML is tried
-        "pynvml.nvmlInit = lambda *a, **k: time.sleep(3600)\n"
-        "sys.argv = ['hwadvisor', 'probe', '--json']\n"
-        "from hwadvisor.__main__ import main\n"
-        "main()\n"
+        "pynvml.nvmlInit = lambda *a, **k: time.sleep(3600)"
     )
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=30, cwd=REPO, check=False,
-                          env={**_env(), "HWADVISOR_NVML_TIMEOUT_S": "1"})
+    done = run_main(setup, ["probe", "--json"], timeout_s=30,
+                    env={**_env(), "HWADVISOR_NVML_TIMEOUT_S": "1"})
     assert time.monotonic() - started < 20
     assert done.returncode == 0, done.stderr
     assert "did not start within 1 s" in done.stderr

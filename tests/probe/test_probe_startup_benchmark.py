@@ -9,29 +9,32 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from script_loader import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "probe_startup.py"
 
 
 def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("probe_startup", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/probe_startup.py")
+
+
+def _fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> Path:
+    """Make an importable package `name` (an __init__.py, no bytecode yet) under tmp_path."""
+    package = tmp_path / name
+    package.mkdir()
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return package
 
 
 def test_without_bytecode_lists_a_package_until_it_is_compiled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     script = _load_script()
-    package = tmp_path / "hwa_fake_pkg"
-    package.mkdir()
+    package = _fake_package(tmp_path, monkeypatch, "hwa_fake_pkg")
     init = package / "__init__.py"
-    init.write_text("VALUE = 1\n")
     single = tmp_path / "hwa_fake_mod.py"
     single.write_text("VALUE = 2\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
     names = ("hwa_fake_pkg", "hwa_fake_mod", "hwa_not_installed")
 
     assert script.without_bytecode(names) == ["hwa_fake_pkg", "hwa_fake_mod"]
@@ -46,11 +49,8 @@ def test_bytecompile_leaves_no_package_without_bytecode(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     script = _load_script()
-    package = tmp_path / "hwa_fake_pkg2"
-    package.mkdir()
-    (package / "__init__.py").write_text("VALUE = 1\n")
+    package = _fake_package(tmp_path, monkeypatch, "hwa_fake_pkg2")
     (package / "part.py").write_text("VALUE = 2\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
     names = ("hwa_fake_pkg2", "hwa_not_installed")
 
     assert script.without_bytecode(names) == ["hwa_fake_pkg2"]

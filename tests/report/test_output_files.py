@@ -30,6 +30,9 @@ runner = CliRunner()
 
 
 def _reader(fifo: Path, into: list[bytes]) -> threading.Thread:
+    """Make `fifo` and read it whole into `into` on a thread (a writer blocks until then)."""
+    os.mkfifo(fifo)
+
     def read() -> None:
         with open(fifo, "rb") as handle:
             into.append(handle.read())
@@ -44,9 +47,7 @@ def _reader(fifo: Path, into: list[bytes]) -> threading.Thread:
 
 @posix_only
 def test_fifo_is_written_not_replaced(tmp_path: Path) -> None:
-    fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    got: list[bytes] = []
+    fifo, got = tmp_path / "pipe", []
     thread = _reader(fifo, got)
     write_report(fifo, factory.probe_report())
     thread.join(10)
@@ -57,9 +58,7 @@ def test_fifo_is_written_not_replaced(tmp_path: Path) -> None:
 
 @posix_only
 def test_cli_output_into_a_fifo(tmp_path: Path) -> None:
-    fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    got: list[bytes] = []
+    fifo, got = tmp_path / "pipe", []
     thread = _reader(fifo, got)
     result = runner.invoke(app, ["estimate", "--device", "h200-sxm", "--model", "llama-3.2-1b",
                                  "-o", str(fifo)])
@@ -181,9 +180,7 @@ def test_plot_into_a_fifo(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     report_path = tmp_path / "r.json"
     write_report(report_path, factory.validate_report())
-    fifo = tmp_path / "image"
-    os.mkfifo(fifo)
-    got: list[bytes] = []
+    fifo, got = tmp_path / "image", []
     thread = _reader(fifo, got)
     result = runner.invoke(app, ["plot", str(report_path), "-o", str(fifo)])
     thread.join(30)

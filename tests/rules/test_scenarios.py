@@ -7,19 +7,14 @@ regenerated docs/scenarios.md as a practitioner would, then `python scripts/scen
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("scenarios", ROOT / "scripts" / "scenarios.py")
-assert spec is not None and spec.loader is not None
-scenarios = importlib.util.module_from_spec(spec)
-sys.modules["scenarios"] = scenarios  # dataclasses look their module up while it loads
-spec.loader.exec_module(scenarios)
+scenarios = load_script("scripts/scenarios.py")
 
 GOLDEN = json.loads((ROOT / "tests" / "fixtures" / "scenarios.json").read_text())
 

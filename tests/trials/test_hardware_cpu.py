@@ -14,9 +14,9 @@ from hwadvisor.trials.registry import TRIALS, get_trial
 
 torch = pytest.importorskip("torch")
 
-from hwadvisor.trials import int4_ops, timing  # noqa: E402
-from hwadvisor.trials.fp8_ops import quantize_fp8, scaled_mm  # noqa: E402
-from hwadvisor.trials.shapes import decode_tokens, linear_shapes, prefill_tokens  # noqa: E402
+from hwadvisor.trials.kit import int4_ops, timing  # noqa: E402
+from hwadvisor.trials.kit.fp8_ops import quantize_fp8, scaled_mm  # noqa: E402
+from hwadvisor.trials.kit.shapes import decode_tokens, linear_shapes, prefill_tokens  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available()
 

@@ -9,9 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from hwadvisor.models import Measurement, ModelSpec, Workload  # noqa: E402
-from hwadvisor.trials import _model_common as common  # noqa: E402
 from hwadvisor.trials import attention, checkpointing, compile, cuda_graphs, kv_quant  # noqa: E402
 from hwadvisor.trials.base import TORCH_MISSING, TrialContext  # noqa: E402
+from hwadvisor.trials.kit import common  # noqa: E402
 from hwadvisor.trials.registry import get_trial  # noqa: E402
 
 QUICK = TrialContext(quick=True, budget_s=1.0)
@@ -75,7 +75,7 @@ def _naive_attention(x, attn):
 
 
 def test_block_attention_matches_naive_reference():
-    from hwadvisor.trials import blocks
+    from hwadvisor.trials.kit import blocks
 
     shape = common.scaled_shape(None, max_heads=8, layers=1, batch=2, seq_len=16, quick_head_dim=8)
     block = blocks.build_block(shape, "cpu", torch.float64, seed=5)
@@ -87,7 +87,7 @@ def test_block_attention_matches_naive_reference():
 
 def test_decode_step_matches_full_forward_last_token():
     """The KV-cache decode path (used by cuda-graphs) computes what the full forward does."""
-    from hwadvisor.trials import blocks
+    from hwadvisor.trials.kit import blocks
 
     shape = common.scaled_shape(None, max_heads=8, layers=1, batch=1, seq_len=12, quick_head_dim=8)
     block = blocks.build_block(shape, "cpu", torch.float64, seed=7)
@@ -105,7 +105,7 @@ def test_decode_step_matches_full_forward_last_token():
 
 
 def test_weights_are_random_not_zero():
-    from hwadvisor.trials import blocks
+    from hwadvisor.trials.kit import blocks
 
     shape = common.scaled_shape(None, max_heads=4, layers=2, batch=1, seq_len=4, quick_head_dim=8)
     stack = blocks.build_stack(shape, "cpu", torch.float32, seed=1)
@@ -128,7 +128,7 @@ def test_activation_checkpointing_cpu_saves_memory_and_gradients_match():
 
 
 def test_saved_bytes_grow_with_layers_and_count_each_storage_once():
-    from hwadvisor.trials import blocks
+    from hwadvisor.trials.kit import blocks
 
     counts = {}
     for layers in (1, 3):

@@ -184,23 +184,9 @@ def test_a_recommend_report_without_a_model_file_is_unsupported() -> None:
 
     from hwadvisor.cli.app import app
 
-    out = CliRunner().invoke(
-        app,
-        [
-            "recommend",
-            "--goal",
-            "inference-latency",
-            "--device",
-            "h200-sxm",
-            "--engine",
-            "llamacpp",
-            "--model",
-            "llama-3.2-1b",
-            "--weights-dtype",
-            "q4_k_m",
-            "--json",
-        ],
-    )
+    args = ("recommend --goal inference-latency --device h200-sxm --engine llamacpp "
+            "--model llama-3.2-1b --weights-dtype q4_k_m --json")
+    out = CliRunner().invoke(app, args.split())
     assert out.exit_code == 0, out.output
     from hwadvisor.models import Report
 

@@ -152,7 +152,7 @@ def test_the_kernel_note_names_what_was_measured_and_what_is_assumed():
 
 
 def test_interleaved_rotates_and_stops_when_narrow():
-    from hwadvisor.trials.timing import Variant, interleaved
+    from hwadvisor.trials.kit.timing import Variant, interleaved
 
     order: list[str] = []
 
@@ -178,7 +178,7 @@ def test_interleaved_rotates_and_stops_when_narrow():
 def test_interleaved_keeps_to_its_budget():
     import time
 
-    from hwadvisor.trials.timing import Variant, interleaved
+    from hwadvisor.trials.kit.timing import Variant, interleaved
 
     slow = Variant("slow", lambda _i: time.sleep(0.02))
     started = time.perf_counter()
@@ -221,8 +221,8 @@ def test_new_trials_run_quick_on_cpu(trial_id, _one_thread):
 
 
 def test_cached_forward_matches_the_full_forward():
-    from hwadvisor.trials import _model_common as common
-    from hwadvisor.trials import blocks, serving
+    from hwadvisor.trials import serving
+    from hwadvisor.trials.kit import blocks, common
 
     shape = common.scaled_shape(None, max_heads=4, layers=2, batch=2, seq_len=24,
                                 quick_head_dim=8)
@@ -287,8 +287,9 @@ def test_every_recommendation_gets_a_decision_under_validate(_one_thread, monkey
 
 
 def test_mps_device_sync_and_events(monkeypatch):
-    from hwadvisor.trials import base, timing
+    from hwadvisor.trials import base
     from hwadvisor.trials.base import TrialContext
+    from hwadvisor.trials.kit import timing
 
     monkeypatch.setattr(base, "cuda_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
@@ -321,13 +322,14 @@ def test_mps_device_sync_and_events(monkeypatch):
     assert seconds == pytest.approx(2.0 / 1e3 / 4)
     assert synced[-1] == "event"
     assert timing.timer_for("mps") is timing._time_mps
-    from hwadvisor.trials import _model_common as common
+    from hwadvisor.trials.kit import common
 
     assert common.compute_dtype("mps") == "fp16"
 
 
 def test_rocm_fp8_and_capability(monkeypatch):
-    from hwadvisor.trials import base, fp8_ops
+    from hwadvisor.trials import base
+    from hwadvisor.trials.kit import fp8_ops
 
     class Props:
         gcnArchName = "gfx942:sramecc+:xnack-"
@@ -348,8 +350,8 @@ def test_rocm_fp8_and_capability(monkeypatch):
 
 def test_runner_reads_no_nvml_on_rocm(monkeypatch):
     from hwadvisor.models import Device
-    from hwadvisor.trials import environment
     from hwadvisor.trials.base import TrialContext
+    from hwadvisor.trials.kit import environment
     from hwadvisor.validator import runner
 
     amd = Device(index=0, vendor="amd", device_class="datacenter-gpu", name="MI300X",
@@ -362,8 +364,8 @@ def test_runner_reads_no_nvml_on_rocm(monkeypatch):
 
 def test_runner_records_clocks_and_throttle_reasons_before_and_after(monkeypatch):
     from hwadvisor.probe import nvml
-    from hwadvisor.trials import environment
     from hwadvisor.trials.base import TrialContext
+    from hwadvisor.trials.kit import environment
     from hwadvisor.validator import runner
 
     readings = iter([(1980, []), (1755, ["sw_power_cap"])])

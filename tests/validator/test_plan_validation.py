@@ -243,7 +243,7 @@ def test_trial_needs_a_plan():
 
 @torch_needed
 def test_a_broken_kernel_fails_the_check(monkeypatch):
-    from hwadvisor.trials import int4_ops
+    from hwadvisor.trials.kit import int4_ops
 
     real = int4_ops.int4_mm
     monkeypatch.setattr(int4_ops, "int4_mm", lambda *a, **k: real(*a, **k) * 0.5)

@@ -156,20 +156,22 @@ def test_a_speedup_within_the_timing_noise_is_inconclusive():
     assert v.verdict(r, point("fp8-gemm", decode_speedup=1.5)).status == "inconclusive"
 
 
-def test_rate_metric_uses_speedup_directly():
-    r = rec("torch-compile", "torch-compile", "estimate.tokens_per_s", 1.25)
-    val = v.verdict(r, ok("torch-compile", speedup=1.5))
+@pytest.mark.parametrize("rule,metric,predicted,effect,error", [
+    # a rate metric takes the speedup as it is
+    ("torch-compile", "estimate.tokens_per_s", 1.25, {"speedup": 1.5}, 0.2),
+    ("kv-cache-quantization", "estimate.memory.kv_cache_bytes", 0.5, {"memory_factor": 0.52},
+     0.04),
+])
+def test_measured_factor_in_the_predictions_terms(rule, metric, predicted, effect, error):
+    r = rec(rule, rule, metric, predicted)
+    val = v.verdict(r, ok(rule, **effect))
     assert val.status == "confirmed"
-    assert val.measured_factor == pytest.approx(1.5)
-    assert val.prediction_error == pytest.approx(0.2)
+    assert val.measured_factor == pytest.approx(next(iter(effect.values())))
+    assert val.prediction_error == pytest.approx(error)
 
 
-def test_memory_factor_verdict():
+def test_memory_factor_of_one_refutes():
     r = rec("kv-cache-quantization", "kv-cache-quantization", "estimate.memory.kv_cache_bytes", 0.5)
-    val = v.verdict(r, ok("kv-cache-quantization", memory_factor=0.52))
-    assert val.status == "confirmed"
-    assert val.measured_factor == pytest.approx(0.52)
-    assert val.prediction_error == pytest.approx(0.04)
     assert v.verdict(r, ok("kv-cache-quantization", memory_factor=1.0)).status == "refuted"
 
 
@@ -230,7 +232,7 @@ def test_unsupported_error_info_and_missing_effect():
     assert v.verdict(none, None).status == "unsupported"
 
 
-def test_validate_report_runs_each_trial_once(monkeypatch):
+def test_verdicts_for_runs_each_trial_once(monkeypatch):
     fake = FakeTrial("cuda-graphs", effect={"speedup": 1.5})
     monkeypatch.setattr(v, "get_trial", loader_for({"cuda-graphs": fake}))
     monkeypatch.setattr(v.environment, "cuda_device_count", lambda: 1)  # as on the H200 host
@@ -241,11 +243,12 @@ def test_validate_report_runs_each_trial_once(monkeypatch):
         rec("cuda-graphs-b", "cuda-graphs", "estimate.times.decode_step_s", 0.8),
         rec("sliding-window-or-mla", None, "estimate.memory.kv_cache_bytes", 0.5),
     ]
-    out = v.validate_report(report, progress=None)
+    found = v.verdicts_for(report, progress=None)
     assert fake.runs == 1
-    assert [r.id for r in out.trials] == ["cuda-graphs"]
-    assert [x.validation.status for x in out.recommendations] == ["confirmed", "confirmed",
-                                                                  "unsupported"]
+    assert [r.id for r in found.trials] == ["cuda-graphs"]
+    assert [x.status for x in found.recommendations] == ["confirmed", "confirmed", "unsupported"]
+    assert report.trials == []  # the validator reads the report; the pipeline fills it
+    assert [x.validation.status for x in report.recommendations] == ["pending"] * 3
 
 
 def test_measured_from_results():
@@ -277,7 +280,7 @@ def fake_registry(monkeypatch):
                                             effect={"copy_gbps": 100.0, "triad_gbps": 110.0}),
               "matmul-peak": FakeTrial("matmul-peak", effect={"fp32_tflops": 1.5})}
     for trial_id in trials:
-        monkeypatch.setitem(registry.TRIALS, trial_id, "fake:Fake")
+        monkeypatch.setitem(registry.TRIALS, trial_id, registry.Entry("fake:Fake"))
     monkeypatch.setattr(v, "get_trial", loader_for(trials))
     return trials
 
@@ -341,7 +344,7 @@ def test_cli_list_trials():
 
 def test_cli_validate_from_recommend_report(fake_registry, tmp_path, monkeypatch):
     fake_registry["cuda-graphs"] = FakeTrial("cuda-graphs", effect={"speedup": 0.9})
-    monkeypatch.setitem(registry.TRIALS, "cuda-graphs", "fake:Fake")
+    monkeypatch.setitem(registry.TRIALS, "cuda-graphs", registry.Entry("fake:Fake"))
     monkeypatch.setattr(v.environment, "cuda_device_count", lambda: 1)  # as on the H200 host
     report = factory.probe_report()
     report.kind = "recommend"

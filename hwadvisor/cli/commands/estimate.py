@@ -9,14 +9,13 @@ from rich.table import Table
 
 from hwadvisor import units
 from hwadvisor.cli.console import (
-    ExplainOpt,
-    HtmlOpt,
-    JsonOpt,
-    OutputOpt,
+    NO_OUTPUT,
+    Output,
     begin_view,
     console,
     end_view,
     esc,
+    output_options,
     print_report_notes,
     print_wrapped,
     publish,
@@ -113,23 +112,21 @@ def render(report: Report, explain: bool = True) -> None:
 @workload_options
 @model_options
 @calibration_options
+@output_options("as_json", "output", "html", "explain")
 def estimate_command(
     request: WorkloadRequest,
     options: ModelOptions,
     calibration: Path | None,
     device: DeviceOpt = None,
-    as_json: JsonOpt = False,
-    output: OutputOpt = None,
-    html: HtmlOpt = None,
-    explain: ExplainOpt = None,
+    out: Output = NO_OUTPUT,
 ) -> None:
     """Model a workload: memory by part, FLOPs, roofline times and the bottleneck (no GPU)."""
     from hwadvisor import pipeline
 
     report = pipeline.estimate_report(request, device, options, calibration=calibration)
     print_report_notes(report)
-    write_html(report, html)
-    publish(report, lambda r: render(r, explain is not False), as_json, output)
+    write_html(report, out.html)
+    publish(report, lambda r: render(r, out.explain is not False), out)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,17 +8,16 @@ import typer
 
 from hwadvisor import units
 from hwadvisor.cli import cluster
+from hwadvisor.cli.cluster import ClusterOptions
 from hwadvisor.cli.console import (
-    ExplainOpt,
+    NO_OUTPUT,
     GpuOpt,
-    JsonOpt,
-    MarkdownOpt,
-    MarkdownOverwriteOpt,
-    OutputOpt,
+    Output,
     console,
     esc,
     exit_if_interrupted,
     mark_interruption,
+    output_options,
     print_report_notes,
     progress_bar,
     publish,
@@ -166,20 +165,16 @@ def render(report: Report, explain: bool = False) -> None:
     end_view(report, explain)
 
 
+@output_options("as_json", "output", "markdown", "markdown_overwrite", "explain")
+@cluster.cluster_options
 def probe(
     gpu: GpuOpt = None,
-    as_json: JsonOpt = False,
-    output: OutputOpt = None,
-    markdown: MarkdownOpt = None,
-    markdown_overwrite: MarkdownOverwriteOpt = False,
+    out: Output = NO_OUTPUT,
     measure: bool = typer.Option(
         False, "--measure", help="Also measure memory bandwidth and matmul TFLOP/s here (needs "
         "torch; a few seconds per GPU); figures go to each device's 'measured'. Under "
         "torchrun or srun each rank measures its own GPU, then the job's collectives."),
-    no_cluster: cluster.NoClusterOpt = False,
-    cluster_timeout: cluster.ClusterTimeoutOpt = cluster.DEFAULT_TIMEOUT_S,
-    all_ranks: cluster.AllRanksOpt = False,
-    explain: ExplainOpt = None,
+    launcher: ClusterOptions = cluster.PLAIN_RUN,
 ) -> None:
     """Detect the host and its accelerators: GPU model, memory, bandwidth, formats, links.
 
@@ -196,21 +191,21 @@ def probe(
     from hwadvisor.probe.select import parse_gpu_option
 
     gpus = parse_gpu_option(gpu) if gpu is not None else None
-    launch = cluster.launch_for(no_cluster, output, all_ranks)
-    bar = measure and not as_json and sys.stderr.isatty() and (launch is None or launch.rank == 0)
+    launch = cluster.launch_for(launcher, out.output)
+    bar = measure and not out.as_json and sys.stderr.isatty() and (launch is None
+                                                                  or launch.rank == 0)
     with progress_bar(bar) as progress:
         if launch is None:
             report = pipeline.probe_report(measure, progress, gpus=gpus)
         else:
-            job = pipeline.cluster_probe_report(launch, measure, cluster_timeout, progress)
-            gathered = cluster.gathered(job, output, all_ranks)
+            job = pipeline.cluster_probe_report(launch, measure, launcher.timeout_s, progress)
+            gathered = cluster.gathered(job, out.output, launcher.all_ranks)
             if gathered is None:
                 return  # not rank 0: rank 0 writes the report
             report = gathered
     mark_interruption(report)
     print_report_notes(report)
-    publish(report, cluster.with_cluster(lambda r: render(r, bool(explain))), as_json, output,
-            markdown, markdown_overwrite)
+    publish(report, cluster.with_cluster(lambda r: render(r, bool(out.explain))), out)
     exit_if_interrupted(report)
     if (measure and any(t.status == "error" for t in report.trials)) or cluster.failed(report):
         raise typer.Exit(int(ExitCode.TRIALS_FAILED))

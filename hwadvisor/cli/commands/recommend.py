@@ -12,12 +12,8 @@ from rich.table import Table
 
 from hwadvisor.cli import complete
 from hwadvisor.cli.console import (
-    ExplainOpt,
-    HtmlOpt,
-    JsonOpt,
-    MarkdownOpt,
-    MarkdownOverwriteOpt,
-    OutputOpt,
+    NO_OUTPUT,
+    Output,
     begin_view,
     console,
     end_view,
@@ -26,17 +22,19 @@ from hwadvisor.cli.console import (
     html_file,
     keep_words,
     mark_interruption,
+    output_options,
     print_report_notes,
     print_wrapped,
     progress_bar,
     publish,
 )
 from hwadvisor.cli.options import (
+    NO_GATES,
     DeviceOpt,
-    FailOnOpt,
-    MinBandwidthFractionOpt,
+    Gates,
     MinTokensPerSOpt,
     calibration_options,
+    gate_options,
     workload_options,
 )
 from hwadvisor.errors import UserError
@@ -208,6 +206,8 @@ def register(app: typer.Typer) -> None:
     @app.command("recommend")
     @workload_options
     @calibration_options
+    @output_options()
+    @gate_options
     def recommend_cmd(
         request: WorkloadRequest,
         calibration: Path | None,
@@ -216,15 +216,9 @@ def register(app: typer.Typer) -> None:
         validate: ValidateOpt = False,
         engine_model: EngineModelOpt = None,
         emit: EmitOpt = None,
-        as_json: JsonOpt = False,
-        output: OutputOpt = None,
-        markdown: MarkdownOpt = None,
-        markdown_overwrite: MarkdownOverwriteOpt = False,
-        fail_on: FailOnOpt = None,
-        min_bw_fraction: MinBandwidthFractionOpt = None,
+        out: Output = NO_OUTPUT,
+        gates: Gates = NO_GATES,
         min_tokens_per_s: MinTokensPerSOpt = None,
-        html: HtmlOpt = None,
-        explain: ExplainOpt = None,
     ) -> None:
         """Recommend optimizations for a goal, ranked by predicted gain, and say why not the rest.
 
@@ -235,7 +229,7 @@ def register(app: typer.Typer) -> None:
 
         # Every output target is checked before anything runs or is written: a run that exits
         # 2 leaves no file behind (--emit, --markdown and --output alike).
-        for path in (emit, markdown, output):
+        for path in (emit, out.markdown, out.output):
             if path is not None:
                 check_target(path)
         goal, goal_note = goal_for(goal, request.phase)
@@ -251,14 +245,13 @@ def register(app: typer.Typer) -> None:
             if torch_missing():  # the validator's trials need torch
                 raise UserError("cannot validate: torch is not installed",
                                 hint=torch_install_hint())
-            with progress_bar(not as_json and sys.stderr.isatty()) as progress:
+            with progress_bar(not out.as_json and sys.stderr.isatty()) as progress:
                 report = pipeline.validate_recommendations(report, progress=progress,
                                                            engine_model=engine_model)
             mark_interruption(report)
-        report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
+        report.gates_tripped = apply_gates(report, gates.fail_on, gates.min_bandwidth_fraction)
         extra = [(emit, _emit_text(report))] if emit is not None else []
-        extra += html_file(report, html)  # written with the rest, all or nothing
-        publish(report, lambda r: render(r, explain is not False), as_json, output, markdown,
-                markdown_overwrite, extra or None)
+        extra += html_file(report, out.html)  # written with the rest, all or nothing
+        publish(report, lambda r: render(r, out.explain is not False), out, extra or None)
         exit_if_interrupted(report)
         exit_for_gates(report)

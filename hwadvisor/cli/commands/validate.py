@@ -12,33 +12,10 @@ from rich.table import Table
 
 from hwadvisor import units
 from hwadvisor.cli import cluster, complete
-from hwadvisor.cli.console import (
-    ExplainOpt,
-    GpuOpt,
-    HtmlOpt,
-    JsonOpt,
-    MarkdownOpt,
-    MarkdownOverwriteOpt,
-    OutputOpt,
-    begin_view,
-    console,
-    end_view,
-    exit_for_gates,
-    exit_if_interrupted,
-    keep_words,
-    mark_interruption,
-    print_error,
-    print_report_notes,
-    print_wrapped,
-    progress_bar,
-    publish,
-    write_html,
-)
-from hwadvisor.cli.options import (
-    FailOnOpt,
-    MinBandwidthFractionOpt,
-    workload_options,
-)
+from hwadvisor.cli import console as ui
+from hwadvisor.cli.cluster import ClusterOptions
+from hwadvisor.cli.console import NO_OUTPUT, GpuOpt, Output, output_options
+from hwadvisor.cli.options import NO_GATES, Gates, gate_options, workload_options
 from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.models import Report, TrialResult
 from hwadvisor.report.gates import apply_gates
@@ -121,12 +98,12 @@ def render(report: Report, explain: bool = False) -> None:
     """Print what ran in a sentence, the trial results and the recommendations' verdicts."""
     from hwadvisor.report.plain import bottom_line
 
-    begin_view()
-    print_wrapped([bottom_line(report)], bold_first=True)
-    console.print(keep_words(trial_table(report)))
+    ui.begin_view()
+    ui.print_wrapped([bottom_line(report)], bold_first=True)
+    ui.console.print(ui.keep_words(trial_table(report)))
     if report.recommendations:
-        console.print(keep_words(verdict_table(report)))
-    end_view(report, explain)
+        ui.console.print(ui.keep_words(verdict_table(report)))
+    ui.end_view(report, explain)
 
 
 def _require_gpu() -> None:
@@ -170,6 +147,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("validate")
     @workload_options
+    @output_options()
+    @gate_options
+    @cluster.cluster_options
     def validate_cmd(
         request: WorkloadRequest,
         trial: TrialOpt = None,
@@ -180,17 +160,9 @@ def register(app: typer.Typer) -> None:
         from_report: FromReportOpt = None,
         nvls: NvlsOpt = False,
         allow_unsupported: AllowUnsupportedOpt = False,
-        as_json: JsonOpt = False,
-        output: OutputOpt = None,
-        markdown: MarkdownOpt = None,
-        markdown_overwrite: MarkdownOverwriteOpt = False,
-        fail_on: FailOnOpt = None,
-        min_bw_fraction: MinBandwidthFractionOpt = None,
-        no_cluster: cluster.NoClusterOpt = False,
-        cluster_timeout: cluster.ClusterTimeoutOpt = cluster.DEFAULT_TIMEOUT_S,
-        all_ranks: cluster.AllRanksOpt = False,
-        html: HtmlOpt = None,
-        explain: ExplainOpt = None,
+        out: Output = NO_OUTPUT,
+        gates: Gates = NO_GATES,
+        launcher: ClusterOptions = cluster.PLAIN_RUN,
     ) -> None:
         """Run short real kernel trials here (bandwidth, matmul, FP8, INT4 ...), workload-sized.
 
@@ -218,17 +190,17 @@ def register(app: typer.Typer) -> None:
                             "report on its first device", hint="pass one of them")
         if require_gpu:
             _require_gpu()
-        launch = cluster.launch_for(no_cluster, output, all_ranks)
+        launch = cluster.launch_for(launcher, out.output)
         if launch is not None and from_report is not None:
             raise UserError("--report does not run under torchrun or srun: it validates one "
                             "saved recommend report on one machine",
                             hint="run it without the launcher, or pass --no-cluster")
-        bar = not as_json and sys.stderr.isatty() and (launch is None or launch.rank == 0)
-        with progress_bar(bar) as progress:
+        bar = not out.as_json and sys.stderr.isatty() and (launch is None or launch.rank == 0)
+        with ui.progress_bar(bar) as progress:
             if launch is not None:
                 job = pipeline.cluster_validate_report(launch, trial, quick, request,
-                                                       cluster_timeout, progress, nvls=nvls)
-                gathered = cluster.gathered(job, output, all_ranks)
+                                                       launcher.timeout_s, progress, nvls=nvls)
+                gathered = cluster.gathered(job, out.output, launcher.all_ranks)
                 if gathered is None:
                     return  # not rank 0: rank 0 writes the report
                 report = gathered
@@ -237,22 +209,21 @@ def register(app: typer.Typer) -> None:
             else:
                 report = pipeline.validate_trials_report(trial, quick, request, progress,
                                                          nvls=nvls, gpus=gpus)
-        mark_interruption(report)
-        print_report_notes(report)
-        report.gates_tripped = apply_gates(report, fail_on, min_bw_fraction)
-        write_html(report, html)
-        publish(report, cluster.with_cluster(lambda r: render(r, bool(explain))), as_json,
-                output, markdown, markdown_overwrite)
-        exit_if_interrupted(report)
+        ui.mark_interruption(report)
+        ui.print_report_notes(report)
+        report.gates_tripped = apply_gates(report, gates.fail_on, gates.min_bandwidth_fraction)
+        ui.write_html(report, out.html)
+        ui.publish(report, cluster.with_cluster(lambda r: render(r, bool(out.explain))), out)
+        ui.exit_if_interrupted(report)
         failed = _failed(report.trials)
         if failed:
             for result in failed:
-                print_error(f"trial {result.id} could not run: {result.reason}")
+                ui.print_error(f"trial {result.id} could not run: {result.reason}")
             raise typer.Exit(int(ExitCode.TRIALS_FAILED))
         none_ran = _none_ran(report)
         if none_ran and not allow_unsupported:
-            print_error(none_ran, _none_ran_hint(report))
+            ui.print_error(none_ran, _none_ran_hint(report))
             raise typer.Exit(int(ExitCode.TRIALS_FAILED))
         if cluster.failed(report):
             raise typer.Exit(int(ExitCode.TRIALS_FAILED))
-        exit_for_gates(report)
+        ui.exit_for_gates(report)

@@ -57,6 +57,8 @@ class Facts:
     """Full, lora or qlora."""
     four_bit_kernel: str
     """The 4-bit matmul kernel the engine runs, in words."""
+    four_bit_recipe: str
+    """The engine's published 4-bit recipe for this checkpoint, in its words ('' if none)."""
     params_b: float | None
     """Total parameters, billions."""
     phase: str
@@ -224,6 +226,12 @@ def _four_bit_words(workload: Workload, device: Device) -> str:
     return _engine(workload).kernels.words(str(device.vendor))
 
 
+def _four_bit_recipe(workload: Workload) -> str:
+    """Return the engine's 4-bit recipe for this checkpoint in words (ExecuTorch's by model)."""
+    recipe = _engine(workload).quantization.get("int4")
+    return recipe.for_model(workload.model).name if recipe is not None else ""
+
+
 def memory_limit(
     estimate: Estimate, device: Device, host: HostInfo | None
 ) -> tuple[int | None, str]:
@@ -290,6 +298,7 @@ def build_facts(
         fp4_usable=_engine_runs(workload, "fp4", device),
         finetune=opts.finetune,
         four_bit_kernel=_four_bit_words(workload, device),
+        four_bit_recipe=_four_bit_recipe(workload),
         model=workload.spec.name if workload.spec else workload.model,
         engine=workload.engine,
         engine_name=_engine(workload).name,

@@ -16,7 +16,7 @@ from typing import Any
 
 from hwadvisor.models import Measurement, ModelSpec, TrialEnvironment, TrialResult, Workload
 from hwadvisor.models.trial import named_effects
-from hwadvisor.trials.base import Trial, TrialContext, release_memory
+from hwadvisor.trials.base import RequiresTrial, Trial, TrialContext, release_memory
 
 # When the workload has no architecture spec, the trials use Llama-3-8B's block widths
 # (config.json of meta-llama/Meta-Llama-3-8B: hidden 4096, 32 heads, 8 KV heads, head_dim 128,
@@ -163,6 +163,21 @@ def run_guarded(
         release_memory()
 
 
+class GuardedTrial(RequiresTrial):
+    """A model-level trial: `body(ctx, started)` runs through run_guarded, `cleanup` after it."""
+
+    def run(self, ctx: TrialContext) -> TrialResult:
+        """Check what it needs, then run the body; an exception becomes an error result."""
+        return run_guarded(self, ctx, self.body, cleanup=self.cleanup)
+
+    def body(self, ctx: TrialContext, started: float) -> TrialResult:
+        """Measure; see the trial's module docstring."""
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        """Undo process-wide state the body left (torch.compile's caches); nothing by default."""
+
+
 def finished(
     trial_id: str,
     device: str,
@@ -193,6 +208,36 @@ def finished(
         environment=environment(device),
         wall_s=time.perf_counter() - started,
     )
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A trial's output checked against its reference: the error, the bound, what differs."""
+
+    error: float
+    tolerance: float
+    differs: str  # "compiled output differs from eager"
+
+    @property
+    def ok(self) -> bool:
+        """Whether the error is within the bound (a NaN error is not)."""
+        return self.error <= self.tolerance
+
+    def reason(self) -> str | None:
+        """Say why the result is an error, or None when the check passed."""
+        return None if self.ok else f"{self.differs}: {self.error:.2e} > {self.tolerance:.0e}"
+
+    def max_error(self) -> float | None:
+        """Return the error as the report holds it (None when not finite: JSON has no NaN)."""
+        finite = self.error == self.error and self.error != float("inf")
+        return self.error if finite else None
+
+
+def checked_result(trial_id: str, device: str, started: float, check: Checked,
+                   **parts: Any) -> TrialResult:
+    """Build the result of a checked trial (`finished` with ok, reason and max_error)."""
+    return finished(trial_id, device, started, ok=check.ok, reason=check.reason(),
+                    max_error=check.max_error(), **parts)
 
 
 def torch_dtype(name: str) -> Any:

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hwadvisor.trials._model_common import BlockShape
+from hwadvisor.trials.kit.common import BlockShape
 
 
 class RMSNorm(nn.Module):

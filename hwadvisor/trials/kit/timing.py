@@ -106,15 +106,7 @@ def _time_cuda(fn: Callable[[int], object], inner: int, counter: list[int], devi
     import torch
 
     with torch.cuda.device(torch.device(device)):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn(counter[0])
-            counter[0] += 1
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / inner
+        return _time_events(torch.cuda.Event, fn, inner, counter)
 
 
 def _time_mps(fn: Callable[[int], object], inner: int, counter: list[int], device: str) -> float:
@@ -124,6 +116,12 @@ def _time_mps(fn: Callable[[int], object], inner: int, counter: list[int], devic
     event_type = getattr(getattr(torch, "mps", None), "Event", None)
     if event_type is None:
         return _time_host(fn, inner, counter, device)
+    return _time_events(event_type, fn, inner, counter)
+
+
+def _time_events(event_type: Any, fn: Callable[[int], object], inner: int,
+                 counter: list[int]) -> float:
+    """Time `inner` calls between two device-queue events (CUDA/HIP or Metal); s per call."""
     start = event_type(enable_timing=True)
     end = event_type(enable_timing=True)
     start.record()
