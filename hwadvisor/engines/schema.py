@@ -418,6 +418,11 @@ class Costs(_Strict):
 RATE_KERNELS: tuple[str, ...] = (*KERNELS, "llamacpp", "llamacpp-k", "mlx", "bitsandbytes")
 
 
+def _figure(description: str) -> Any:
+    """Declare a release's optional, positive kernel figure (None: the general table's)."""
+    return Field(None, gt=0, description=description)
+
+
 class KernelRate(_Strict):
     """A kernel's rates as one release of the engine runs them.
 
@@ -425,20 +430,18 @@ class KernelRate(_Strict):
     an empty entry means the general figure.
     """
 
-    gemv: float | None = Field(None, gt=0, description="Share of the stream bandwidth at decode")
-    compute: float | None = Field(None, gt=0, description="Share of the 16-bit dense peak")
-    vector: float | None = Field(
-        None, gt=0, description="Share of the fp32 vector peak its few-row matmuls compute at "
-        "(the general GEMV_VECTOR_EFFICIENCY otherwise)")
-    width_half: float | None = Field(
-        None, gt=0, description="Half point of the weight's dims (N, K) for this kernel's "
-        "GEMM rate: x / (x + width_half), normalised at 8192 (narrow models run slower)")
-    rows_half: float | None = Field(
-        None, gt=0, description="Half point over the GEMM's rows (M: tokens) for this kernel, "
-        "instead of the family's GEMM_HALF_DIM (its tile height)")
-    vector_rows: int | None = Field(
-        None, ge=1, description="Up to this many rows the kernel is a matrix-vector kernel on "
-        "the vector units (no tensor cores); None: the faster of the two at every M")
+    gemv: float | None = _figure("Share of the stream bandwidth at decode")
+    compute: float | None = _figure("Share of the 16-bit dense peak")
+    vector: float | None = _figure("Share of the fp32 vector peak its few-row matmuls compute "
+                                   "at (the general GEMV_VECTOR_EFFICIENCY otherwise)")
+    width_half: float | None = _figure("Half point of the weight's dims (N, K) for this "
+                                       "kernel's GEMM rate: x / (x + width_half), normalised "
+                                       "at 8192 (narrow models run slower)")
+    rows_half: float | None = _figure("Half point over the GEMM's rows (M: tokens) for this "
+                                      "kernel, instead of the family's GEMM_HALF_DIM")
+    vector_rows: int | None = _figure("Up to this many rows the kernel is a matrix-vector "
+                                      "kernel on the vector units (no tensor cores); None: "
+                                      "the faster of the two at every M")
 
 
 def _check_rate_keys(rates: Mapping[str, KernelRate], where: str) -> None:

@@ -318,9 +318,9 @@ def rates(setup: Setup) -> _Rates:
         act_gemm=res.act_gemm_tflops * 1e12,
         peak16=peak16,
         vector=res.vector_tflops * 1e12 * E.vector_efficiency(kernel, family, kernels.rates),
-        vector_rows=E.vector_rows(kernel, family, kernels.rates),
-        width_half=E.width_half(kernel, family, kernels.rates),
-        rows_half=E.rows_half(kernel, family, kernels.rates),
+        vector_rows=int(E.release_figure("vector_rows", kernel, family, kernels.rates) or 0),
+        width_half=E.release_figure("width_half", kernel, family, kernels.rates) or 0.0,
+        rows_half=E.release_figure("rows_half", kernel, family, kernels.rates) or 0.0,
         kernel=kernel,
         # An on-device path's rate is the quantised kernel's own (XNNPACK's int8 dot, the HTP's
         # w4a16): no 16-bit dequantise share on top.

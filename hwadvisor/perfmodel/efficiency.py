@@ -234,26 +234,28 @@ def kernel_compute_fraction(kernel: str, family: str,
     return found
 
 
+def release_figure(field: str, kernel: str, family: str,
+                   release: Mapping[str, KernelRate] | None) -> float | None:
+    """Return one of the engine release's measured figures for this kernel, if it states it.
+
+    field: a KernelRate field (vector, width_half, rows_half, vector_rows). K-quants inherit
+    their base kernel's figure (GEMV_RELATIVE), as they do for the general tables.
+    """
+    found = _keyed(_release_table(release, field), kernel, family)
+    if found is None and kernel in C.GEMV_RELATIVE:
+        return release_figure(field, C.GEMV_RELATIVE[kernel][0], family, release)
+    return found
+
+
 def vector_efficiency(kernel: str, family: str,
                       release: Mapping[str, KernelRate] | None = None) -> float:
     """Share of the fp32 vector peak a kernel's few-row matmuls compute at.
 
-    Few rows: decode of a few sequences. The engine release's measured figure, else
+    Few rows: decode of a few sequences. The release's measured figure, else
     GEMV_VECTOR_EFFICIENCY.
     """
-    found = _keyed(_release_table(release, "vector"), kernel, family)
-    if found is None and kernel in C.GEMV_RELATIVE:
-        return vector_efficiency(C.GEMV_RELATIVE[kernel][0], family, release)
+    found = release_figure("vector", kernel, family, release)
     return found if found is not None else C.GEMV_VECTOR_EFFICIENCY
-
-
-def width_half(kernel: str, family: str,
-               release: Mapping[str, KernelRate] | None = None) -> float:
-    """Return the kernel's half point over the weight's dims (N, K); 0: none stated."""
-    found = _keyed(_release_table(release, "width_half"), kernel, family)
-    if found is None and kernel in C.GEMV_RELATIVE:
-        return width_half(C.GEMV_RELATIVE[kernel][0], family, release)
-    return float(found or 0.0)
 
 
 def width_factor(n: float, k: float, half: float) -> float:
@@ -262,15 +264,6 @@ def width_factor(n: float, k: float, half: float) -> float:
         return 1.0
     ref = (8192.0 / (8192.0 + half)) ** 2
     return min(1.0, n / (n + half) * k / (k + half) / ref)
-
-
-def rows_half(kernel: str, family: str,
-              release: Mapping[str, KernelRate] | None = None) -> float:
-    """Return the kernel's own half point over the rows (M); 0: the family's GEMM_HALF_DIM."""
-    found = _keyed(_release_table(release, "rows_half"), kernel, family)
-    if found is None and kernel in C.GEMV_RELATIVE:
-        return rows_half(C.GEMV_RELATIVE[kernel][0], family, release)
-    return float(found or 0.0)
 
 
 def rows_factor(m: float, half: float, own: float) -> float:
@@ -283,15 +276,6 @@ def rows_factor(m: float, half: float, own: float) -> float:
         return m / (m + h) * (8192.0 + h) / 8192.0
 
     return term(own) / term(half)
-
-
-def vector_rows(kernel: str, family: str,
-                release: Mapping[str, KernelRate] | None = None) -> int:
-    """Rows up to which the kernel computes on the vector units only (0: none stated)."""
-    found = _keyed(_release_table(release, "vector_rows"), kernel, family)
-    if found is None and kernel in C.GEMV_RELATIVE:
-        return vector_rows(C.GEMV_RELATIVE[kernel][0], family, release)
-    return int(found or 0)
 
 
 def kernel_overlap_p(kernel: str) -> float | None:

@@ -13,6 +13,7 @@ When nothing fits, min_gpus and alternatives say what would.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -277,17 +278,12 @@ class _Searcher:
         that fit or cut memory enough, instead of the first that fits (8-bit Adam plus
         recomputation can beat moving the optimizer to the CPU).
         """
-        ctx, steps, used = start, list[Taken](), set[str]()
-        while not ctx.facts.fits and len(steps) < MAX_STEPS:
-            candidates = self.candidates(ctx, used)
-            pick = _pick_by_metric(self.goal, ctx, candidates, level) if by_metric else \
-                _pick_to_fit(self.goal, ctx, candidates, level)
-            if pick is None:
-                break
-            taken, ctx = self.take(ctx, pick, fitting=True)
-            steps.append(taken)
-            used.add(pick.rule.id)
-        return steps, ctx
+        def pick(ctx: RuleContext, candidates: list[Candidate]) -> Candidate | None:
+            if by_metric:
+                return _pick_by_metric(self.goal, ctx, candidates, level)
+            return _pick_to_fit(self.goal, ctx, candidates, level)
+
+        return self._greedy(start, set(), pick, fitting=True)
 
     def replay(self, start: RuleContext, rule_ids: list[str]) -> tuple[list[Taken],
                                                                        RuleContext]:
@@ -383,14 +379,25 @@ class _Searcher:
 
     def improve(self, ctx: RuleContext, used: set[str]) -> tuple[list[Taken], RuleContext]:
         """Drop-in changes by largest gain on the goal's metric, while one gains enough."""
+        return self._greedy(ctx, used,
+                            lambda ctx, candidates: _pick_for_metric(self.goal, ctx, candidates),
+                            fitting=False)
+
+    def _greedy(self, ctx: RuleContext, used: set[str],
+                pick: Callable[[RuleContext, list[Candidate]], Candidate | None],
+                fitting: bool) -> tuple[list[Taken], RuleContext]:
+        """Take the change `pick` chooses among the unused candidates, until it chooses none.
+
+        fitting: the changes are taken to fit, and the run ends once the workload fits.
+        """
         steps: list[Taken] = []
-        while len(steps) < MAX_STEPS:
-            pick = _pick_for_metric(self.goal, ctx, self.candidates(ctx, used))
-            if pick is None:
+        while len(steps) < MAX_STEPS and not (fitting and ctx.facts.fits):
+            chosen = pick(ctx, self.candidates(ctx, used))
+            if chosen is None:
                 break
-            taken, ctx = self.take(ctx, pick, fitting=False)
+            taken, ctx = self.take(ctx, chosen, fitting=fitting)
             steps.append(taken)
-            used.add(pick.rule.id)
+            used.add(chosen.rule.id)
         return steps, ctx
 
 
