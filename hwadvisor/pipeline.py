@@ -214,9 +214,9 @@ def cluster_probe_report(launch: Launch, measure: bool, timeout_s: float,
         device = job.pick_device(report.devices, place)
         if not measure:
             return job.LocalRun(report=report, device=device)
-        run = rank_trials(report, device, place, measure_trial_ids(), False, False, progress)
-        report.notes += failed_notes(report.trials)
-        return run
+        found = rank_trials(report, device, place, measure_trial_ids(), False, False, progress)
+        found.notes += failed_notes(found.trials)
+        return job.LocalRun.of(with_found(report, found), device, found.rank_measured)
 
     return job.run(launch, work, timeout_s=timeout_s, measure_collectives=measure)
 
@@ -237,7 +237,8 @@ def cluster_validate_report(launch: Launch, trial_ids: list[str] | None, quick: 
         hardware = collect()
         device = job.pick_device(hardware.devices, place)
         report = report_for(hardware, device, request)
-        return rank_trials(report, device, place, on_rank, quick, nvls, progress)
+        found = rank_trials(report, device, place, on_rank, quick, nvls, progress)
+        return job.LocalRun.of(with_found(report, found), device, found.rank_measured)
 
     result = job.run(launch, work, timeout_s=timeout_s, quick=quick, nvls=nvls,
                      measure_collectives="collectives" in wanted)

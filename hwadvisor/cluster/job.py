@@ -45,6 +45,13 @@ class LocalRun:
     measured: Measured | None = None
     error: str | None = None
 
+    @classmethod
+    def of(cls, report: Report, device: Device | None, measured: Measured | None) -> LocalRun:
+        """Return the rank's run: its report, its device as the report lists it, its figures."""
+        if device is not None:
+            device = next((d for d in report.devices if d.index == device.index), device)
+        return cls(report=report, device=device, measured=measured)
+
 
 @dataclass
 class JobResult:

@@ -22,6 +22,8 @@ class Found:
     recommendations: list[Validation] | None = None
     plan: PlanValidation | None = None  # None: the plan's validation stays as it was
     measured: dict[int, Measured | None] = field(default_factory=dict)  # by device index
+    # A cluster rank's figures from its own trials, its GPU's or, without one, the CPU's.
+    rank_measured: Measured | None = None
 
     def note(self, text: str | None) -> None:
         """Add a note once (the same busy-GPU note comes from every device's run)."""

@@ -21,7 +21,7 @@ from hwadvisor.validator.found import Found
 from hwadvisor.validator.runner import Progress
 
 if TYPE_CHECKING:
-    from hwadvisor.cluster.job import LocalRun, Place
+    from hwadvisor.cluster.job import Place
     from hwadvisor.workload import WorkloadRequest
 
 
@@ -144,25 +144,21 @@ def run_here(report: Report, target: Device | None, ids: list[str] | None, quick
 
 
 def rank_trials(report: Report, device: Device | None, place: Place, ids: list[str],
-                quick: bool, nvls: bool, progress: Progress | None) -> LocalRun:
-    """Run trials on one rank's GPU (the CPU without one); its figures go to device.measured.
+                quick: bool, nvls: bool, progress: Progress | None) -> Found:
+    """Run trials on one rank's GPU (the CPU without one); return what they found.
 
-    Returns the rank's part of the job (cluster/job.py gathers it on rank 0).
+    The rank's report and device are read, not changed: the pipeline puts the trials, the
+    device's figures and the notes in (pipeline.with_found), then cluster/job.py gathers it.
     """
-    from hwadvisor.cluster.job import LocalRun
-
     ctx = TrialContext(device=device, workload=report.workload, budget_s=3.0 if quick else 5.0,
                        quick=quick, nvls=nvls, cuda_index=place.cuda_index)
     results, interrupted = runner.run_trials(ids, ctx, progress)
-    report.trials = results
-    report.interrupted = interrupted
-    measured = runner.measured_from(results)
+    found = Found(trials=results, interrupted=interrupted,
+                  rank_measured=runner.measured_from(results))
     if device is not None:
-        device.measured = measured
-    busy = runner.busy_note(results)
-    if busy:
-        report.notes.append(busy)
-    return LocalRun(report=report, device=device, measured=measured)
+        found.measured[device.index] = found.rank_measured
+    found.note(runner.busy_note(results))
+    return found
 
 
 def report_for(hardware: Report, device: Device | None, request: WorkloadRequest) -> Report:
