@@ -1,6 +1,6 @@
 """The model's predictions against published measurements (and this project's own H200 runs).
 
-Figures: benchmarks/published_figures.toml (113 public figures; fields at its top; `split`
+Figures: benchmarks/published_figures.toml (137 public figures; fields at its top; `split`
 tune / check, a third held out) plus the end-to-end runs of whole models in plain PyTorch on
 an H200 (benchmarks/data/h200_e2e_2026-12-01.json, from benchmarks/e2e_torch.py). For each
 figure the workload is built as the source ran it (preset, engine, weights, batch, lengths,
@@ -83,6 +83,7 @@ class Figure:
     source: str = ""
     options: dict[str, Any] = field(default_factory=dict)  # own runs: ModelOptions overrides
     per_request: bool | None = None  # decode rate over whole requests (prefill included)
+    engine_options: dict[str, str] = field(default_factory=dict)  # --engine-option KEY=VALUE
 
 
 def load_figures(path: Path = FIGURES) -> list[Figure]:
@@ -222,6 +223,8 @@ def build(fig: Figure) -> tuple[Workload, Device, ModelOptions]:
     release = _engine_release(fig)
     if release:  # the engine as that release ran it: its [[history]] defaults and kernel rates
         workload = workload.model_copy(update={"engine_version": release})
+    if fig.engine_options:  # e.g. compute_unit = gpu: llama.cpp's OpenCL backend on a phone
+        workload = workload.model_copy(update={"engine_options": dict(fig.engine_options)})
     opts = baseline_options(workload, device).model_dump()
     opts.update(_layout_options(fig, deg, training))
     opts.update(_run_options(fig, training))

@@ -96,6 +96,8 @@ PUBLISHED = {
     "llama-3.2-1b": (1.24e9, None),  # meta-llama/Llama-3.2-1B: 1.24B
     "qwen3-8b": (8.19e9, None),  # Qwen3-8B model card: 8.2B
     "qwen3-30b-a3b": (30.5e9, 3.3e9),  # Qwen3-30B-A3B model card: 30.5B total, 3.3B active
+    "qwen2.5-0.5b": (0.494e9, None),  # Qwen2.5-0.5B-Instruct card: 0.49B; llama-bench 494.03 M
+    "qwen2.5-1.5b": (1.54e9, None),  # Qwen2.5-1.5B-Instruct model card: 1.54B
 }
 
 
