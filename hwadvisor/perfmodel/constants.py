@@ -524,6 +524,17 @@ TRAIN_LOGIT_BYTES_FORWARD = 10.0
 AUTOCAST_ACT_HIDDEN_COEFF = 32.0
 AUTOCAST_ACT_GATED_MLP_COEFF = 8.0
 TRAIN_LOGIT_BYTES_FUSED = 4.0
+# What torch's caching allocator reserves beyond the tensors' peak (max_memory_reserved over
+# max_memory_allocated), as a share of the allocated peak: the range over this project's 14
+# H200 training runs (benchmarks/data/train_memory_h200.json, torch 2.11, one GPU, Trainer-style
+# autocast; docs/benchmarks.md 2026-12-03 13:22), without and with full checkpointing. A
+# measured range, not a fit: it says how far a reserved peak (what torchtitan logs as
+# "memory") may lie above the allocated one. Multi-GPU runs add FSDP2's and TP's collective
+# buffers on their own streams, which these single-GPU runs do not have.
+RESERVED_OVER_ALLOCATED: dict[bool, tuple[float, float]] = {
+    False: (0.020, 0.055),  # 1B/3B without checkpointing, 2k-16k tokens per step
+    True: (0.044, 0.153),   # 1B/3B/8B with full checkpointing (the 8B at 4-5%)
+}
 TRAIN_LOGIT_CHUNK_BYTES_PER_HIDDEN = 8.0
 INFER_LOGIT_BYTES_PER_ELEMENT = 4.0
 # Under tensor parallelism (no sequence parallelism) Korthikanti's 10*s*b*h of layer-norm and

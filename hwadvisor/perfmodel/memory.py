@@ -477,6 +477,18 @@ def runtime_bytes(setup: Setup, tensors: float) -> float:
     return fixed + C.FRAGMENTATION_FRACTION.get(cls, 0.05) * tensors
 
 
+def reserved_peak_range(tensors_bytes: float, checkpointing: bool) -> tuple[float, float]:
+    """Return the range the allocator's reserved peak lies in, for a tensors' peak.
+
+    `tensors_bytes` is the allocated peak (MemoryEstimate's total less its runtime allowance);
+    the reserved peak (torch.cuda.max_memory_reserved, what torchtitan's logs print as
+    "memory") adds the caching allocator's unused blocks: RESERVED_OVER_ALLOCATED, measured.
+    The CUDA context and NCCL's own buffers are outside both.
+    """
+    low, high = C.RESERVED_OVER_ALLOCATED[checkpointing]
+    return tensors_bytes * (1.0 + low), tensors_bytes * (1.0 + high)
+
+
 def _fsdp_stage_unsharded(setup: Setup, whole: float, notes: list[str]) -> float:
     """Extra bytes per GPU when FSDP keeps a pipeline stage unsharded across micro-batches.
 

@@ -127,11 +127,8 @@ def test_a_pipelined_plan_keeps_the_sequences_per_step_and_says_so():
     assert "micro-batches" in text and "the global batch of" in text and "as before" in text
     config = report.plan.engine_config
     assert config is not None
-    layout = report.plan.layout
-    assert layout is not None
-    # the global batch the user's local batch gave on the plan's layout without stages
-    before = 16 * 256 // (layout.tp * layout.cp)
-    assert f"global_batch_size = {before}" in config.text
+    # the global batch the user's local batch gives on 256 GPUs: neither TP nor PP shrinks it
+    assert "global_batch_size = 4096" in config.text
     assert "pipeline_parallel_microbatch_size" in config.text
 
 
@@ -227,3 +224,49 @@ def test_torchtitans_offload_does_nothing_on_one_gpu_so_deepspeed_is_named():
     offload = alternative(report, "optimizer-offload")
     assert offload is not None and "DeepSpeed" in offload.text
     assert "CPUOffloadPolicy" in offload.text
+
+
+def test_tensor_and_context_groups_widen_each_rank_to_hold_the_global_batch():
+    from hwadvisor.rules.playbooks.planners import held_split
+
+    # TP 8 leaves 8x fewer ranks: 16 sequences per rank become 128, as wide a micro-batch as fits
+    assert held_split(16, 1, 8, lambda micro, _: micro <= 16) == (16, 8)
+    assert held_split(16, 1, 8, lambda micro, _: True) == (128, 1)
+    # already accumulating: the accumulation keeps what the micro-batch cannot take
+    assert held_split(1, 16, 2, lambda micro, _: micro <= 1) == (1, 32)
+    # nothing fits: micro-batches of one, every sequence still in the step
+    assert held_split(4, 2, 4, lambda *_: False) == (1, 32)
+    for batch, accum, widen in ((16, 1, 8), (3, 2, 4), (5, 1, 2)):
+        micro, count = held_split(batch, accum, widen, lambda m, _: m <= 2)
+        assert micro * count == batch * accum * widen
+
+
+def test_a_tensor_parallel_plan_keeps_the_global_batch_and_says_so():
+    # 16 sequences per data-parallel rank on 256 GPUs: 4096 per optimizer step on any layout
+    report = plan("h100-sxm", model="llama-3.1-70b", batch=16, prompt_len=8192, nodes=32,
+                  gpus_per_node=8)
+    assert report.plan is not None and report.plan.engine_config is not None
+    steps = {s.id: s for s in report.plan.steps}
+    assert "tensor-parallel-in-node" in steps
+    assert "the global batch of 4096 as before" in steps["tensor-parallel-in-node"].why
+    assert "global_batch_size = 4096" in report.plan.engine_config.text
+
+
+def test_megatrons_tensor_parallel_config_states_the_global_batch():
+    # without --global-batch-size Megatron takes micro-batch x data-parallel ranks: 8x fewer
+    report = plan("h100-sxm", model="llama-3.1-70b", batch=4, prompt_len=4096, nodes=2,
+                  gpus_per_node=8, engine="megatron")
+    assert report.plan is not None and report.plan.engine_config is not None
+    assert "tensor-parallel-in-node" in {s.id for s in report.plan.steps}
+    assert "--global-batch-size 64" in report.plan.engine_config.text  # 4 x 16 GPUs
+
+
+def test_a_context_parallel_plan_keeps_the_global_batch():
+    # one 128k-token sequence per GPU on 8 GPUs: 8 per step, though CP 8 leaves one rank
+    report = plan("h100-sxm", model="llama-3.1-8b", batch=1, prompt_len=131072, gpus=8,
+                  engine="torchtitan")
+    assert report.plan is not None and report.plan.engine_config is not None
+    steps = {s.id: s for s in report.plan.steps}
+    assert "context-parallel" in steps
+    assert "the global batch of 8 as before" in steps["context-parallel"].why
+    assert "global_batch_size = 8" in report.plan.engine_config.text

@@ -145,26 +145,75 @@ def tp_plan(ctx: RuleContext) -> Plan:
     """Tensor parallel inside the fast-link domain, FSDP over the rest (2-D parallelism).
 
     The TP size is the one of 2, 4, 8 (up to the GPUs one fast link joins) with the best
-    throughput that fits.
+    throughput that fits. The TP group takes its GPUs from data parallelism, so each remaining
+    rank runs proportionally more sequences (held_split): the global batch stays.
     """
     domain = _link_domain(ctx)
-    best: tuple[float, int] | None = None
+    best: tuple[float, int, dict[str, int]] | None = None
     for size in (2, 4, 8):
         if size > domain or ctx.workload.gpus % size or not _splits_heads(ctx, size):
             continue
         change = {"sharding": "fsdp", "tp_size": size, "comm_overlap": True}
-        if not ctx.fits_with({}, change):
+        split = _held_batch(ctx, change)
+        if split is None:
             continue  # the memory alone says no: no need for the whole estimate
-        est = ctx.estimate_with({}, change)
+        est = ctx.estimate_with(split, change)
         if est.tokens_per_s and (best is None or est.tokens_per_s > best[0]):
-            best = (est.tokens_per_s, size)
+            best = (est.tokens_per_s, size, split)
     if best is None:
         return Plan(reject=f"no tensor-parallel size of 2-8 inside one {ctx.facts.link_text} "
                            "domain fits")
-    size = best[1]
+    _, size, split = best
+    change = {"sharding": "fsdp", "tp_size": size, "comm_overlap": True}
     notes = [f"tensor-parallel size {size} inside one {ctx.facts.link_text} domain, FSDP2 "
-             f"over the other {ctx.workload.gpus // size} ranks (torchtitan-style 2-D)"]
-    return Plan(options={"sharding": "fsdp", "tp_size": size, "comm_overlap": True}, notes=notes)
+             f"over the other {ctx.workload.gpus // size} ranks (torchtitan-style 2-D): "
+             + _held_batch_text(ctx, change, split)]
+    return Plan(workload=split, options=change, notes=notes)
+
+
+def held_split(batch: int, accum: int, widen: int,
+               fits: Callable[[int, int], bool]) -> tuple[int, int]:
+    """Return (micro-batch, accumulation) for `widen` times the sequences per data-parallel rank.
+
+    Tensor- and context-parallel groups take their GPUs from data parallelism: with `widen`
+    times fewer ranks, each runs batch x accum x widen sequences per optimizer step so the
+    global batch stays (torchtitan's and Megatron's global batch is the local batch x the
+    data-parallel degree x the accumulation). The group splits each micro-batch's activations
+    over its GPUs, so the micro-batch may widen too: the largest that fits (a divisor of the
+    sequences, at most batch x widen), the rest as gradient accumulation.
+    """
+    total = batch * accum * widen
+    for micro in sorted((d for d in range(1, batch * widen + 1) if total % d == 0),
+                        reverse=True):
+        if fits(micro, total // micro):
+            return micro, total // micro
+    return 1, total
+
+
+def _held_batch(ctx: RuleContext, change: dict[str, Any]) -> dict[str, int] | None:
+    """Return the batch and accumulation that hold the global batch under `change`, if one fits."""
+    widen = _dp_shrink(ctx, change)
+    batch, accum = ctx.workload.batch, ctx.workload.grad_accum
+
+    def fits(micro: int, count: int) -> bool:
+        return ctx.fits_with({"batch": micro, "grad_accum": count}, change)
+
+    micro, count = held_split(batch, accum, widen, fits)
+    if not fits(micro, count):
+        return None
+    return {"batch": micro, "grad_accum": count}
+
+
+def _held_batch_text(ctx: RuleContext, change: dict[str, Any], split: dict[str, int]) -> str:
+    """Say how the sequences per rank change and that the global batch does not."""
+    batch, accum = ctx.workload.batch, ctx.workload.grad_accum
+    ranks = resolve_layout(ctx.workload, ctx.options).dp
+    after = ranks // _dp_shrink(ctx, change)
+    micro, count = split["batch"], split["grad_accum"]
+    return (f"{after} data-parallel rank{'s' if after > 1 else ''} of {micro * count} sequences "
+            f"(micro-batch {micro} x {count} accumulation step{'s' if count > 1 else ''}) where "
+            f"there were {ranks} of {batch * accum}, the global batch of {ranks * batch * accum} "
+            "as before")
 
 
 def _link_domain(ctx: RuleContext) -> int:
@@ -379,11 +428,10 @@ def pipeline_split(batch: int, accum: int, stages: int, widen: int = 1) -> tuple
     return 1, total
 
 
-def _dp_shrink(ctx: RuleContext, stages: int) -> int:
-    """Return how many times fewer data-parallel ranks `stages` pipeline stages leave."""
+def _dp_shrink(ctx: RuleContext, change: dict[str, Any]) -> int:
+    """Return how many times fewer data-parallel ranks the option `change` leaves."""
     before = resolve_layout(ctx.workload, ctx.options).dp
-    after = resolve_layout(ctx.workload, ctx.options.model_copy(
-        update={"pipeline_stages": stages})).dp
+    after = resolve_layout(ctx.workload, ctx.options.model_copy(update=change)).dp
     return max(1, before // max(1, after))
 
 
@@ -398,7 +446,8 @@ def pipeline_plan(ctx: RuleContext) -> Plan:
     for stages in (2, 4, 8):
         if stages > ctx.workload.gpus or ctx.workload.gpus % stages:
             continue
-        micro, count = pipeline_split(batch, accum, stages, _dp_shrink(ctx, stages))
+        widen = _dp_shrink(ctx, {"pipeline_stages": stages})
+        micro, count = pipeline_split(batch, accum, stages, widen)
         change = {"batch": micro, "grad_accum": count}
         if not ctx.fits_with(change, {"pipeline_stages": stages}):
             continue
@@ -408,7 +457,7 @@ def pipeline_plan(ctx: RuleContext) -> Plan:
     if best is None:
         return Plan(reject="no pipeline split of 2-8 stages fits")
     stages = best[1]
-    widen = _dp_shrink(ctx, stages)
+    widen = _dp_shrink(ctx, {"pipeline_stages": stages})
     micro, count = pipeline_split(batch, accum, stages, widen)
     bubble = (stages - 1) / (count + stages - 1)
     ranks = resolve_layout(ctx.workload, ctx.options).dp
@@ -425,15 +474,27 @@ def pipeline_plan(ctx: RuleContext) -> Plan:
 
 
 def context_plan(ctx: RuleContext) -> Plan:
-    """Context parallelism: each sequence split over 2-8 GPUs (ring attention)."""
+    """Context parallelism: each sequence split over 2-8 GPUs (ring attention).
+
+    The smallest split that fits. Like tensor parallelism, the group takes its GPUs from data
+    parallelism, so each remaining rank runs more sequences (held_split): the global batch stays.
+    """
+    tokens = f"each {ctx.workload.prompt_len:,}-token sequence split over"
     for size in (2, 4, 8):
         if ctx.workload.gpus % size:
             continue
-        if ctx.fits_with({}, {"context_parallel": size}):
-            return Plan(options={"context_parallel": size},
-                        notes=[f"each {ctx.workload.prompt_len:,}-token sequence split over "
-                               f"{size} GPUs"])
-    return Plan(options={"context_parallel": 8}, notes=["the widest split tried: 8"])
+        change = {"context_parallel": size}
+        split = _held_batch(ctx, change)
+        if split is not None:
+            return Plan(workload=split, options=change,
+                        notes=[f"{tokens} {size} GPUs: " + _held_batch_text(ctx, change, split)])
+    change = {"context_parallel": 8}
+    micro, count = held_split(ctx.workload.batch, ctx.workload.grad_accum,
+                              _dp_shrink(ctx, change), lambda _m, _c: False)
+    split = {"batch": micro, "grad_accum": count}
+    return Plan(workload=split, options=change,
+                notes=[f"{tokens} 8 GPUs, the widest split tried: "
+                       + _held_batch_text(ctx, change, split)])
 
 
 def chunked_prefill_plan(ctx: RuleContext) -> Plan:
