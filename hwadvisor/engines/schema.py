@@ -58,6 +58,9 @@ STEP_FORMS: dict[str, tuple[str, str]] = {
     "speculative-decoding-medusa": ("speculative-decoding", "medusa"),
     "activation-checkpointing-full": ("activation-checkpointing", "full"),
     "activation-checkpointing-selective": ("activation-checkpointing", "selective"),
+    # layers: every N-th decoder layer checkpointed whole, the others keep their activations
+    # ({checkpoint_every} = N; {recompute_layers}: the checkpointed layers of one pipeline stage)
+    "activation-checkpointing-layers": ("activation-checkpointing", "layers"),
     # chunked: the loss from the hidden states chunk by chunk (Liger); fused: one CE kernel
     "fused-cross-entropy-chunked": ("fused-cross-entropy", "chunked"),
     "fused-cross-entropy-fused": ("fused-cross-entropy", "fused"),
@@ -83,7 +86,7 @@ PLACEHOLDERS: frozenset[str] = frozenset({
     "lora_rank",
     "threads", "offload_fraction", "mtp_layers", "mtp_draft_tokens", "slot_context",
     "max_model_len", "kv_pool_tokens", "fine_tune_type", "zero_stage", "attn_dp", "soc_model",
-    "global_batch", "local_batch", "compute_units",
+    "global_batch", "local_batch", "compute_units", "checkpoint_every", "recompute_layers",
 })
 WEIGHT_FORMATS: tuple[str, ...] = (
     "bf16", "fp16", "fp32", "fp8", "int8", "int4", "fp4", "q4_0", "q4_k_m", "q5_k_m", "q6_k",

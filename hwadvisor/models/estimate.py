@@ -179,3 +179,7 @@ class ModelOptions(Strict):
     selective_checkpointing: bool = Field(
         False, description="With activation checkpointing: recompute attention only (Korthikanti "
         "et al.), not the whole layer")
+    checkpoint_every: int = Field(
+        1, ge=1, description="With full activation checkpointing: checkpoint every N-th decoder "
+        "layer only (1: all of them); the others keep their activations (torchtitan's layer SAC "
+        "selective_ac_option = N, Megatron's --recompute-method block)")

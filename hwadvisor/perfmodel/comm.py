@@ -16,7 +16,11 @@ from hwadvisor.models import Device
 from hwadvisor.perfmodel import constants as C
 from hwadvisor.perfmodel import efficiency as E
 from hwadvisor.perfmodel.context import Setup
-from hwadvisor.perfmodel.memory import grad_bytes_per_param, model_weight_bytes
+from hwadvisor.perfmodel.memory import (
+    checkpointed_share,
+    grad_bytes_per_param,
+    model_weight_bytes,
+)
 
 
 @dataclass
@@ -296,8 +300,7 @@ def _tensor_parallel(setup: Setup, link: Link, busy_s: dict[str, float],
         return PhaseComm(total, _tp_exposed(setup, total, busy, overlap))
 
     if setup.training:
-        recompute = 2.0 if wl.activation_checkpointing and not \
-            setup.options.selective_checkpointing else 0.0
+        recompute = 2.0 * checkpointed_share(setup)  # the recomputed layers' forward again
         tokens = setup.batch * wl.prompt_len / setup.layout.cp
         per_layer = (4.0 + recompute) / setup.layout.pp  # a stage's share of the layers
         micro = phase(tokens, per_layer, busy_s.get("train", 0.0) / wl.grad_accum)

@@ -19,6 +19,7 @@ from hwadvisor.perfmodel import efficiency as E
 from hwadvisor.perfmodel import formats
 from hwadvisor.perfmodel.context import Setup
 from hwadvisor.perfmodel.memory import (
+    checkpointed_share,
     engine_recipe,
     grad_bytes_per_param,
     kv_bytes_per_token_per_layer,
@@ -726,11 +727,12 @@ def train_phase(setup: Setup) -> Phase:
                     micro.add(Op("recompute attention", op.flops, op.device_bytes,
                                  op.compute_rate, op.memory_rate), n)
         else:
+            share = checkpointed_share(setup)  # every N-th layer: that share of the forward
             for op, n in fwd.ops:
                 if op.name not in ("logits", "embedding and norm", "lm_head"):
                     micro.add(Op("recompute " + op.name, op.flops, op.device_bytes,
                                  op.compute_rate, op.memory_rate, op.p, op.host_bytes,
-                                 op.host_rate), n)
+                                 op.host_rate), n * share)
     if r.kernel in ("torch-scaled-mm", "cutlass-fp8"):
         a, b, c = C.FP8_CAST_BYTES
         kv = spec.num_kv_heads * spec.head_dim / setup.layout.tp
@@ -741,8 +743,7 @@ def train_phase(setup: Setup) -> Phase:
         grads = 2.0 * setup.parts.total * grad_bytes_per_param(setup) / (
             setup.layout.tp * setup.layout.pp)
         micro.add(Op("gradients", 0.0, grads, 1.0, r.stream))
-    recompute = wl.activation_checkpointing and not opts.selective_checkpointing
-    passes = 1.0 + C.BACKWARD_KERNEL_FACTOR + (1.0 if recompute else 0.0)
+    passes = 1.0 + C.BACKWARD_KERNEL_FACTOR + checkpointed_share(setup)
     micro.kernels = fwd.kernels * passes
     micro.host_kernels = micro.kernels
     step = Phase("training step")

@@ -204,11 +204,45 @@ def _layer_activation_bytes(setup: Setup) -> float:
         if selective_policy(setup) == "op-every-other-mm":
             return spec.num_layers * op_sac_bytes_per_token(setup) * tokens * scale / tp
         return total_coeff * tokens * h * scale
+    kept = total_coeff * tokens * h * scale + scores * spec.num_layers
     if wl.activation_checkpointing:
+        # the checkpointed share keeps each layer's input only, the rest all they save
+        share = checkpointed_share(setup)
         residual = 4.0 if autocast_fp32(setup) else 2.0 * scale
         inputs = spec.num_layers * residual * tokens * h / tp  # sharded by SP under TP
-        return inputs + checkpoint_working_bytes(setup)
-    return total_coeff * tokens * h * scale + scores * spec.num_layers
+        return share * inputs + (1.0 - share) * kept + checkpoint_working_bytes(setup)
+    return kept
+
+
+def checkpointed_share(setup: Setup) -> float:
+    """Share of the decoder layers whose whole forward is recomputed (full checkpointing).
+
+    Every N-th layer of L (checkpoint_every = N): floor(L / N) of them, as torchtitan's layer
+    SAC wraps a block when its 1-based count is a multiple of N
+    (torchtitan/distributed/activation_checkpoint.py _apply_layer_sac, v0.2.2). Zero without
+    checkpointing or with selective checkpointing (attention only, counted apart).
+    """
+    wl, opts = setup.workload, setup.options
+    if not wl.activation_checkpointing or opts.selective_checkpointing:
+        return 0.0
+    layers = max(setup.spec.num_layers, 1)
+    return (layers // opts.checkpoint_every) / layers
+
+
+def _full_words(setup: Setup) -> str:
+    """Say what full checkpointing keeps: every layer's input, or every N-th layer's."""
+    every = setup.options.checkpoint_every
+    if every <= 1:
+        return "layer inputs kept, one layer recomputed"
+    layers = setup.spec.num_layers
+    return (f"every {ordinal(every)} layer checkpointed ({layers // every} of {layers} "
+            "recompute, the others keep their activations)")
+
+
+def ordinal(n: int) -> str:
+    """Return 2nd, 3rd, 4th ... (the layer interval as the step text says it)."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def selective_policy(setup: Setup) -> str:
@@ -553,7 +587,7 @@ def memory_estimate(setup: Setup) -> MemoryEstimate:
         if wl.activation_checkpointing:
             notes.append("activation checkpointing: " + (
                 _selective_words(setup) if setup.options.selective_checkpointing
-                else "layer inputs kept, one layer recomputed"))
+                else _full_words(setup)))
     else:
         kv = kv_cache_bytes(setup.spec, wl.kv_dtype, setup.batch / layout.attn_dp,
                             wl.prompt_len + wl.gen_len, layout.attn_tp) / layout.pp

@@ -248,11 +248,11 @@ def _checkpointed(goal: Goal, ctx: RuleContext, alt_id: str, title: str,
     """
     plain = _alternative(goal, ctx, alt_id, title, workload_changes, option_changes, text)
     if plain.fits or ctx.workload.activation_checkpointing and \
-            not ctx.options.selective_checkpointing:
+            not ctx.options.selective_checkpointing and ctx.options.checkpoint_every <= 1:
         return plain
     checkpointed = _alternative(
         goal, ctx, alt_id, title, {**workload_changes, "activation_checkpointing": True},
-        {**option_changes, "selective_checkpointing": False},
+        {**option_changes, "selective_checkpointing": False, "checkpoint_every": 1},
         f"{text}, with full activation checkpointing")
     return checkpointed if checkpointed.fits else plain
 
@@ -548,6 +548,26 @@ def _soc_model(device: Device) -> str:
     return _DEFAULT_SOC
 
 
+def _checkpoint_form(options: ModelOptions) -> str:
+    """Return the checkpointing level the model counted: selective, layers (every N-th), full."""
+    if options.selective_checkpointing:
+        return "selective"
+    return "layers" if options.checkpoint_every > 1 else "full"
+
+
+def _checkpoint_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
+    """Return every-N-th-layer checkpointing's N and one pipeline stage's checkpointed layers.
+
+    Megatron's block method checkpoints the first K layers of each stage
+    (megatron/core/transformer/transformer_block.py _checkpointed_forward, core 0.19): K is
+    rounded up so no stage keeps more than the model counted.
+    """
+    every = ctx.options.checkpoint_every
+    layers = ctx.workload.spec.num_layers if ctx.workload.spec else 0
+    stages = max(plan.layout.pp if plan.layout else 1, 1)
+    return {"checkpoint_every": every, "recompute_layers": -(-(layers // every) // stages)}
+
+
 def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
     """Return the values the engine's flag templates are filled with.
 
@@ -598,6 +618,7 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
         "gpu_layers": _gpu_layers(wl, opts),
         "mtp_layers": mtp_layers, "mtp_draft_tokens": mtp_layers + 1,
         "soc_model": _soc_model(ctx.device),
+        **_checkpoint_values(ctx, plan),
     }
     if layout is not None:
         # dp is the count of full replicas; FSDP's ranks are its shard degree, not replicas.
@@ -692,8 +713,7 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
         forms["fused-cross-entropy"] = ctx.options.cross_entropy
     if ctx.workload.activation_checkpointing:
         # The checkpointing level the model counted, in the engine's words.
-        forms["activation-checkpointing"] = ("selective" if ctx.options.selective_checkpointing
-                                             else "full")
+        forms["activation-checkpointing"] = _checkpoint_form(ctx.options)
     recipe = engine.quantization.get("int4")
     form = recipe.for_model(ctx.workload.model).config_form if recipe is not None else None
     if form is not None:

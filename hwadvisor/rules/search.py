@@ -524,7 +524,7 @@ _REPORTED_CHANGES = {
     "expert_parallel", "dp_attention", "comm_overlap", "offload_fraction", "prefix_cache_hit",
     "speculative_tokens_per_step", "speculative_drafter", "speculative_draft_tokens",
     "prefill_chunk_tokens", "finetune", "lora_rank",
-    "optimizer_offload", "selective_checkpointing", "cross_entropy",
+    "optimizer_offload", "selective_checkpointing", "checkpoint_every", "cross_entropy",
 }
 
 

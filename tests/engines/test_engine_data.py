@@ -41,6 +41,7 @@ VALUES: dict[str, object] = {
     "mtp_draft_tokens": 2, "slot_context": 2304, "max_model_len": 8192,
     "kv_pool_tokens": 147456, "fine_tune_type": "lora", "precision_fp16": True,
     "precision_bf16": True, "zero_stage": 3, "global_batch": 64, "local_batch": 4,
+    "checkpoint_every": 2, "recompute_layers": 8,
 }
 
 

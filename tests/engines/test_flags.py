@@ -51,7 +51,8 @@ SAMPLE_VALUES: dict[str, object] = {
     "mtp_draft_tokens": 2, "soc_model": "SM8750",
     "slot_context": 1280, "max_model_len": 8192, "kv_pool_tokens": 5120,
     "fine_tune_type": "lora", "zero_stage": 3, "precision_fp16": True, "precision_bf16": True,
-    "context": 2048, "global_batch": 64, "local_batch": 4,
+    "context": 2048, "global_batch": 64, "local_batch": 4, "checkpoint_every": 2,
+    "recompute_layers": 8,
 }
 LAYOUT_VALUES = {"tp": 2, "pp": 2, "dp": 2, "ep": 2, "max_batch": 16, "context": 4096,
                  "gpu_layers": 33}

@@ -270,3 +270,33 @@ def test_a_context_parallel_plan_keeps_the_global_batch():
     assert "context-parallel" in steps
     assert "the global batch of 8 as before" in steps["context-parallel"].why
     assert "global_batch_size = 8" in report.plan.engine_config.text
+
+
+def _megatron_8b(batch: int = 2):
+    return build_workload("llama-3.1-8b", phase="training", batch=batch, prompt_len=8192, gpus=8,
+                          engine="megatron", activation_checkpointing=True)
+
+
+def test_checkpointing_fewer_layers_keeps_more_memory_and_recomputes_less():
+    # every N-th layer: floor(32 / N) of 32 layers recompute (N = 1: all, full checkpointing)
+    device = profiles.device_from_profile("h100-sxm")
+    base = ModelOptions(sharding="fsdp", compiled=True, fused_optimizer=True)
+    runs = [estimate(_megatron_8b(), device, base.model_copy(update={"checkpoint_every": n}))
+            for n in (1, 2, 4, 8)]
+    memory = [e.memory.activations_bytes for e in runs]
+    step = [e.times.train_step_s for e in runs]
+    assert memory == sorted(memory) and len(set(memory)) == 4
+    assert step == sorted(step, reverse=True) and len(set(step)) == 4
+
+
+def test_every_2nd_layer_fits_where_selective_does_not_and_beats_full():
+    # 8B on 8 H100 at 2 x 8k: selective (attention only) does not fit, every 2nd layer does
+    # and recomputes half of what full checkpointing does.
+    device = profiles.device_from_profile("h100-sxm")
+    base = ModelOptions(sharding="fsdp", compiled=True, fused_optimizer=True)
+    every2 = estimate(_megatron_8b(), device, base.model_copy(update={"checkpoint_every": 2}))
+    full = estimate(_megatron_8b(), device, base)
+    selective = estimate(_megatron_8b(), device, base.model_copy(
+        update={"selective_checkpointing": True}))
+    assert not selective.fits and every2.fits and full.fits
+    assert every2.times.train_step_s < full.times.train_step_s

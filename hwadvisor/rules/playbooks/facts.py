@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwadvisor import units
 from hwadvisor.models import Device, Estimate, HostInfo, ModelOptions, Workload
+from hwadvisor.perfmodel.memory import ordinal
 
 if TYPE_CHECKING:
     from hwadvisor.engines import Engine
@@ -320,7 +321,7 @@ def build_facts(
         optimizer=workload.optimizer,
         # Selective checkpointing (attention only) can still go full: only full is the end.
         activation_checkpointing=workload.activation_checkpointing and
-        not opts.selective_checkpointing,
+        not opts.selective_checkpointing and opts.checkpoint_every <= 1,
         activation_checkpointing_text=_checkpointing_level(workload, opts),
         features=features,
         features_text=", ".join(features) or "none of moe, mla, sliding_window",
@@ -368,7 +369,11 @@ def build_facts(
 def _checkpointing_level(workload: Workload, options: ModelOptions) -> str:
     if not workload.activation_checkpointing:
         return "off"
-    return "selective" if options.selective_checkpointing else "full"
+    if options.selective_checkpointing:
+        return "selective"
+    if options.checkpoint_every > 1:
+        return f"every {ordinal(options.checkpoint_every)} layer"
+    return "full"
 
 
 def _engine(workload: Workload) -> Engine:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hwadvisor.models import ModelOptions
 from hwadvisor.perfmodel.drafters import DRAFTERS
 from hwadvisor.perfmodel.layout import resolve_layout, tp_fits_heads, tp_fits_node
+from hwadvisor.perfmodel.memory import ordinal
 from hwadvisor.rules.playbooks.facts import gb
 
 if TYPE_CHECKING:
@@ -225,31 +226,55 @@ def _link_domain(ctx: RuleContext) -> int:
 
 
 def checkpoint_plan(ctx: RuleContext) -> Plan:
-    """Pick selective recomputation (attention only, ~5%) when it fits; else full per layer.
+    """Escalate checkpointing only as far as fitting needs: selective, every N-th layer, full.
 
-    Selective only where the engine has it (torchtitan, Megatron); Hugging Face's gradient
-    checkpointing, mlx_lm.lora's --grad-checkpoint and DeepSpeed's recompute whole layers.
+    Selective (attention only, ~5%) where the engine has it (torchtitan, Megatron); then every
+    N-th layer with the largest N that fits (the least recomputation) where the engine can
+    checkpoint a share of the layers (torchtitan's layer SAC, Megatron's block method); then
+    every layer. Hugging Face's gradient checkpointing, mlx_lm.lora's --grad-checkpoint and
+    DeepSpeed's recompute all layers or none.
     """
     from hwadvisor.engines import engine_for
 
     limit = ctx.facts.limit_bytes
-    selective = ctx.memory_with({"activation_checkpointing": True},
-                                {"selective_checkpointing": True})
-    has_selective = engine_for(ctx.workload).says("activation-checkpointing", "selective")
+    engine = engine_for(ctx.workload)
     already = ctx.workload.activation_checkpointing and ctx.options.selective_checkpointing
-    if already:  # selective (torchtitan's default) does not fit: recompute whole layers
+    if not already and engine.says("activation-checkpointing", "selective") and (
+            limit is None or ctx.memory_with({"activation_checkpointing": True},
+                                             {"selective_checkpointing": True}).total_bytes
+            <= limit):
         return Plan(workload={"activation_checkpointing": True},
-                    options={"selective_checkpointing": False},
-                    notes=["full: selective checkpointing was not enough; keep only each decoder "
-                           "layer's input, recompute the rest"])
-    if has_selective and (limit is None or selective.total_bytes <= limit):
-        return Plan(workload={"activation_checkpointing": True},
-                    options={"selective_checkpointing": True},
+                    options={"selective_checkpointing": True, "checkpoint_every": 1},
                     notes=["selective: recompute each layer's attention only (Korthikanti et "
                            "al.), the cheapest recomputation that fits"])
+    every = _checkpoint_every(ctx, limit) if engine.says("activation-checkpointing", "layers") \
+        else 1
+    if every > 1:
+        layers = ctx.workload.spec.num_layers if ctx.workload.spec else 0
+        return Plan(workload={"activation_checkpointing": True},
+                    options={"selective_checkpointing": False, "checkpoint_every": every},
+                    notes=[f"checkpoint every {ordinal(every)} layer: {layers // every} of "
+                           f"{layers} layers recompute, the least recomputation that fits"])
+    first = "selective checkpointing was not enough; " if already else ""
     return Plan(workload={"activation_checkpointing": True},
-                options={"selective_checkpointing": False},
-                notes=["full: keep only each decoder layer's input, recompute the rest"])
+                options={"selective_checkpointing": False, "checkpoint_every": 1},
+                notes=[f"full: {first}keep only each decoder layer's input, recompute the rest"])
+
+
+def _checkpoint_every(ctx: RuleContext, limit: float | None) -> int:
+    """Return the largest N whose every-N-th-layer checkpointing fits, 1 when only all layers do.
+
+    N runs from half the layers down to 2 (beyond half, fewer than two layers would recompute).
+    """
+    layers = ctx.workload.spec.num_layers if ctx.workload.spec else 0
+    if limit is None:
+        return 1
+    for every in range(layers // 2, 1, -1):
+        memory = ctx.memory_with({"activation_checkpointing": True},
+                                 {"selective_checkpointing": False, "checkpoint_every": every})
+        if memory.total_bytes <= limit:
+            return every
+    return 1
 
 
 def cross_entropy_plan(ctx: RuleContext) -> Plan:
