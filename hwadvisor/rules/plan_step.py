@@ -51,6 +51,8 @@ UNMEASURED_WHY = {
     "grad_accum": "accumulation leaves the time per token of a step as it is",
     "optimizer": "8-bit AdamW needs bitsandbytes' kernels",
     "activation_dtype": "the stacked step computes in bf16",
+    "checkpoint_every": "the stacked step checkpoints all its layers or none, not a share of "
+                        "them",
 }
 METRIC_WORDS = {
     ("inference", "time"): "decode step time per token, baseline / plan",
@@ -132,6 +134,8 @@ def trial_spec(workload: Workload, device: Device, goal: Goal,
             {k for k in relevant if base[k] != new[k]}
         if step.changes.get("finetune") == "qlora":
             set_knobs.discard("lora_rank")
+        if int(step.changes.get("checkpoint_every") or 1) > 1:
+            set_knobs.discard("checkpointing")  # a share of the layers: no knob measures it
         if not set_knobs:
             unmeasured[step.id] = _unmeasured_reason(step.changes, phase)
             continue

@@ -300,3 +300,10 @@ def test_every_2nd_layer_fits_where_selective_does_not_and_beats_full():
         update={"selective_checkpointing": True}))
     assert not selective.fits and every2.fits and full.fits
     assert every2.times.train_step_s < full.times.train_step_s
+
+
+def test_a_checkpoint_every_nth_layer_step_is_not_measured_as_full_checkpointing() -> None:
+    from hwadvisor.rules.plan_step import UNMEASURED_WHY, _unmeasured_reason
+
+    changes = {"activation_checkpointing": True, "checkpoint_every": 2}
+    assert _unmeasured_reason(changes, "training") == UNMEASURED_WHY["checkpoint_every"]
