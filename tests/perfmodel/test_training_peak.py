@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = json.loads((ROOT / "benchmarks" / "data" / "train_memory_h200.json").read_text())
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("train_memory",
-                                                  ROOT / "benchmarks" / "train_memory.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["train_memory"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/train_memory.py")
 
 
 @pytest.mark.parametrize("row", DATA, ids=lambda r: f"{r['preset']}-{r['batch']}x{r['seq_len']}"
@@ -61,12 +54,7 @@ TITAN_8B = {"torchtitan-h100-llama3.1-8b-fsdp8-bf16": 82.4,
 def test_torchtitans_per_op_selective_runs_are_near_their_published_peaks(fid: str) -> None:
     from hwadvisor.perfmodel import estimate
 
-    spec = importlib.util.spec_from_file_location("published", ROOT / "benchmarks"
-                                                  / "published.py")
-    assert spec and spec.loader
-    published = importlib.util.module_from_spec(spec)
-    sys.modules["published"] = published
-    spec.loader.exec_module(published)
+    published = _published()
     fig = next(f for f in published.load_figures() if f.id == fid)
     total = estimate(*published.build(fig)).memory.total_bytes / 2**30
     assert total == pytest.approx(TITAN_8B[fid], rel=0.10)
@@ -83,13 +71,7 @@ def test_the_reserved_range_holds_each_h200_reserved_peak(row: dict) -> None:
 
 
 def _published() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("published",
-                                                  ROOT / "benchmarks" / "published.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["published"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/published.py")
 
 
 def test_torchtitans_published_memory_is_compared_reserved_with_reserved():
