@@ -459,6 +459,20 @@ def metric_words(goal: Goal, est: Estimate) -> str:
     return f"{label} {fmt_metric(goal, goal_value(goal, est))}"
 
 
+def _offloaded_host_bytes(ctx: RuleContext, gpus: int, est: Estimate) -> int | None:
+    """Host RAM per node a training plan at `gpus` needs for its offloaded optimizer, if any.
+
+    A full fine-tune whose estimate holds no optimizer state on the GPU has moved it to host
+    RAM (ZeRO-Offload, FSDP2's CPUOffloadPolicy): fp32 master weights, Adam's moments and the
+    fp32 gradients, 16 bytes a parameter, split over the nodes (planners.optimizer_offload_plan).
+    """
+    if ctx.workload.phase != "training" or ctx.options.finetune != "full" or \
+            est.memory.optimizer_bytes > 0:
+        return None
+    nodes = max(1, math.ceil(gpus / _per_node(ctx.device, ctx.workload)))
+    return int(float(ctx.workload.params_total or 0) * 16.0 / nodes)
+
+
 def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule],
                  floor: float = USABLE_TOKENS_PER_S) -> tuple[list[PlanAlternative], int | None]:
     """Other ways out when the plan does not fit: more GPUs, offload, LoRA, a smaller model."""
@@ -473,12 +487,16 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule],
     count = found[0] if found is not None else None
     if found is not None:
         gpus, est = found
+        host = _offloaded_host_bytes(ctx, gpus, est)
         out.append(PlanAlternative(
             id="more-gpus", title=f"{gpus} x {ctx.device.name}", changes={"gpus": gpus},
             fits=True, metric=goal_value(goal, est), memory_per_gpu_bytes=est.memory.total_bytes,
+            host_memory_bytes=host,
             text=(f"the plan fits on {gpus} x {ctx.device.name}" if not ctx.facts.fits else
                   f"without offload or a change of method it fits on {gpus} x {ctx.device.name}")
-            + f": {units.gb(est.memory.total_bytes)} per GPU, {metric_words(goal, est)}"))
+            + f": {units.gb(est.memory.total_bytes)} per GPU, {metric_words(goal, est)}"
+            + (f", with the optimizer state in host RAM ({units.gb(host)} of host RAM per "
+               "node)" if host else "")))
     in_plan = {s.candidate.rule.id for s in result.steps}
     method = [s for s in result.steps if s.candidate.rule.changes_method]
     if method:

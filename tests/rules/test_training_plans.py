@@ -307,3 +307,17 @@ def test_a_checkpoint_every_nth_layer_step_is_not_measured_as_full_checkpointing
 
     changes = {"activation_checkpointing": True, "checkpoint_every": 2}
     assert _unmeasured_reason(changes, "training") == UNMEASURED_WHY["checkpoint_every"]
+
+
+def test_more_gpus_with_the_optimizer_in_host_ram_states_the_host_ram_it_needs() -> None:
+    from hwadvisor.pipeline import recommend_report
+    from hwadvisor.workload.request import WorkloadRequest
+
+    request = WorkloadRequest(model="llama-3.1-70b", phase="training", batch=1, prompt_len=2048)
+    report = recommend_report("training-throughput", "h100-sxm", request)
+    assert report.plan is not None
+    more = next(a for a in report.plan.alternatives if a.id == "more-gpus")
+    # 70B full fine-tuning in 11 GB a GPU: the optimizer and master weights live in host RAM
+    assert more.memory_per_gpu_bytes < 20e9
+    assert more.host_memory_bytes and more.host_memory_bytes > 1e12
+    assert "host RAM" in more.text
