@@ -166,26 +166,43 @@ def _at_version(engine: Engine, version: str) -> Engine:
                         "pass --engine-option for defaults that changed since")
     changes: dict[str, Any] = {}
     rates = dict(engine.kernels.rates)
+    by_family = {family: dict(figures) for family, figures in engine.costs.by_family.items()}
     for past in engine.history:  # newest first: the oldest matching entry is applied last
         before = release_tuple(past.before)
         if before is not None and wanted < before:
             changes.update(past.defaults)
             rates.update(past.kernel_rates)
+            _merge_costs(by_family, past.costs_by_family)
     differ = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(changes.items()))
     older = sorted(k for k, v in rates.items() if engine.kernels.rates.get(k) != v)
     if older:
         differ = ", ".join(filter(None, [differ, "kernel rates of that release: " +
                                          ", ".join(older)]))
+    if by_family != engine.costs.by_family:
+        differ = ", ".join(filter(None, [differ, "kernel counts or host costs of that release"]))
     note = (f"planned from the defaults of {engine.name} {version} ({differ})" if differ else
             f"{engine.name} {version}: no recorded default differs from {engine.release}'s")
     note += (f"; the flags are {engine.release}'s, checked against its parser: an older "
              "release may spell some differently")
     changed = _with_defaults(engine, changes)
     changed = changed.model_copy(update={
-        "kernels": changed.kernels.model_copy(update={"rates": rates})})
+        "kernels": changed.kernels.model_copy(update={"rates": rates}),
+        "costs": changed.costs.model_copy(update={"by_family": by_family})})
     # `version` stays the one whose flags were checked; `release` is what the plan started from
     return changed.model_copy(update={"release": version,
                                       "variant_notes": [*changed.variant_notes, note]})
+
+
+def _merge_costs(by_family: dict[str, dict[str, float]],
+                 older: dict[str, dict[str, float | None]]) -> None:
+    """Apply an older release's per-family cost figures (None drops the pinned release's)."""
+    for family, figures in older.items():
+        row = by_family.setdefault(family, {})
+        for key, value in figures.items():
+            if value is None:
+                row.pop(key, None)
+            else:
+                row[key] = value
 
 
 # --- --engine-option ----------------------------------------------------------------------

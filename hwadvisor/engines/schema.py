@@ -369,10 +369,17 @@ class Costs(_Strict):
     host_s_graphed: float | None = Field(
         None, ge=0, description="Host work exposed per forward when CUDA graphs replay it (s); "
         "None: host_s either way")
+    host_s_graphed_batched: float | None = Field(
+        None, ge=0, description="Host work exposed per forward of several sequences when CUDA "
+        "graphs replay it (s); None: host_s_graphed")
     host_op_factor: float = Field(
         ge=0, description="Host cost of one eager kernel launch, in units of EAGER_OP_S")
     kernels: str = Field(description="KERNELS_PER_LAYER row when not compiled")
     fused_kernels: str = Field(description="KERNELS_PER_LAYER row when compiled or fused")
+    kernels_per_layer: float | None = Field(
+        None, gt=0, description="Kernels one decoder layer launches in this release where its "
+        "backend fuses ops the KERNELS_PER_LAYER row counts apart (set per family in by_family); "
+        "None: the row's count")
     elementwise: str = Field(description="ELEMENTWISE_BYTES row when not compiled")
     attention: str = Field(description="ATTENTION_PEAK_FRACTION column of its attention kernel")
     kv_passes: float = Field(0.0, ge=0, description="KV-cache passes per decode step beyond one")
@@ -440,6 +447,9 @@ class KernelRate(_Strict):
     width_half: float | None = _figure("Half point of the weight's dims (N, K) for this "
                                        "kernel's GEMM rate: x / (x + width_half), normalised "
                                        "at 8192 (narrow models run slower)")
+    vector_width_half: float | None = _figure(
+        "Half point of the weight's dims (N, K) for its few-row (vector) matmuls, as width_half "
+        "(short rows leave the vector units idle)")
     rows_half: float | None = _figure("Half point over the GEMM's rows (M: tokens) for this "
                                       "kernel, instead of the family's GEMM_HALF_DIM")
     vector_rows: int | None = _figure("Up to this many rows the kernel is a matrix-vector "
@@ -513,11 +523,18 @@ class History(_Strict):
     kernel_rates: dict[str, KernelRate] = Field(
         default_factory=dict, description="Kernel rates of releases before `before` (an empty "
         "entry: the general table's figure, not the pinned release's measured one)")
+    costs_by_family: dict[str, dict[str, float | None]] = Field(
+        default_factory=dict, description="Per-family cost figures of releases before `before` "
+        "(None: the general figure, as when the pinned release's by_family did not state it)")
     source: str = Field(min_length=1)
 
     @model_validator(mode="after")
     def _check(self) -> History:
         _check_rate_keys(self.kernel_rates, "history kernel_rates")
+        for family, figures in self.costs_by_family.items():
+            unknown = sorted(set(figures) - set(Costs.model_fields))
+            if unknown:
+                raise ValueError(f"history costs_by_family {family}: no such cost {unknown}")
         return self
 
 

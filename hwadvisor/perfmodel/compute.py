@@ -268,6 +268,7 @@ class _Rates:
     vector: float  # FLOP/s of matrix-vector kernels on the vector units
     vector_rows: int  # up to this many rows the kernel is such a kernel (0: the faster path)
     width_half: float  # the kernel's half point over the weight's dims (0: only the shape factor)
+    vector_width_half: float  # the same for its few-row (vector) matmuls
     rows_half: float  # the kernel's own half point over the rows (0: the family's)
     kernel: str  # weight kernel family
     dequant: float | None  # the kernel's compute share of peak16; None: cuBLAS-class GEMMs
@@ -321,6 +322,8 @@ def rates(setup: Setup) -> _Rates:
         vector=res.vector_tflops * 1e12 * E.vector_efficiency(kernel, family, kernels.rates),
         vector_rows=int(E.release_figure("vector_rows", kernel, family, kernels.rates) or 0),
         width_half=E.release_figure("width_half", kernel, family, kernels.rates) or 0.0,
+        vector_width_half=E.release_figure("vector_width_half", kernel, family,
+                                           kernels.rates) or 0.0,
         rows_half=E.release_figure("rows_half", kernel, family, kernels.rates) or 0.0,
         kernel=kernel,
         # An on-device path's rate is the quantised kernel's own (XNNPACK's int8 dot, the HTP's
@@ -366,7 +369,8 @@ def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float,
         else:
             compute = (r.act_gemm if r.weight_only else r.gemm) * shape
         # llama.cpp's mul_mat_vec kernels serve up to 8 rows without tensor cores
-        compute = r.vector if m <= r.vector_rows else max(compute, r.vector)
+        vector = r.vector * E.width_factor(n, k, r.vector_width_half)
+        compute = vector if m <= r.vector_rows else max(compute, vector)
     memory = min(r.stream * r.gemv, r.theoretical) * stream_share
     return Op(name, flops, nbytes, compute, memory, r.overlap_p, host, r.host_rate)
 
@@ -582,6 +586,8 @@ def kernels_per_forward(setup: Setup, tokens: float) -> float:
     engine = E.engine_time(setup.workload, setup.res.family)
     if opts.kernels_per_layer is not None:
         per_layer = opts.kernels_per_layer
+    elif engine.kernels_per_layer is not None and not opts.compiled:
+        per_layer = engine.kernels_per_layer  # the release's backend fuses ops (its data file)
     else:
         per_layer = C.KERNELS_PER_LAYER[engine.fused_kernels if opts.compiled else
                                         engine.kernels]

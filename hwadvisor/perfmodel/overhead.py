@@ -95,6 +95,8 @@ def host_step_s(setup: Setup, graphed: bool = False) -> float:
     if setup.options.host_overhead_s is not None:
         return setup.options.host_overhead_s
     costs = E.engine_time(setup.workload, setup.res.family)
+    if graphed and setup.batch > 1 and costs.host_s_graphed_batched is not None:
+        return costs.host_s_graphed_batched
     if graphed and costs.host_s_graphed is not None:
         return costs.host_s_graphed
     return costs.host_s

@@ -82,3 +82,36 @@ def test_width_and_rows_factors_are_neutral_without_a_stated_half_point() -> Non
     assert E.width_factor(2048, 2048, 8000.0) < E.width_factor(4096, 4096, 8000.0) <= 1.0
     assert E.rows_factor(8192, 128.0, 384.0) == pytest.approx(1.0)
     assert E.rows_factor(128, 128.0, 384.0) < 1.0
+
+
+@pytest.mark.parametrize(("model", "weights", "measured"), [
+    ("llama-3.2-1b", "fp16", 800.0),  # llama-bench tg128: 1.26x the 22-kernel model's 632
+    ("llama-3.2-1b", "q4_k_m", 911.0),
+    ("llama-3.2-3b", "fp16", 347.0),
+    ("llama-3.2-3b", "q4_k_m", 440.0),
+])
+def test_batch_1_decode_counts_the_fused_kernels_of_the_pinned_release(
+        model: str, weights: str, measured: float) -> None:
+    predicted = _tokens_per_s(model, weights, 1, 512, 128)
+    assert measured / predicted == pytest.approx(1.0, abs=0.15)
+
+
+def test_builds_before_the_cuda_fusions_launch_22_kernels_a_layer() -> None:
+    from hwadvisor.engines.catalog import get_engine
+
+    pinned = get_engine("llamacpp").costs.for_family("nvidia-hopper")
+    old = get_engine("llamacpp", "b5000").costs.for_family("nvidia-hopper")
+    assert pinned.kernels_per_layer == 15
+    assert old.kernels_per_layer == 22
+
+
+@pytest.mark.parametrize(("model", "weights", "measured"), [
+    ("llama-3.2-1b", "fp16", 3376.0),  # batched-bench P512/G128, 8 sequences
+    ("llama-3.2-1b", "q4_k_m", 3455.0),
+    ("llama-3.2-3b", "q4_k_m", 1696.0),
+])
+def test_several_sequences_expose_the_hosts_step_work(model: str, weights: str,
+                                                      measured: float) -> None:
+    # with the 15 fused kernels but without host_s_graphed_batched: predicted 1.2-1.4x too fast
+    predicted = _tokens_per_s(model, weights, 8, 512, 128)
+    assert measured / predicted == pytest.approx(1.0, abs=0.15)
