@@ -421,6 +421,8 @@ def run_rank(case: Case, rank: int, device_name: str) -> dict[str, Any]:  # noqa
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     device = torch.device(device_name)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", 0)  # set_device needs an index
     if device.type == "cuda":
         torch.cuda.set_device(device)
     mem = Memory(device)
