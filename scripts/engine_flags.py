@@ -15,6 +15,8 @@ Nothing is imported from the engines: the tables come from reading their code.
 Run: python scripts/engine_flags.py                 # (re)write every table
      python scripts/engine_flags.py --engine vllm   # one engine
      python scripts/engine_flags.py --check         # report drift against the committed tables
+     python scripts/engine_flags.py --engine trtllm --trtllm-git DIR  # DIR: a clone of
+         github.com/nctu6/vllm-tensorrt (TensorRT-LLM's package, vendored; see TRTLLM_GIT)
 
 The pins must equal the versions the engine entries name; tests/engines/test_flags.py checks it.
 """
