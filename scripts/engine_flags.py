@@ -15,6 +15,8 @@ Nothing is imported from the engines: the tables come from reading their code.
 Run: python scripts/engine_flags.py                 # (re)write every table
      python scripts/engine_flags.py --engine vllm   # one engine
      python scripts/engine_flags.py --check         # report drift against the committed tables
+     python scripts/engine_flags.py --engine trtllm --trtllm-git DIR  # DIR: a clone of
+         github.com/nctu6/vllm-tensorrt (TensorRT-LLM's package, vendored; see TRTLLM_GIT)
 
 The pins must equal the versions the engine entries name; tests/engines/test_flags.py checks it.
 """
@@ -44,6 +46,16 @@ CACHE = Path("/tmp/engine_flags_cache")
 # mlc-llm publishes no PyPI release; its table is read from a git checkout of the pinned commit
 # (pass --mlc-llm-git DIR, a clone or mirror of github.com/mlc-ai/mlc-llm).
 MLC_LLM_COMMIT = "79d603f"
+# TensorRT-LLM's PyPI releases (1.2.0rc2 to 1.4.0rc1) are stub sdists without the package (the
+# wheels are on NVIDIA's own index) and its repository is too large to mirror here. Its table is
+# read from a copy of the Python package that github.com/nctu6/vllm-tensorrt vendors, whole,
+# under third_party/tensorrt_llm at the commit below: upstream main when tensorrt_llm/version.py
+# said 1.3.0rc3 (the tree's CI image tags are of 2026-02-01; the vendoring commit is of
+# 2026-02-07; 1.3.0rc3 was published on 2026-02-12). The repository's top-level tensorrt_llm/
+# is that project's modified copy (extra serve flags) and is not read. Pass --trtllm-git DIR,
+# a clone or mirror of that repository.
+TRTLLM_GIT = ("https://github.com/nctu6/vllm-tensorrt",
+              "95c8e29a28cb60170413e25671dffba8b68cd863", "third_party/tensorrt_llm/tensorrt_llm")
 
 Flags = dict[str, dict[str, Any]]
 
@@ -61,7 +73,7 @@ class Pin:
 PINS: dict[str, Pin] = {
     "vllm": Pin("vllm", "0.33.0", "sdist"),
     "sglang": Pin("sglang", "0.5.23", "cp311-cp311-manylinux_2_34_x86_64"),
-    "trtllm": Pin("tensorrt-llm", "1.2.0rc2", "sdist"),
+    "trtllm": Pin("tensorrt-llm", "1.3.0rc3", "git"),
     "llamacpp": Pin("llama-cpp-python", "0.3.36", "sdist"),
     "exllamav2": Pin("exllamav2", "0.3.2", "wheel"),
     "mlx": Pin("mlx-lm", "0.32.2", "wheel"),
@@ -421,12 +433,20 @@ def class_fields(index: PyIndex, name: str, seen: frozenset[str] = frozenset()) 
     return out
 
 
-def field_aliases(default: ast.expr | None) -> list[str]:
-    """Return the pydantic Field(alias=...) names of a field, if any."""
+def field_aliases(default: ast.expr | None, name: str = "") -> list[str]:
+    """Return the pydantic Field(alias=...) names of a field, if any.
+
+    `validation_alias=AliasChoices("a", "b")` accepts each of its names; the field's own name
+    among them is not an alias.
+    """
     if isinstance(default, ast.Call) and _name(default.func) == "Field":
         for kw in default.keywords:
             if kw.arg in {"alias", "validation_alias"} and isinstance(kw.value, ast.Constant):
                 return [str(kw.value.value)]
+            if kw.arg == "validation_alias" and isinstance(kw.value, ast.Call) \
+                    and _name(kw.value.func) == "AliasChoices":
+                return [str(a.value) for a in kw.value.args
+                        if isinstance(a, ast.Constant) and a.value != name]
     return []
 
 
@@ -448,7 +468,7 @@ def config_keys(index: PyIndex, name: str, prefix: str = "",
             continue
         type_, choices, nested = annotation_type(ann, index)
         key = f"{prefix}{fname}"
-        keys[key] = flag(type_, choices, _default(default), field_aliases(default))
+        keys[key] = flag(type_, choices, _default(default), field_aliases(default, fname))
         if nested and depth < 6:
             keys.update(config_keys(index, nested, key + ".", depth + 1))
     return keys
@@ -961,6 +981,12 @@ def click_options(tree: ast.AST, index: PyIndex) -> Flags:
                 if isinstance(kw.value, ast.Call) and _name(kw.value.func) == "Choice" \
                         and kw.value.args:
                     rec["choices"] = _choices(kw.value.args[0], index)
+                elif isinstance(kw.value, ast.Call) and \
+                        _name(kw.value.func) == "ChoiceWithAlias" and len(kw.value.args) == 2:
+                    # trtllm-serve's --backend: the choices, and aliases it maps onto them
+                    aliases = _literal(kw.value.args[1])
+                    rec["choices"] = (_choices(kw.value.args[0], index) or []) + \
+                        (list(aliases) if isinstance(aliases, dict) else [])
                 else:
                     rec["type"] = _type_of(kw.value)
             elif kw.arg == "default":
@@ -985,6 +1011,81 @@ def extract_mlc(root: Path) -> tuple[dict[str, Any], list[str]]:
     if "--mode" in flags and flags["--mode"]["choices"] is None:
         flags["--mode"]["choices"] = ["local", "interactive", "server"]
     return {"mlc_llm serve": _command(flags, positional=["model"])}, index.files()
+
+
+def _decorator_options(path: Path, function: str, index: PyIndex) -> Flags:
+    """Return the @click.option flags of one function of a file (not the file's other commands)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    index.read.add(path)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            decorators = ast.Module(body=[ast.Expr(d) for d in node.decorator_list],
+                                    type_ignores=[])
+            return click_options(decorators, index)
+    raise SystemExit(f"{path}: no function {function}")
+
+
+def _union_classes(path: Path, alias: str) -> list[str]:
+    """Return the classes of a module-level `Alias: TypeAlias = Optional[Union[A, B, ...]]`."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        name, value = _assigned(node)
+        if name == alias and value is not None:
+            return [_name(p) for p in _union_parts(value) if _name(p) not in {"", "None"}]
+    raise SystemExit(f"{path}: no alias {alias}")
+
+
+def _dispatch_keys(path: Path, cls_name: str, method: str, variable: str) -> list[str]:
+    """Return the string keys of a dict literal assigned to `variable` in Cls.method."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ClassDef) and node.name == cls_name:
+            for stmt in ast.walk(node):
+                if isinstance(stmt, ast.FunctionDef) and stmt.name == method:
+                    for sub in ast.walk(stmt):
+                        target, value = _assigned(sub) if isinstance(sub, ast.stmt) \
+                            else (None, None)
+                        if target == variable and isinstance(value, ast.Dict):
+                            return [k.value for k in value.keys
+                                    if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    raise SystemExit(f"{path}: no {cls_name}.{method} {variable}")
+
+
+def _model_field_default(default: Any, index: PyIndex) -> Any:
+    """Resolve a default written `Cls.model_fields['name'].default` to that field's default."""
+    match = re.fullmatch(r"(\w+)\.model_fields\['(\w+)'\]\.default", str(default))
+    if not match:
+        return default
+    field_ = class_fields(index, match.group(1)).get(match.group(2))
+    return _default(field_[1]) if field_ is not None else default
+
+
+def extract_trtllm(root: Path) -> tuple[dict[str, Any], list[str]]:
+    """`trtllm-serve`: serve()'s click options; its YAML (--config / --extra_llm_api_options).
+
+    The YAML file holds TorchLlmArgs fields (the PyTorch backend's, trtllm-serve's default):
+    update_llm_args_with_extra_dict in llmapi/llm_args.py sets them on the LLM's arguments.
+    speculative_config is a union of decoding configs picked by its decoding_type
+    (DecodingBaseConfig.from_dict): its keys are those of every member, and decoding_type's
+    choices the names from_dict maps.
+    """
+    pkg = find(root, "tensorrt_llm/commands/serve.py").parents[1]
+    index = PyIndex.build(pkg, ("llmapi", "commands", "models"))
+    serve = _decorator_options(pkg / "commands" / "serve.py", "serve", index)
+    index.add(pkg / "builder.py")
+    for rec in serve.values():
+        rec["default"] = _model_field_default(rec["default"], index)
+    llm_args = pkg / "llmapi" / "llm_args.py"
+    keys = config_keys(index, "TorchLlmArgs")
+    keys["speculative_config"] = flag("section")
+    for member in _union_classes(llm_args, "SpeculativeConfig"):
+        for key, rec in config_keys(index, member, "speculative_config.").items():
+            # an alias is a sibling key (speculative_model_dir for speculative_model)
+            rec["aliases"] = ["speculative_config." + a for a in rec["aliases"]]
+            keys.setdefault(key, rec)
+    keys["speculative_config.decoding_type"] = flag(
+        "str", _dispatch_keys(llm_args, "DecodingBaseConfig", "from_dict", "config_classes"))
+    commands = {"trtllm-serve": _command(serve, positional=["model"]),
+                "extra_llm_api_options.yaml": _command(keys)}
+    return commands, index.files()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1305,16 +1406,21 @@ EXTRACTORS: dict[str, Extractor] = {
 }
 
 
-def build(engine: str, mlc_git: Path | None) -> dict[str, Any] | None:
+def build(engine: str, mlc_git: Path | None,
+          trtllm_git: Path | None = None) -> dict[str, Any] | None:
     """Return one engine's table, or None (with a message) when its source is out of reach."""
     pin = PINS[engine]
+    source: dict[str, str] = {}
     if engine == "trtllm":
-        root = fetch(pin.package, pin.version, pin.dist)
-        if not list(root.rglob("serve.py")):
-            print("trtllm: the PyPI sdist of tensorrt-llm is a stub (the wheels are on "
-                  "NVIDIA's own index); no table", file=sys.stderr)
+        if trtllm_git is None:
+            print("trtllm: pass --trtllm-git DIR (PyPI has stubs only); skipped",
+                  file=sys.stderr)
             return None
-    if engine == "mlc-llm":
+        url, commit, subdir = TRTLLM_GIT
+        root = fetch_git(trtllm_git, commit, subdir, "tensorrt-llm")
+        commands, files = extract_trtllm(root)
+        source = {"repository": url, "commit": commit, "path": subdir}
+    elif engine == "mlc-llm":
         if mlc_git is None:
             print("mlc-llm: pass --mlc-llm-git DIR (not on PyPI); skipped", file=sys.stderr)
             return None
@@ -1328,9 +1434,10 @@ def build(engine: str, mlc_git: Path | None) -> dict[str, Any] | None:
         root = fetch(pin.package, pin.version, pin.dist)
         commands, files = EXTRACTORS[engine](root)
     package = pin.package + "".join(f", {p} {v}" for p, v, _ in pin.extra)
-    return {"engine": engine, "package": package, "version": pin.version,
-            "files_read": files, "extracted_at": datetime.date.today().isoformat(),
-            "commands": commands}
+    table = {"engine": engine, "package": package, "version": pin.version,
+             **({"source": source} if source else {}), "files_read": files,
+             "extracted_at": datetime.date.today().isoformat(), "commands": commands}
+    return table
 
 
 def _comparable(table: dict[str, Any]) -> dict[str, Any]:
@@ -1344,10 +1451,12 @@ def main() -> int:
     parser.add_argument("--engine", choices=sorted(PINS), action="append")
     parser.add_argument("--check", action="store_true", help="report drift; write nothing")
     parser.add_argument("--mlc-llm-git", type=Path, help="git dir of an mlc-llm clone")
+    parser.add_argument("--trtllm-git", type=Path,
+                        help=f"git dir of a clone of {TRTLLM_GIT[0]} (TensorRT-LLM's table)")
     args = parser.parse_args()
     drift = 0
     for engine in args.engine or sorted(PINS):
-        table = build(engine, args.mlc_llm_git)
+        table = build(engine, args.mlc_llm_git, args.trtllm_git)
         if table is None:
             continue
         path = OUT_DIR / f"{engine}.json"

@@ -12,12 +12,15 @@ from __future__ import annotations
 import ast
 import io
 import json
+import re
 import shlex
 import sys
 import tokenize
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 # The one place the renderer is imported.
 from hwadvisor.engines import Engine, RenderedConfig, load_engines, render_config
@@ -27,18 +30,22 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["Engine", "RenderedConfig", "check_config", "check_rendered", "load_engines",
-           "render_config", "table"]
+__all__ = ["Engine", "RenderedConfig", "check_config", "check_notes", "check_rendered",
+           "load_engines", "render_config", "table"]
 
 TABLES = Path(__file__).parent / "fixtures" / "engine_flags"
 # The command a cli config runs -> the table command that describes it.
 CLI_COMMANDS = {
     "vllm": "vllm serve", "sglang": "python -m sglang.launch_server",
     "llamacpp": "llama-server", "mlx": "mlx_lm.server", "mlc-llm": "mlc_llm serve",
-    "litert": "litert-lm run", "megatron": "pretrain_gpt.py",
+    "litert": "litert-lm run", "megatron": "pretrain_gpt.py", "trtllm": "trtllm-serve",
 }
 TABLE_COMMANDS = {"torchtitan": "job_config.toml", "deepspeed": "ds_config.json",
                   "executorch": "export_llm", "qnn": "export_llm", "coreml": "export_llm"}
+# Settings an engine reads from a file its command line names, written in the config's notes as
+# "<file>: <YAML>" (trtllm-serve --config extra_llm_api_options.yaml): the table command of the
+# file's keys. The YAML runs to the first " (", ";" or the end of the note.
+NOTE_FILES = {"trtllm": "extra_llm_api_options.yaml"}
 
 
 @cache
@@ -172,8 +179,8 @@ def _check_cli_value(rec: dict[str, Any], value: str, where: str) -> list[str]:
 
 
 def _leaves(data: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """Return (dotted key, value) of every leaf of a nested mapping."""
-    if isinstance(data, dict):
+    """Return (dotted key, value) of every leaf of a nested mapping (an empty one is a leaf)."""
+    if isinstance(data, dict) and (data or not prefix):
         out = []
         for key, value in data.items():
             out.extend(_leaves(value, f"{prefix}{key}."))
@@ -337,6 +344,29 @@ def check_config(engine_id: str, fmt: str, text: str) -> list[str]:
     return check_python(text, commands)
 
 
+def check_notes(engine_id: str, notes: list[str]) -> list[str]:
+    """Return the problems of the settings the notes put in a file the command line names."""
+    data = table(engine_id)
+    file = NOTE_FILES.get(engine_id)
+    if data is None or file is None:
+        return []
+    pattern = re.compile(re.escape(file) + r"(?: \([^)]*\))?: (.*?)(?:\s+\(|;|$)")
+    problems: list[str] = []
+    for note in notes:
+        for match in pattern.finditer(note):
+            try:
+                parsed = yaml.safe_load(match.group(1))
+            except yaml.YAMLError as exc:
+                problems.append(f"{file}: not YAML: {match.group(1)!r} ({exc})")
+                continue
+            if not isinstance(parsed, dict):
+                problems.append(f"{file}: not a mapping: {match.group(1)!r}")
+                continue
+            problems.extend(check_keys(parsed, data["commands"][file], file))
+    return problems
+
+
 def check_rendered(rendered: RenderedConfig) -> list[str]:
-    """Return the problems of a RenderedConfig."""
-    return check_config(rendered.engine, rendered.format, rendered.text)
+    """Return the problems of a RenderedConfig: its text and the files its notes fill."""
+    return check_config(rendered.engine, rendered.format, rendered.text) + \
+        check_notes(rendered.engine, rendered.notes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,7 @@ from hwadvisor.engines.schema import (
 )
 from hwadvisor.errors import ExitCode, UserError
 
+ROOT = Path(__file__).resolve().parents[2]
 EXPECTED_IDS = {"hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx", "executorch",
                 "mlc-llm", "litert", "qnn", "coreml", "torchtitan", "megatron", "deepspeed"}
 
@@ -386,24 +388,42 @@ def test_kernel_rates_must_name_a_known_kernel_and_a_family():
     with pytest.raises(ValueError, match="no kernel"):
         History.model_validate({"before": "1.0", "source": "x",
                                 "kernel_rates": {"nosuch@amd": {}}})
-# TensorRT-LLM 1.2.0rc2's speculative_config dispatch (DecodingBaseConfig.from_dict in
-# tensorrt_llm/llmapi/llm_args.py, read from the 1.2.0rc2 docs' source view:
-# https://nvidia.github.io/TensorRT-LLM/1.2.0rc2/_modules/tensorrt_llm/llmapi/llm_args.html).
-# Any other decoding_type stops trtllm-serve with "Invalid decoding type". Until a flag table
-# for trtllm exists (tests/engines/test_flags.py NO_TABLE), this checks the YAML notes' types.
-TRTLLM_DECODING_TYPES = {"MTP", "Medusa", "Eagle", "Lookahead", "NGram", "DraftTarget",
-                         "SaveState", "UserProvided", "AUTO"}
-
-
-def test_trtllm_speculative_notes_name_decoding_types_the_pinned_release_takes() -> None:
+def _trtllm_speculative_notes() -> dict[str, dict[str, object]]:
+    """Return each trtllm step note's speculative_config mapping (the YAML the note fills)."""
     import re
+
+    import yaml
 
     from hwadvisor.engines import load_engines
 
-    engine = load_engines()["trtllm"]
-    assert engine.version == "1.2.0rc2"
-    notes = engine.config.step_notes
-    named = {step: re.findall(r"decoding_type: (\w+)", text) for step, text in notes.items()}
-    used = {t for types in named.values() for t in types}
-    assert used and used <= TRTLLM_DECODING_TYPES, named
+    out = {}
+    for step, text in load_engines()["trtllm"].config.step_notes.items():
+        match = re.search(r"speculative_config: (\{.*?\})(?:\s+\(|$)", text)
+        if match:
+            out[step] = yaml.safe_load(match.group(1).replace("{spec_tokens}", "4")
+                                       .replace("{mtp_layers}", "1"))
+    return out
+
+
+def _trtllm_yaml_keys() -> dict[str, dict[str, object]]:
+    """Return the YAML keys of trtllm-serve's --config file, from the table of the pinned code."""
+    table = json.loads((ROOT / "tests" / "fixtures" / "engine_flags" / "trtllm.json")
+                       .read_text(encoding="utf-8"))
+    return table["commands"]["extra_llm_api_options.yaml"]["flags"]
+
+
+def test_trtllm_speculative_notes_name_decoding_types_the_pinned_release_takes() -> None:
+    # DecodingBaseConfig.from_dict (llmapi/llm_args.py) stops trtllm-serve with "Invalid
+    # decoding type" for any other name; the table holds the names it maps.
+    notes = _trtllm_speculative_notes()
+    known = _trtllm_yaml_keys()["speculative_config.decoding_type"]["choices"]
+    assert notes and {n["decoding_type"] for n in notes.values()} <= set(known), notes
     assert "speculative_model_dir" in notes["speculative-decoding-eagle3"]
+
+
+def test_trtllm_ngram_drafter_sets_a_matching_size_the_engine_accepts() -> None:
+    # NGramDecodingConfig.max_matching_ngram_size defaults to 0 and
+    # TorchLlmArgs.validate_speculative_config asserts it is > 0: left out, the server stops.
+    assert _trtllm_yaml_keys()["speculative_config.max_matching_ngram_size"]["default"] == 0
+    ngram = [n for n in _trtllm_speculative_notes().values() if n["decoding_type"] == "NGram"]
+    assert ngram and all(int(n.get("max_matching_ngram_size", 0)) > 0 for n in ngram), ngram

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from engine_flag_check import (
     check_config,
+    check_notes,
     check_rendered,
     load_engines,
     render_config,
@@ -33,12 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # engine data, then removed from here (strict xfail: a fix makes the test fail until it is).
 KNOWN_BAD: dict[tuple[str, str], str] = {}
 # Engines without a table, and why (their checks are skipped, said so, not passed silently).
-NO_TABLE: dict[str, str] = {
-    "trtllm": "tensorrt-llm's PyPI sdists (1.2.0rc2 included) are stubs and its wheels live on "
-              "NVIDIA's own index; the repository (2.5 GB) is too large to fetch whole; the "
-              "1.2.0rc2 llm_args.py is readable only through the docs' source view (see "
-              "test_engine_data.py's decoding-type check)",
-}
+NO_TABLE: dict[str, str] = {}
 # Stand-in plan values for rendering one step alone (degrees of 1 keep layout keys quiet).
 SAMPLE_VALUES: dict[str, object] = {
     "model": "meta-llama/Llama-3.1-8B", "tp": 1, "pp": 1, "dp": 1, "dp_shard": 4,
@@ -138,14 +134,15 @@ def test_the_table_script_pins_what_the_tables_hold() -> None:
 
 
 @lru_cache(maxsize=1)
-def _scenario_configs() -> tuple[tuple[str, str, str, str], ...]:
-    """Return (scenario id, engine, format, text) of every gallery plan's engine config."""
+def _scenario_configs() -> tuple[tuple[str, str, str, str, tuple[str, ...]], ...]:
+    """Return (scenario id, engine, format, text, notes) of every gallery plan's engine config."""
     module = load_script("scripts/scenarios.py")
     out = []
     for scenario in module.SCENARIOS:
         config = module.run(scenario).plan.engine_config
         if config is not None:
-            out.append((scenario.id, config.engine, config.format, config.text))
+            out.append((scenario.id, config.engine, config.format, config.text,
+                        tuple(config.notes)))
     return tuple(out)
 
 
@@ -162,10 +159,10 @@ KNOWN_BAD_SCENARIOS: dict[str, str] = {}
                  if s in KNOWN_BAD_SCENARIOS else []) for s in _scenario_ids()])
 def test_gallery_plans_emit_flags_the_engine_takes(scenario_id: str) -> None:
     configs = [c for c in _scenario_configs() if c[0] == scenario_id]
-    for _, engine_id, fmt, text in configs:
+    for _, engine_id, fmt, text, notes in configs:
         if engine_id in NO_TABLE:
             continue
-        assert check_config(engine_id, fmt, text) == [], text
+        assert check_config(engine_id, fmt, text) + check_notes(engine_id, list(notes)) == [], text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,8 +208,9 @@ def test_drawn_workloads_emit_flags_the_engine_takes(case: tuple[str, str, dict]
     config = report.plan.engine_config
     if config is None or config.engine in NO_TABLE:
         return
-    bad = [p for p in check_config(config.engine, config.format, config.text)
-           if not _known(config.engine, p)]
+    problems = check_config(config.engine, config.format, config.text) + \
+        check_notes(config.engine, config.notes)
+    bad = [p for p in problems if not _known(config.engine, p)]
     assert bad == [], config.text
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import statistics
 import sys
 from pathlib import Path
 
@@ -263,6 +264,32 @@ def test_mlx_benchmark_rates_at_a_batch_are_the_whole_batchs(model: str, batch: 
     assert many.figures.tpot_s > one.figures.tpot_s  # a step of B sequences is not faster
     assert many.figures.ttft_s is not None and one.figures.ttft_s is not None
     assert many.figures.ttft_s > one.figures.ttft_s
+
+
+def test_vllm_latency_json_captured_on_an_mi300x_reads_the_mean_batch_latency() -> None:
+    # vLLM's benchmark_latency.py --output-json, batch 8, 128 tokens in, 128 out, 10 iterations
+    # (SOURCES.json). The mean, not the median (0.8987 s) nor the first iteration (1.115 s, which
+    # the spread shows): the model predicts the mean.
+    text = (FIXTURES / "vllm_latency_llama31_8b_bs8_in128_out128_mi300x.json").read_text()
+    run = eb.parse_vllm_latency(text, eb.BenchWorkload("m", 8, 128, 128))
+    assert run.figures.decode_tokens_per_s == pytest.approx(8 * 128 / 0.9204040324199013)
+    latencies = json.loads(text)["latencies"]
+    mean = sum(latencies) / len(latencies)
+    assert run.spread == pytest.approx(statistics.stdev(latencies) / mean)
+    assert run.figures.ttft_s is None and run.figures.tpot_s is None  # one batch's end to end
+
+
+def test_sglang_one_batch_rows_read_prefill_and_the_median_decode_step() -> None:
+    # Rows as sglang 0.5.23's one_batch.py writes them (generated from the writer, SOURCES.json):
+    # batch 8 first, then a batch-1 row appended after it.
+    text = (FIXTURES / "sglang_one_batch_generated.jsonl").read_text()
+    run = eb.parse_sglang(text, eb.BenchWorkload("m", 8, 1024, 128))
+    assert run.figures.ttft_s == 0.25  # prefill_latency, not total_latency (2.79)
+    assert run.figures.tpot_s == 0.02  # median_decode_latency
+    assert run.figures.prefill_tokens_per_s == 32768.0  # prefill_throughput (whole batch)
+    assert run.figures.decode_tokens_per_s == 400.0  # median_decode_throughput, not overall
+    one = eb.parse_sglang(text, eb.BenchWorkload("m", 1, 1024, 128))
+    assert (one.figures.ttft_s, one.figures.tpot_s) == (0.05, 0.008)
 
 
 def test_sglang_result_file_appended_to_reads_this_runs_row() -> None:
