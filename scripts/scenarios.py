@@ -44,6 +44,13 @@ SCENARIOS: tuple[Scenario, ...] = (
                   engine="hf")),
     Scenario("train-8b-1xh100", "Fine-tune Llama-3-8B on a single 80 GB H100.", "a", "h100-sxm",
              dict(model="llama-3-8b", phase="training", batch=4, prompt_len=2048, engine="hf")),
+    Scenario("train-3b-1xh100-12k-torchtitan", "Full fine-tune of Llama-3.2-3B on one H100 "
+             "with torchtitan, on 12k-token documents.", "a", "h100-sxm",
+             dict(model="llama-3.2-3b", phase="training", batch=1, prompt_len=12288)),
+    Scenario("train-3b-1xh100-16k-megatron", "Same model with Megatron-LM on one H100 at 16k "
+             "tokens.", "a", "h100-sxm",
+             dict(model="llama-3.2-3b", phase="training", batch=1, prompt_len=16384,
+                  engine="megatron")),
     Scenario("train-70b-8xh100", "Full fine-tune of Llama-3-70B on one 8xH100 node.", "a",
              "h100-sxm", dict(model="llama-3-70b", phase="training", batch=1, prompt_len=4096,
                               gpus=8)),

@@ -48,7 +48,10 @@ class PlanAlternative(Strict):
     metric: float | None = Field(None, description="The goal's metric with this alternative")
     memory_per_gpu_bytes: int | None = None
     host_memory_bytes: int | None = Field(
-        None, description="Host RAM it needs (offload), when it needs some")
+        None, description="Host RAM it needs per node (offload), when it needs some")
+    host_memory_fits: bool | None = Field(
+        None, description="Whether that host RAM fits the planned host (90% of its RAM); "
+        "null when it needs none or the host's RAM is unknown. False makes fits false")
     text: str = Field(description="The alternative in words, with its numbers")
 
 
@@ -212,7 +215,12 @@ class Plan(Strict):
     max_batch: int | None = Field(None, description="The largest batch that fits with the plan")
     max_context: int | None = Field(
         None, description="Inference: the longest prompt + generation that fits at this batch")
-    alternatives: list[PlanAlternative] = Field(default_factory=list)
+    alternatives: list[PlanAlternative] = Field(
+        default_factory=list, description="In the order alternatives_order states: those that "
+        "fit first, best on the goal's metric first")
+    alternatives_order: str = Field(
+        "", description="Why the alternatives come in their order, in words ('those that fit "
+        "first, ranked by throughput (highest first); ...'); empty without alternatives")
     engine_config: EngineConfig | None = None
     summary: str = Field(description="The bottom line in one sentence")
     validation: PlanValidation | None = Field(

@@ -114,6 +114,8 @@ def plan_lines(report: Report) -> list[str]:
         lines.append(numbers)
     if not plan.fits and plan.min_gpus is not None:
         lines.append(f"fits on {plan.min_gpus} of these GPUs (min_gpus)")
+    if plan.alternatives and plan.alternatives_order:
+        lines.append(f"alternatives, {plan.alternatives_order}:")
     for alt in plan.alternatives:
         lines.append(f"alternative ({alt.id}): {alt.text}")
     lines += validation_lines(plan)

@@ -260,15 +260,44 @@ def _checkpointed(goal: Goal, ctx: RuleContext, alt_id: str, title: str,
 def _alternative(goal: Goal, ctx: RuleContext, alt_id: str, title: str, workload_changes: dict,
                  option_changes: dict, text: str, host_bytes: int | None = None
                  ) -> PlanAlternative:
+    """Estimate one what-if on the plan: its memory, fit (GPU and host RAM) and goal metric."""
     est = ctx.estimate_with(workload_changes, option_changes)
-    fits = fits_limit(est, ctx.facts)
-    verdict = "fits" if fits else "still does not fit"
+    on_gpu = fits_limit(est, ctx.facts)
+    on_host = host_fits(ctx, host_bytes)
+    fits = on_gpu and on_host is not False
+    verdict = "fits" if fits else (
+        "fits on the GPU but not in the host's RAM" if on_gpu else "still does not fit")
     return PlanAlternative(
         id=alt_id, title=title, changes={**workload_changes, **option_changes}, fits=fits,
         metric=goal_value(goal, est), memory_per_gpu_bytes=est.memory.total_bytes,
-        host_memory_bytes=host_bytes,
+        host_memory_bytes=host_bytes, host_memory_fits=on_host,
         text=f"{text}: {units.gb(est.memory.total_bytes)}{per_gpu(ctx.device)}, {verdict}"
-        + (f", {metric_words(goal, est)}" if fits else ""))
+        + (f", {metric_words(goal, est)}" if on_gpu else ""))
+
+
+def host_fits(ctx: RuleContext, needed: int | None) -> bool | None:
+    """Whether host RAM needed per node fits the planned host (None: none needed, or unknown).
+
+    The same share of the host's RAM the offload step counts on (planners.HOST_RAM_USABLE_SHARE).
+    """
+    from hwadvisor.rules.playbooks.planners import HOST_RAM_USABLE_SHARE
+
+    have = ctx.facts.host_memory_bytes
+    if not needed or not have:
+        return None
+    return needed <= HOST_RAM_USABLE_SHARE * have
+
+
+def host_words(ctx: RuleContext, needed: int) -> str:
+    """Say the host RAM an alternative needs per node, checked against the planned host's."""
+    said = f"{units.gb(needed)} of host RAM per node"
+    have = ctx.facts.host_memory_bytes
+    if not have:
+        return said
+    if host_fits(ctx, needed):
+        return f"{said}, within the planned host's {units.gb(have)}"
+    return (f"{said}, more than the planned host's {units.gb(have)} can spare; "
+            "--host-memory-gb plans another host")
 
 
 # A model that fits but generates slower than this is no answer on a phone or laptop: people
@@ -373,13 +402,22 @@ def _smaller_alternative(goal: Goal, ctx: RuleContext,
     family = spec.model_type if spec is not None else "same-family"
     lead = (f"the largest {family} preset that fits with {plan_words}" if first and usable
             else f"also fits with {plan_words}")
+    # kept with the plan's optimizer offload, the smaller model's state is in host RAM too
+    host = _offloaded_host_bytes(ctx, ctx.workload.gpus, est, float(params))
     return PlanAlternative(
-        id="smaller-model", title=f"A smaller model: {preset} ({params / 1e9:.1f}B)",
-        changes={"model": preset}, fits=True, metric=goal_value(goal, est),
+        id=SMALLER_MODEL, title=f"A smaller model: {preset} ({params / 1e9:.1f}B)",
+        changes={"model": preset}, fits=host_fits(ctx, host) is not False,
+        metric=goal_value(goal, est),
         memory_per_gpu_bytes=est.memory.total_bytes,
+        host_memory_bytes=host, host_memory_fits=host_fits(ctx, host),
         text=f"{preset} ({params / 1e9:.1f}B, {lead}): {units.gb(est.memory.total_bytes)}"
-             f"{per_gpu(ctx.device)}, {metric}{speed_words}")
+             f"{per_gpu(ctx.device)}, {metric}{speed_words}"
+             + (f", with the optimizer state in host RAM ({host_words(ctx, host)})"
+                if host else ""))
 
+
+# The id of a smaller-model alternative (ranked after those that keep the asked model).
+SMALLER_MODEL = "smaller-model"
 
 # At most this many smaller presets are listed (the family's presets step down 8B, 3B, 1B).
 SMALLER_MODELS_SHOWN = 4
@@ -459,18 +497,21 @@ def metric_words(goal: Goal, est: Estimate) -> str:
     return f"{label} {fmt_metric(goal, goal_value(goal, est))}"
 
 
-def _offloaded_host_bytes(ctx: RuleContext, gpus: int, est: Estimate) -> int | None:
+def _offloaded_host_bytes(ctx: RuleContext, gpus: int, est: Estimate,
+                          params: float | None = None) -> int | None:
     """Host RAM per node a training plan at `gpus` needs for its offloaded optimizer, if any.
 
     A full fine-tune whose estimate holds no optimizer state on the GPU has moved it to host
     RAM (ZeRO-Offload, FSDP2's CPUOffloadPolicy): fp32 master weights, Adam's moments and the
     fp32 gradients, 16 bytes a parameter, split over the nodes (planners.optimizer_offload_plan).
+    params: the model's parameters when it is not the plan's (a smaller preset).
     """
     if ctx.workload.phase != "training" or ctx.options.finetune != "full" or \
             est.memory.optimizer_bytes > 0:
         return None
     nodes = max(1, math.ceil(gpus / _per_node(ctx.device, ctx.workload)))
-    return int(float(ctx.workload.params_total or 0) * 16.0 / nodes)
+    return int(float(params if params is not None else ctx.workload.params_total or 0)
+               * 16.0 / nodes)
 
 
 def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule],
@@ -488,15 +529,16 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule],
     if found is not None:
         gpus, est = found
         host = _offloaded_host_bytes(ctx, gpus, est)
+        # The search at that count checked the host for its offload (optimizer_offload_plan).
         out.append(PlanAlternative(
             id="more-gpus", title=f"{gpus} x {ctx.device.name}", changes={"gpus": gpus},
             fits=True, metric=goal_value(goal, est), memory_per_gpu_bytes=est.memory.total_bytes,
-            host_memory_bytes=host,
+            host_memory_bytes=host, host_memory_fits=host_fits(ctx, host),
             text=(f"the plan fits on {gpus} x {ctx.device.name}" if not ctx.facts.fits else
                   f"without offload or a change of method it fits on {gpus} x {ctx.device.name}")
             + f": {units.gb(est.memory.total_bytes)} per GPU, {metric_words(goal, est)}"
-            + (f", with the optimizer state in host RAM ({units.gb(host)} of host RAM per "
-               "node)" if host else "")))
+            + (f", with the optimizer state in host RAM ({host_words(ctx, host)})"
+               if host else "")))
     in_plan = {s.candidate.rule.id for s in result.steps}
     method = [s for s in result.steps if s.candidate.rule.changes_method]
     if method:
@@ -505,27 +547,33 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule],
         found_plain = min_gpus(ctx, plan_at(goal, same, result.base))
         if found_plain is not None:
             gpus, est = found_plain
+            # the method unchanged (a full fine-tune) may keep its optimizer in host RAM
+            host = _offloaded_host_bytes(result.base, gpus, est)
             out.append(PlanAlternative(
                 id="more-gpus-same-method",
                 title=f"{gpus} x {ctx.device.name} without "
                       f"{', '.join(s.candidate.rule.id for s in method)}",
                 changes={"gpus": gpus}, fits=True, metric=goal_value(goal, est),
                 memory_per_gpu_bytes=est.memory.total_bytes,
+                host_memory_bytes=host, host_memory_fits=host_fits(ctx, host),
                 text=f"without {', '.join(s.candidate.rule.id for s in method)} it fits on "
                      f"{gpus} x {ctx.device.name}: {units.gb(est.memory.total_bytes)} per GPU, "
-                     f"{metric_words(goal, est)}"))
+                     f"{metric_words(goal, est)}"
+                     + (f", with the optimizer state in host RAM ({host_words(ctx, host)})"
+                        if host else "")))
     training = ctx.workload.phase == "training"
     offloader = _offload_engine(ctx) if training else None
     if offloader is not None and "optimizer-offload" not in in_plan:
-        params = float(ctx.workload.params_total or 0)
+        # 16 bytes a parameter split over the nodes, as optimizer_offload_plan counts them
+        needed = int(float(ctx.workload.params_total or 0) * 16.0 / max(ctx.facts.nodes, 1))
         title, what = ("Optimizer state in host RAM (ZeRO-Offload)", "the optimizer")
         if offloader == "" and _offloads_whole_shards(ctx):
             title, what = ("Parameters, gradients and optimizer in host RAM (FSDP2 "
                            "CPUOffloadPolicy)", "parameters, gradients and optimizer state")
         out.append(_alternative(goal, ctx, "optimizer-offload", title, {},
                                 {"optimizer_offload": True},
-                                f"offload {what} (host RAM {units.gb(params * 16)})"
-                                + offloader, host_bytes=int(params * 16)))
+                                f"offload {what} ({host_words(ctx, needed)})"
+                                + offloader, host_bytes=needed))
     if training and ctx.options.finetune == "full":
         # The frozen base keeps the checkpoint's own dtype: the plan's FP8 training casts for
         # its GEMMs, which LoRA on a frozen bf16 model does not do.
@@ -542,7 +590,53 @@ def alternatives(goal: Goal, result: SearchResult, rules: dict[str, Rule],
         out.append(_alternative(goal, ctx, "int4-weights", "4-bit weights",
                                 {"weights_dtype": "int4"}, {}, "4-bit weights"))
     out.extend(smaller_model(goal, result, floor))
-    return [a for a in out if a.fits or a.id == "more-gpus"], count
+    # Listed: what fits, the more-GPUs answer, and what fits on the GPUs but not in the host's
+    # RAM (the user may have a larger host); a what-if that does not fit the GPUs is no answer.
+    shown = [a for a in out if a.fits or a.id == "more-gpus" or a.host_memory_fits is False]
+    return rank_alternatives(goal, shown), count
+
+
+def rank_alternatives(goal: Goal, found: list[PlanAlternative]) -> list[PlanAlternative]:
+    """Order alternatives as order_words says: those that fit, best on the goal's metric first.
+
+    Smaller models come after the alternatives that keep the asked model, largest first as
+    smaller_model lists them: a smaller model wins on any speed metric without being what was
+    asked for. Those that do not fit come last; ties keep the order they were built in.
+    """
+    from hwadvisor.rules.playbooks.goals import goal_spec
+
+    higher = goal_spec(goal).metric_spec.better == "higher"
+
+    def key(alt: PlanAlternative) -> tuple[int, float]:
+        group = 2 if not alt.fits else 1 if alt.id == SMALLER_MODEL else 0
+        if group or alt.metric is None:
+            return group, math.inf
+        return group, -alt.metric if higher else alt.metric
+
+    return sorted(found, key=key)
+
+
+def order_words(goal: Goal, plan: Plan, model: str, latency_first: bool) -> str:
+    """Say why the plan's alternatives come in their order (plan.alternatives_order)."""
+    from hwadvisor.rules.playbooks.goals import goal_spec
+
+    alts = plan.alternatives
+    if not alts:
+        return ""
+    metric = goal_spec(goal).metric_spec
+    label = {"training-throughput": "throughput", "inference-latency": "request latency",
+             "memory-footprint": "memory per GPU"}[goal]
+    best = {"tokens/s": "highest", "s": "lowest", "bytes": "smallest"}[metric.unit]
+    ranked = f"ranked by {label} ({best} first)"
+    parts = [f"the inference-latency plan first (no memory plan reaches the speed floor), "
+             f"then those that fit, {ranked}" if latency_first
+             else f"those that fit first, {ranked}"]
+    if any(a.id == SMALLER_MODEL for a in alts):
+        parts.append(f"smaller models after those that keep {model}, largest first")
+    if not all(a.fits for a in alts):
+        parts.append("those that do not fit last")
+    return "; ".join(parts)
+
 
 
 # llama.cpp pads each slot's context to 256 tokens (llama-context.cpp GGML_PAD(n_ctx_seq, 256)).
@@ -956,10 +1050,10 @@ def recommend(
         found, count = alternatives(goal, result, {r.id: r for r in chosen}, floor)
         plan.alternatives = found
         plan.min_gpus = None if fits else count
-    if below_floor:
-        latency = latency_plan(result, host, options, estimator)
-        if latency is not None:
-            plan.alternatives.insert(0, latency)
+    latency = latency_plan(result, host, options, estimator) if below_floor else None
+    if latency is not None:
+        plan.alternatives.insert(0, latency)
+    plan.alternatives_order = order_words(goal, plan, workload.model, latency is not None)
     plan.engine_config = engine_config(final, plan)
     plan.summary = _summary(goal, plan, final, floor if below_floor else None)
     recs = _recommendations(goal, result)

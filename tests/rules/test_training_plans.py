@@ -321,3 +321,45 @@ def test_more_gpus_with_the_optimizer_in_host_ram_states_the_host_ram_it_needs()
     assert more.memory_per_gpu_bytes < 20e9
     assert more.host_memory_bytes and more.host_memory_bytes > 1e12
     assert "host RAM" in more.text
+
+
+def _final_state(engine: str, prompt_len: int):
+    from hwadvisor.rules.judge import baseline, default_estimator
+    from hwadvisor.rules.playbooks.schema import rules_for_goal
+    from hwadvisor.rules.search import search
+
+    workload = build_workload("llama-3.2-3b", phase="training", batch=1, prompt_len=prompt_len,
+                              engine=engine)
+    device = profiles.device_from_profile("h100-sxm")
+    start, options = baseline(workload, device)
+    return search(A, rules_for_goal(A), start, device, None, options,
+                  default_estimator()).final
+
+
+@pytest.mark.parametrize(("engine", "prompt_len", "every"),
+                         [("torchtitan", 12288, 2), ("megatron", 16384, 3)])
+def test_a_3b_full_fine_tune_on_one_h100_checkpoints_every_nth_layer(engine, prompt_len, every):
+    # The gallery's train-3b-1xh100-* scenarios: selective checkpointing does not fit, full
+    # fits with room to spare, so the planner checkpoints every N-th layer: less recompute.
+    final = _final_state(engine, prompt_len)
+    assert final.facts.fits and final.workload.activation_checkpointing
+    assert not final.options.selective_checkpointing
+    assert final.options.checkpoint_every == every
+    full = final.estimate_with({}, {"checkpoint_every": 1})
+    assert full.memory.total_bytes < final.estimate.memory.total_bytes
+    assert full.times.train_step_s > final.estimate.times.train_step_s
+
+
+def test_every_nth_layer_checkpointing_reaches_the_engines_config():
+    titan = plan("h100-sxm", model="llama-3.2-3b", batch=1, prompt_len=12288)
+    assert titan.plan is not None and titan.plan.engine_config is not None
+    text = titan.plan.engine_config.text
+    assert 'mode = "selective"' in text and 'selective_ac_option = "2"' in text
+    megatron = plan("h100-sxm", model="llama-3.2-3b", batch=1, prompt_len=16384,
+                    engine="megatron")
+    assert megatron.plan is not None and megatron.plan.engine_config is not None
+    words = megatron.plan.engine_config.text.split()
+    # 28 layers, every 3rd: Megatron's block method recomputes 9 of them
+    assert words[words.index("--recompute-method") + 1] == "block"
+    assert words[words.index("--recompute-num-layers") + 1] == "9"
+    assert words[words.index("--recompute-granularity") + 1] == "full"

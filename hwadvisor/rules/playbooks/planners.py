@@ -52,6 +52,9 @@ _SAFETY = 1.05
 # The smallest grad-accum whose throughput is within this share of the best one tried.
 _ACCUM_WITHIN = 0.95
 _GRAD_ACCUM_CHOICES = (1, 2, 4, 8, 16, 32)
+# Share of a host's RAM an offload may count on: the OS, the data loader's workers and the page
+# cache keep the rest (assumption, stated; the plan and its alternatives check against it).
+HOST_RAM_USABLE_SHARE = 0.9
 # Continuous batching beyond this many sequences rarely lowers latency further (vLLM's default
 # max_num_seqs is 256).
 _MAX_SEQS = 256
@@ -80,7 +83,8 @@ def offload_to_fit(ctx: RuleContext) -> Plan:
         notes.append(f"even with all weights offloaded, KV cache, activations and runtime take "
                      f"{gb(rest)} of {gb(limit)}: lower the batch or the context too")
     host = ctx.host
-    if host is not None and host.memory_total_bytes and moved > 0.9 * host.memory_total_bytes:
+    if host is not None and host.memory_total_bytes and \
+            moved > HOST_RAM_USABLE_SHARE * host.memory_total_bytes:
         notes.append(f"this host has {gb(host.memory_total_bytes)} RAM, short of the {gb(moved)} "
                      "offloaded: offload to NVMe (DeepSpeed ZeRO-Infinity) instead")
     notes.extend(_with_int4(ctx, limit))
@@ -382,7 +386,7 @@ def optimizer_offload_plan(ctx: RuleContext) -> Plan:
     needed = params * 16.0 / max(ctx.facts.nodes, 1)
     host = ctx.facts.host_memory_bytes
     note = f"the host needs {gb(needed)} of RAM for them per node"
-    if host is not None and needed > 0.9 * host:
+    if host is not None and needed > HOST_RAM_USABLE_SHARE * host:
         return Plan(reject=f"it needs {gb(needed)} of host RAM per node and the planned host "
                            f"has {gb(host)} (pass --host-memory-gb for another host)")
     return Plan(options={"optimizer_offload": True}, notes=[note])
