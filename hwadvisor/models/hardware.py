@@ -186,6 +186,9 @@ class ComputePath(Strict):
     bandwidth_basis: str = Field("", description="How bandwidth_gbps was measured, and where")
     basis: str = Field(min_length=1, description="How the figure was read or derived")
     source: str = Field(min_length=1)
+    kernel_family: str | None = Field(
+        None, description="The GPU the engines' kernel rates key on for this unit ('adreno-750': "
+        "an engine's rates 'kernel@adreno-750', then 'kernel@adreno'); None: the device family")
 
 
 class Measured(Strict):

@@ -12,7 +12,9 @@ communication are added by core.py.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from hwadvisor.perfmodel import constants as C
 from hwadvisor.perfmodel import efficiency as E
@@ -39,6 +41,10 @@ from hwadvisor.workload.params import (
     mlp_params,
     shared_expert_width,
 )
+
+if TYPE_CHECKING:
+    from hwadvisor.engines.schema import KernelRate
+    from hwadvisor.perfmodel.resources import Resources
 
 # --- FLOPs ------------------------------------------------------------------------------------
 
@@ -292,9 +298,12 @@ def rates(setup: Setup) -> _Rates:
         return cached
     res, opts, wl = setup.res, setup.options, setup.workload
     family = res.family
+    # An on-device GPU path names the GPU its engines' kernel rates are keyed by (adreno-750):
+    # llama.cpp's OpenCL kernels on Adreno are not those of a phone's CPU.
+    kfamily = res.kernel_family or family
     weights = working_weight_dtype(setup)
     kernels = E.engine_kernels(wl)
-    kernel = E.quant_kernel(weights, kernels, family, opts.quant_kernel)
+    kernel = E.quant_kernel(weights, kernels, kfamily, opts.quant_kernel)
     engine = E.engine_time(wl, family)
     backend = engine.attention
     if opts.attention_kernel == "math":
@@ -319,20 +328,17 @@ def rates(setup: Setup) -> _Rates:
         gemm=res.gemm_tflops * 1e12,
         act_gemm=res.act_gemm_tflops * 1e12,
         peak16=peak16,
-        vector=res.vector_tflops * 1e12 * E.vector_efficiency(kernel, family, kernels.rates),
-        vector_rows=int(E.release_figure("vector_rows", kernel, family, kernels.rates) or 0),
-        width_half=E.release_figure("width_half", kernel, family, kernels.rates) or 0.0,
-        vector_width_half=E.release_figure("vector_width_half", kernel, family,
+        vector=res.vector_tflops * 1e12 * E.vector_efficiency(kernel, kfamily, kernels.rates),
+        vector_rows=int(E.release_figure("vector_rows", kernel, kfamily, kernels.rates) or 0),
+        width_half=E.release_figure("width_half", kernel, kfamily, kernels.rates) or 0.0,
+        vector_width_half=E.release_figure("vector_width_half", kernel, kfamily,
                                            kernels.rates) or 0.0,
-        rows_half=E.release_figure("rows_half", kernel, family, kernels.rates) or 0.0,
+        rows_half=E.release_figure("rows_half", kernel, kfamily, kernels.rates) or 0.0,
         kernel=kernel,
-        # An on-device path's rate is the quantised kernel's own (XNNPACK's int8 dot, the HTP's
-        # w4a16): no 16-bit dequantise share on top.
-        dequant=None if res.compute_path else E.kernel_compute_fraction(kernel, family,
-                                                                         kernels.rates),
+        dequant=_dequant_share(res, kernel, kfamily, kernels.rates),
         weight_only=formats.weight_format(weights).kind == "weight-only"
         and not res.compute_path,
-        gemv=E.gemv_efficiency(kernel, family, kernels.rates),
+        gemv=E.gemv_efficiency(kernel, kfamily, kernels.rates),
         act_bytes=setup.act_bytes,
         offload=setup.offload_fraction,
         flat=E.kernel_flat_rate(kernel) and not res.compute_path,
@@ -345,6 +351,22 @@ def rates(setup: Setup) -> _Rates:
     )
     setup.__dict__["_rates"] = out
     return out
+
+
+def _dequant_share(res: Resources, kernel: str, kfamily: str,
+                   release: Mapping[str, KernelRate]) -> float | None:
+    """Return the kernel's compute share of the 16-bit rate; None: cuBLAS-class GEMMs.
+
+    An on-device path's rate is the quantised kernel's own (XNNPACK's int8 dot, the HTP's
+    w4a16): no dequantise share on top, unless the engine's release states one for the path's
+    GPU (llama.cpp's OpenCL F16 kernels on Adreno against its Q4_0 kernels, which the path's
+    rate was measured with).
+    """
+    if res.compute_path:
+        if res.kernel_family is None:
+            return None
+        return E.release_figure("compute", kernel, kfamily, release)
+    return E.kernel_compute_fraction(kernel, kfamily, release)
 
 
 def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float, k: float,

@@ -44,6 +44,7 @@ class Resources:
     busbw_gbps: float | None = None  # measured all-reduce bus bandwidth
     sources: dict[str, str] = field(default_factory=dict)  # figure -> measured|datasheet|model
     compute_path: str | None = None  # the profile's on-device path the matmuls run on, named
+    kernel_family: str | None = None  # that path's key for the engines' kernel rates (adreno-750)
 
     @property
     def ridge_flop_per_byte(self) -> float:
@@ -281,7 +282,8 @@ def _with_path(path: ComputePath, workload: Workload, device: Device, cls: str, 
                      notes, family=family, stream_gbps=stream, gemm_tflops=rate,
                      act_peak_tflops=act, act_gemm_tflops=act,
                      kernel_floor_s=E.kernel_floor_s(family), vector_tflops=act / 4.0,
-                     sources=sources, compute_path=f"{path.unit} ({path.via})")
+                     sources=sources, compute_path=f"{path.unit} ({path.via})",
+                     kernel_family=path.kernel_family)
 
 
 def _power_cap_factor(device: Device) -> float:
