@@ -128,6 +128,9 @@ def _phase_points(estimate: Estimate, skipped: list[str]) -> list[Point]:
             continue
         flops = compute * peak * 1e12
         nbytes = memory * bw * 1e9
+        if not _positive(flops, nbytes):  # a subnormal time times a rate can round to zero
+            skipped.append(f"workload phase {label} (outside the plottable range)")
+            continue
         point = Point(label, flops / nbytes, flops / total / 1e12)
         if plottable(point.intensity) and plottable(point.tflops):
             points.append(point)

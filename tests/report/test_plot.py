@@ -26,6 +26,14 @@ def test_phase_points_follow_the_estimate() -> None:
     assert decode.tflops == pytest.approx(flops / 0.00345 / 1e12)
 
 
+def test_a_subnormal_memory_time_is_skipped_not_divided_by() -> None:
+    est = factory.estimate()
+    # 5e-324 s x 0.001 GB/s rounds to no bytes at all (a mutated report can say so)
+    est = est.model_copy(update={"bandwidth_gbps_used": 1e-3, "times": est.times.model_copy(
+        update={"decode_memory_s": 5e-324})})
+    assert "decode step" not in {p.label for p in phase_points(est)}
+
+
 def test_roofline_data_uses_measured_and_trial_figures() -> None:
     data = roofline_data(factory.validate_report())
     assert data.datasheet_bandwidth_gbps == 4800.0
