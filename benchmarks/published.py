@@ -318,6 +318,7 @@ class Row:
     skipped: str = ""
     tensors_bytes: float | None = None  # training: the predicted allocated peak
     full_checkpointing: bool = False  # training: whole layers recomputed (not selective)
+    sharded: bool = False  # training: FSDP or TP shards the model (the sharded reserved range)
 
 
 def evaluate(figures: list[Figure]) -> list[Row]:
@@ -333,8 +334,9 @@ def evaluate(figures: list[Figure]) -> list[Row]:
         value = predicted_rate(fig, est)
         tensors = est.memory.total_bytes - est.memory.runtime_bytes
         full = workload.activation_checkpointing and not options.selective_checkpointing
+        sharded = options.sharding in ("fsdp", "hsdp") or (options.tp_size or 1) > 1
         rows.append(Row(fig, value, value / fig.value - 1.0, est.bottleneck,
-                        tensors_bytes=float(tensors), full_checkpointing=full))
+                        tensors_bytes=float(tensors), full_checkpointing=full, sharded=sharded))
     return rows
 
 
@@ -388,7 +390,8 @@ def _memory_lines(rows: list[Row]) -> list[str]:
 
     torchtitan's "memory" is the allocator's reserved peak: it is compared with the
     predicted tensors' (allocated) peak and the range the reserved peak lies in above it
-    (perfmodel/memory.py reserved_peak_range, measured on this project's H200 runs). No
+    (perfmodel/memory.py reserved_peak_range, measured on this project's H200 runs: single-GPU
+    runs, or torchtitan's own sharded ranks where the run shards). No
     target: the range is not fitted on these figures, and what it leaves is reported.
     """
     lines = []
@@ -399,7 +402,7 @@ def _memory_lines(rows: list[Row]) -> list[str]:
         if fig.memory_measure != "max_memory_reserved":
             continue
         # selective checkpointing keeps most activations: the range without full checkpointing
-        low, high = reserved_peak_range(r.tensors_bytes, r.full_checkpointing)
+        low, high = reserved_peak_range(r.tensors_bytes, r.full_checkpointing, r.sharded)
         pub = fig.memory_gib * GIB
         where = "in range" if low <= pub <= high else (
             f"{pub / high - 1:+.0%} above" if pub > high else f"{pub / low - 1:+.0%} below")

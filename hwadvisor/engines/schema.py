@@ -402,6 +402,16 @@ class Costs(_Strict):
         "the attention core (Korthikanti et al. 2022; Megatron --recompute-granularity "
         "selective) or, per op, every other matmul's output and attention's (torchtitan's "
         "per-op SAC), recomputing the rest")
+    fsdp_fp32_shards: bool = Field(
+        False, description="FSDP keeps the sharded parameters in fp32 and gathers bf16 copies "
+        "(FSDP2 MixedPrecisionPolicy param_dtype=bf16, reduce_dtype=fp32 over an fp32 model): "
+        "the shard is the optimizer's master copy and the gradient shards are fp32, so no "
+        "separate 16-bit shard is held (perfmodel/memory.py)")
+    loss_parallel: bool = Field(
+        False, description="Under tensor parallelism the loss runs on vocabulary-sharded logits "
+        "(torch.distributed.tensor.parallel.loss_parallel): the output projection saves its "
+        "gathered input and DTensor's log-softmax backward holds four fp32 copies of the local "
+        "logits (perfmodel/memory.py)")
     offload: Literal["optimizer", "fsdp-cpu"] = Field(
         "optimizer", description="What the engine's training offload moves to the host: the "
         "optimizer state and step only (ZeRO-Offload: DeepSpeed offload_optimizer, Megatron "

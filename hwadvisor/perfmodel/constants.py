@@ -513,6 +513,13 @@ FSDP_GATHERED_LAYERS = 2
 # every state: -9.5% to +5.7%).
 TRAIN_LOGIT_BYTES_PER_ELEMENT = 12.0
 TRAIN_LOGIT_BYTES_FORWARD = 10.0
+# Under loss parallelism (torchtitan with TP: DTensor's loss_parallel, torch
+# distributed/tensor/parallel/loss.py) log-softmax's backward runs as grad - exp(out) * sum(grad)
+# on the local vocabulary shard: the saved fp32 output, the fp32 gradient from nll_loss, exp(out)
+# and the product coexist, 4 x 4 bytes. Measured on the H200 (benchmarks/data/
+# torchtitan_memory_h200.json, 70B FSDP 32 x TP 8, 16 x 8192 tokens, vocab/8 a rank): the step's
+# peak lies 4 x 7.83 GiB above the checkpointed inputs, as 16 bytes an element says.
+TRAIN_LOGIT_BYTES_LOSS_PARALLEL = 16.0
 # Autocast over fp32 weights (transformers' Trainer with bf16=True; plain torch.autocast): the
 # residual stream and the RMSNorms run in fp32 and each linear casts its own input, so a Llama
 # decoder layer saves, per token and hidden unit: two norms' fp32 input and output (2 x 8), the
@@ -535,6 +542,14 @@ RESERVED_OVER_ALLOCATED: dict[bool, tuple[float, float]] = {
     False: (0.020, 0.055),  # 1B/3B without checkpointing, 2k-16k tokens per step
     True: (0.044, 0.153),   # 1B/3B/8B with full checkpointing (the 8B at 4-5%)
 }
+# The same share on sharded runs (FSDP, FSDP x TP): torchtitan 0.2.2's own Llama 3.1 training
+# on one H200 under the fake process group with the published world sizes (torch 2.11,
+# PYTORCH_ALLOC_CONF=expandable_segments:True; benchmarks/data/torchtitan_memory_h200.json,
+# docs/benchmarks.md 2026-12-03 14:44): 8B FSDP 8 with per-op SAC 76.74 / 67.06 GiB (+14.4%),
+# 70B FSDP 32 x TP 8 with full checkpointing 66.65 / 56.96 GiB (+17.0%). FSDP2's all-gather and
+# reduce-scatter buffers and the vocabulary-sized loss temporaries leave more cached blocks than
+# a single-GPU run. Two runs: a measured range, not a fit.
+RESERVED_OVER_ALLOCATED_SHARDED: tuple[float, float] = (0.144, 0.170)
 TRAIN_LOGIT_CHUNK_BYTES_PER_HIDDEN = 8.0
 INFER_LOGIT_BYTES_PER_ELEMENT = 4.0
 # Under tensor parallelism (no sequence parallelism) Korthikanti's 10*s*b*h of layer-norm and

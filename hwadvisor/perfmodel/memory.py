@@ -179,10 +179,34 @@ def training_activation_bytes(setup: Setup) -> float:
     sized to its width; the 4*a*s/h score term only with math attention), plus the logits.
     Selective checkpointing (Korthikanti et al., sec. 5) recomputes the attention core only: the
     same minus the score term (which flash attention never stores anyway).
-    Full checkpointing: each layer's input (fp32 under autocast over fp32 weights) plus one
-    layer's working set, plus the logits.
+    Full checkpointing: each layer's input (fp32 under autocast over fp32 weights) plus the
+    logits; no layer is recomputed yet at the loss's backward (the last layer's recomputation
+    is a peak of its own, training_peak_bytes).
     """
-    return _layer_activation_bytes(setup) + _logit_bytes(setup, C.TRAIN_LOGIT_BYTES_PER_ELEMENT)
+    per_element = C.TRAIN_LOGIT_BYTES_LOSS_PARALLEL if loss_parallel(setup) \
+        else C.TRAIN_LOGIT_BYTES_PER_ELEMENT
+    return _layer_activation_bytes(setup) + _logit_bytes(setup, per_element) + \
+        _head_input_bytes(setup)
+
+
+def loss_parallel(setup: Setup) -> bool:
+    """Tell whether the loss runs on vocabulary-sharded logits (engine data [costs])."""
+    return setup.training and setup.layout.tp > 1 and \
+        setup.options.cross_entropy == "plain" and \
+        E.engine_time(setup.workload, setup.res.family).loss_parallel
+
+
+def _head_input_bytes(setup: Setup) -> float:
+    """Return the output projection's saved input under loss parallelism (0 otherwise).
+
+    With sequence parallelism the final norm's output is sharded by sequence and all-gathered
+    for the colwise output projection, which saves the gathered copy, every token's hidden
+    state in 16 bits on each TP rank (torchtitan 0.2.2 parallelize.py apply_tp). Without TP
+    it is tokens x h x 2, under 1% of the logits' bytes, and left in the calibrated terms.
+    """
+    if not loss_parallel(setup):
+        return 0.0
+    return _tokens(setup) * setup.spec.hidden_size * setup.act_bytes
 
 
 def _tokens(setup: Setup) -> float:
@@ -210,7 +234,7 @@ def _layer_activation_bytes(setup: Setup) -> float:
         share = checkpointed_share(setup)
         residual = 4.0 if autocast_fp32(setup) else 2.0 * scale
         inputs = spec.num_layers * residual * tokens * h / tp  # sharded by SP under TP
-        return share * inputs + (1.0 - share) * kept + checkpoint_working_bytes(setup)
+        return share * inputs + (1.0 - share) * kept
     return kept
 
 
@@ -258,13 +282,17 @@ def selective_policy(setup: Setup) -> str:
 def op_sac_bytes_per_token(setup: Setup) -> float:
     """Bytes one dense layer keeps per token under per-op SAC that saves every other mm (16-bit).
 
-    The block's input (h), the outputs of wq (h), wv (kv), w1 (intermediate) and w2 (h), and
-    SDPA's output (h), 2 bytes each; the rest is recomputed in the backward.
+    The block's input (h), the outputs of wq (q), wv (kv), w1 (intermediate) and w2 (h), and
+    SDPA's output (q), 2 bytes each; the rest is recomputed in the backward. torchtitan 0.2.2
+    (distributed/activation_checkpoint.py _apply_op_sac) counts mms per block from 1 and skips
+    the even ones: wq 1, wk 2, wv 3, wo 4, w1 5, w3 6, w2 7 keep 1, 3, 5 and 7. Measured on the
+    H200 (benchmarks/data/torchtitan_memory_h200.json, 8B FSDP 8): ~64 kB a token and layer
+    against the 63.5 kB counted here.
     """
     spec = setup.spec
     kv = spec.num_kv_heads * spec.head_dim
-    return 2.0 * (4.0 * spec.hidden_size + spec.num_heads * spec.head_dim + kv
-                  + spec.intermediate_size)
+    q = spec.num_heads * spec.head_dim
+    return 2.0 * (2.0 * spec.hidden_size + 2.0 * q + kv + spec.intermediate_size)
 
 
 def checkpoint_working_bytes(setup: Setup) -> float:
@@ -304,8 +332,13 @@ def training_peak_bytes(setup: Setup, weights: float, act: float, grads: float, 
     the 1B and 3B at the loss or the forward's end.
     """
     held = grads if setup.workload.grad_accum > 1 else 0.0
+    working = checkpoint_working_bytes(setup)
     peaks = {"the loss's backward": weights + opt + held + act,
-             "the optimizer step": weights + grads + opt + checkpoint_working_bytes(setup)}
+             "the optimizer step": weights + grads + opt + working}
+    if working:
+        # the last layer recomputes once the logits' gradients are gone: every layer's input
+        inputs = _layer_activation_bytes(setup)
+        peaks["the last layer's recomputation"] = weights + opt + held + inputs + working
     if autocast_fp32(setup) and setup.workload.activation_checkpointing:
         forward = act - _logit_bytes(setup, C.TRAIN_LOGIT_BYTES_PER_ELEMENT) + \
             _logit_bytes(setup, C.TRAIN_LOGIT_BYTES_FORWARD)
@@ -346,8 +379,24 @@ def inference_activation_bytes(setup: Setup) -> float:
 # --- Training states --------------------------------------------------------------------------
 
 def grad_bytes_per_param(setup: Setup) -> float:
-    """Gradient bytes per parameter: bf16 under mixed precision, fp32 otherwise."""
+    """Gradient bytes per parameter: bf16 under mixed precision, fp32 otherwise.
+
+    FSDP over fp32 shards reduce-scatters into fp32 gradient shards (fsdp_fp32_shards).
+    """
+    if fsdp_fp32_shards(setup):
+        return C.GRAD_BYTES_FP32
     return C.GRAD_BYTES_MIXED if setup.options.mixed_precision else C.GRAD_BYTES_FP32
+
+
+def fsdp_fp32_shards(setup: Setup) -> bool:
+    """Tell whether FSDP's parameter shards are the fp32 master copy (engine data [costs]).
+
+    Then the optimizer's master weights are the shards themselves and the GPU holds 16-bit
+    weights only while FSDP has them gathered.
+    """
+    return setup.training and setup.layout.strategy == "fsdp" and \
+        setup.options.finetune == "full" and setup.options.mixed_precision and \
+        E.engine_time(setup.workload, setup.res.family).fsdp_fp32_shards
 
 
 def optimizer_bytes_per_param(setup: Setup) -> float:
@@ -433,6 +482,20 @@ def largest_layer_weight_bytes(setup: Setup) -> float:
     return (attention + max(dense, moe)) * bits / 8.0
 
 
+def gathered_weight_bytes(setup: Setup) -> float:
+    """Bytes FSDP holds gathered at once on one GPU: two layers and the output projection.
+
+    The layer in use and the one prefetched (FSDP_GATHERED_LAYERS), and the norm and output
+    projection, which torchtitan does not reshard after the forward (0.2.2 parallelize.py
+    apply_fsdp: "do not reshard_after_forward the last layers"), so they stay gathered from
+    the loss to their backward. FSDP gathers over its data-parallel shards only: under TP each
+    rank gathers its TP slice.
+    """
+    head = setup.parts.lm_head * bytes_per_element(working_weight_dtype(setup))
+    layers = C.FSDP_GATHERED_LAYERS * largest_layer_weight_bytes(setup)
+    return (layers + head) / max(setup.layout.tp, 1)
+
+
 def training_state_bytes(setup: Setup, notes: list[str]) -> tuple[float, float]:
     """(gradient bytes, optimizer bytes) per GPU: full training, or LoRA's adapters only.
 
@@ -456,7 +519,7 @@ def training_state_bytes(setup: Setup, notes: list[str]) -> tuple[float, float]:
         # FSDP2 reduce-scatters one unit's gradients at a time and copies the shard to the host
         notes.append(f"FSDP2 CPUOffloadPolicy: sharded parameters, gradients ({grads / C.GB:.1f}"
                      f" GB) and optimizer state ({opt / C.GB:.1f} GB per GPU) in host RAM")
-        grads = C.FSDP_GATHERED_LAYERS * largest_layer_weight_bytes(setup) * \
+        grads = C.FSDP_GATHERED_LAYERS * largest_layer_weight_bytes(setup) / setup.layout.tp * \
             grad_bytes_per_param(setup) / bytes_per_element(working_weight_dtype(setup))
         opt = 0.0
     elif kind == "optimizer":
@@ -511,15 +574,19 @@ def runtime_bytes(setup: Setup, tensors: float) -> float:
     return fixed + C.FRAGMENTATION_FRACTION.get(cls, 0.05) * tensors
 
 
-def reserved_peak_range(tensors_bytes: float, checkpointing: bool) -> tuple[float, float]:
+def reserved_peak_range(tensors_bytes: float, checkpointing: bool,
+                        sharded: bool = False) -> tuple[float, float]:
     """Return the range the allocator's reserved peak lies in, for a tensors' peak.
 
     `tensors_bytes` is the allocated peak (MemoryEstimate's total less its runtime allowance);
     the reserved peak (torch.cuda.max_memory_reserved, what torchtitan's logs print as
-    "memory") adds the caching allocator's unused blocks: RESERVED_OVER_ALLOCATED, measured.
-    The CUDA context and NCCL's own buffers are outside both.
+    "memory") adds the caching allocator's unused blocks: RESERVED_OVER_ALLOCATED, measured on
+    one GPU, or RESERVED_OVER_ALLOCATED_SHARDED when the layout shards the model (FSDP or TP
+    training, `sharded`), measured on torchtitan's ranks. The CUDA context and NCCL's own
+    buffers are outside both.
     """
-    low, high = C.RESERVED_OVER_ALLOCATED[checkpointing]
+    low, high = C.RESERVED_OVER_ALLOCATED_SHARDED if sharded \
+        else C.RESERVED_OVER_ALLOCATED[checkpointing]
     return tensors_bytes * (1.0 + low), tensors_bytes * (1.0 + high)
 
 
@@ -542,6 +609,25 @@ def _fsdp_stage_unsharded(setup: Setup, whole: float, notes: list[str]) -> float
     return stage * (1.0 - 1.0 / shard)
 
 
+def _fsdp_weight_bytes(setup: Setup, sharded: float, notes: list[str]) -> float:
+    """Weight bytes per GPU under FSDP: the shard (unless it is the fp32 master) and the gathered.
+
+    Measured on the H200 (benchmarks/data/torchtitan_memory_h200.json): torchtitan's ranks hold
+    16 bytes a local parameter after the step (fp32 shard, fp32 gradient, two moments), no
+    16-bit shard beside them.
+    """
+    shard = max(1, setup.layout.shard_degree)
+    gathered = gathered_weight_bytes(setup) * (1 - 1 / shard)
+    if fsdp_fp32_shards(setup):
+        notes.append(f"fsdp: fp32 shards (1/{setup.layout.weight_shards} of the model, counted "
+                     f"as the optimizer's master weights) plus {C.FSDP_GATHERED_LAYERS} "
+                     "gathered layers and the output projection in 16 bits")
+        return gathered
+    notes.append(f"fsdp: 1/{setup.layout.weight_shards} of the weights per GPU plus "
+                 f"{C.FSDP_GATHERED_LAYERS} gathered layers and the output projection")
+    return sharded + gathered
+
+
 def _selective_words(setup: Setup) -> str:
     """Say what selective checkpointing keeps, as the engine does it."""
     if selective_policy(setup) == "op-every-other-mm":
@@ -559,14 +645,11 @@ def memory_estimate(setup: Setup) -> MemoryEstimate:
     weights = full_weights / shards
     if offload_kind(setup) == "fsdp-cpu":
         # the shards live in host RAM: the GPU holds only the units FSDP has gathered
-        weights = C.FSDP_GATHERED_LAYERS * largest_layer_weight_bytes(setup)
+        weights = C.FSDP_GATHERED_LAYERS * largest_layer_weight_bytes(setup) / layout.tp
     elif layout.strategy == "fsdp" and setup.training and layout.pp > 1:
         weights += _fsdp_stage_unsharded(setup, full_weights, notes)
     elif layout.strategy == "fsdp":
-        gathered = C.FSDP_GATHERED_LAYERS * largest_layer_weight_bytes(setup)
-        weights += gathered * (1 - 1 / shards)
-        notes.append(f"fsdp: 1/{shards} of the weights per GPU plus "
-                     f"{C.FSDP_GATHERED_LAYERS} gathered layers")
+        weights = _fsdp_weight_bytes(setup, weights, notes)
     if layout.attn_dp > 1:
         weights += replicated_attention_bytes(setup)
         notes.append(f"data-parallel attention: the attention weights on every GPU, the KV "
