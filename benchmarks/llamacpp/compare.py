@@ -22,8 +22,8 @@ from plan_flags import flags_for  # noqa: E402
 
 from hwadvisor.validator.engine_bench import BenchWorkload, parse_batched_bench  # noqa: E402
 
-MODELS = {"llama-3.2-1b": "1B", "llama-3.2-3b": "3B", "llama-3-8b": "8B", "tinyllama-1.1b": "TinyLlama-1.1B",
-          "llama-2-7b": "Llama-2-7B"}
+MODELS = {"llama-3.2-1b": "1B", "llama-3.2-3b": "3B", "llama-3-8b": "8B",
+          "tinyllama-1.1b": "TinyLlama-1.1B", "llama-2-7b": "Llama-2-7B"}
 WEIGHTS = {"q4_k_m": "q4_k_m", "f16": "fp16"}
 
 

@@ -934,12 +934,27 @@ def _summary(goal: Goal, plan: Plan, ctx: RuleContext, below: float | None = Non
     if plan.fits:
         return (f"Fits: {ctx.workload.model} on {device} with {steps} — "
                 f"{fmt_metric(goal, metric.after)}{change}, "
-                f"{units.gb(plan.memory_per_gpu_bytes)}{per} of {limit}.")
+                f"{units.gb(plan.memory_per_gpu_bytes)}{per} of {limit}{_margin(plan, ctx)}.")
     ways = [a.text for a in plan.alternatives if a.fits][:3]
     what = ("; ".join(ways)) if ways else "no alternative fits on this hardware"
     return (f"Does not fit: {ctx.workload.model} needs {units.gb(plan.memory_per_gpu_bytes)}{per} "
             f"on {device} (limit {limit}){' even with ' + steps if plan.steps else ''}. "
             f"What would: {what}.")
+
+
+def _margin(plan: Plan, ctx: RuleContext) -> str:
+    """Say what a plan that fits keeps spare, beyond the allowance the estimate already counts.
+
+    The estimate's runtime allowance (the CUDA context and the caching allocator's unused
+    blocks, perfmodel/memory.runtime_bytes) is the margin against the allocator's reserved peak;
+    what is left of the device beyond it is said in numbers, so a thin fit reads as one.
+    """
+    limit, used = plan.device_memory_bytes, plan.memory_per_gpu_bytes
+    runtime = ctx.estimate.memory.runtime_bytes if ctx.estimate.memory else None
+    if not limit or not used or not runtime:
+        return ""
+    return (f" ({units.gb(limit - used)} spare, beyond {units.gb(runtime)} counted for the "
+            "runtime and the allocator's cache)")
 
 
 def _recommendations(goal: Goal, result: SearchResult) -> list[Recommendation]:

@@ -364,3 +364,15 @@ def test_every_nth_layer_checkpointing_reaches_the_engines_config():
     assert words[words.index("--recompute-method") + 1] == "block"
     assert words[words.index("--recompute-num-layers") + 1] == "7"
     assert words[words.index("--recompute-granularity") + 1] == "full"
+
+
+def test_a_plan_that_fits_states_its_margin() -> None:
+    from hwadvisor.pipeline import recommend_report
+    from hwadvisor.workload.request import WorkloadRequest
+
+    request = WorkloadRequest(model="llama-3.2-3b", phase="training", batch=1, prompt_len=12288,
+                              engine="torchtitan")
+    report = recommend_report("training-throughput", "h100-sxm", request)
+    assert report.plan is not None and report.plan.fits
+    assert "spare, beyond" in report.plan.summary
+    assert "counted for the runtime and the allocator's cache" in report.plan.summary
