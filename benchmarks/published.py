@@ -263,8 +263,10 @@ def _layout_options(fig: Figure, deg: dict[str, int], training: bool) -> dict[st
 
 
 def _engine_release(fig: Figure) -> str | None:
-    """llama.cpp's build as a release ('b2843' from '4426e298 (2843)'); None when not stated."""
-    build = re.search(r"\((\d{4,5})\)", fig.engine_version)
+    """llama.cpp's build as a release ('b2843' from '4426e298 (2843)' or 'b2843'); None when
+    not stated."""
+    build = (re.search(r"\((\d{4,5})\)", fig.engine_version)
+             or re.fullmatch(r"b(\d{4,5})", fig.engine_version.strip()))
     return f"b{build.group(1)}" if fig.engine == "llamacpp" and build else None
 
 
