@@ -46,7 +46,7 @@ from hwadvisor.perfmodel.compute import (
 )
 from hwadvisor.perfmodel.context import Setup
 from hwadvisor.perfmodel.layout import resolve_layout
-from hwadvisor.perfmodel.memory import training_activation_bytes
+from hwadvisor.perfmodel.memory import checkpoint_working_bytes, training_activation_bytes
 from hwadvisor.perfmodel.resources import resolve
 from hwadvisor.workload import build_workload
 from hwadvisor.workload.params import workload_breakdown
@@ -207,6 +207,11 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def _activation_peak(setup: Setup) -> float:
+    """Activations at the backward's peak: held ones plus a checkpointed layer's recomputation."""
+    return training_activation_bytes(setup) + checkpoint_working_bytes(setup)
+
+
 def predictions(device: Device) -> dict[tuple[str, str], float]:
     """The model's figure for each trial effect on this device."""
     out: dict[tuple[str, str], float] = {}
@@ -224,8 +229,9 @@ def predictions(device: Device) -> dict[tuple[str, str], float]:
     plain = _block_train(device, 4, 2048, checkpointing=False)
     ckpt = _block_train(device, 4, 2048, checkpointing=True)
     out[("activation-checkpointing", "time_factor")] = ckpt / plain
-    mem = [training_activation_bytes(_setup(device, 4, prompt=2048, training=True,
-                                            checkpointing=c)) for c in (False, True)]
+    # the trial's peak under checkpointing: the layers' inputs plus one layer's recomputation
+    mem = [_activation_peak(_setup(device, 4, prompt=2048, training=True, checkpointing=c))
+           for c in (False, True)]
     out[("activation-checkpointing", "memory_factor")] = mem[1] / mem[0]
     for batch in (1, 4, 16, 64):
         ratios = [_gemm_time(device, "bf16", batch, n, k) / _gemm_time(device, "int4", batch, n, k)

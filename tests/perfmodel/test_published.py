@@ -73,13 +73,9 @@ def test_phone_and_apple_runtime_figures_are_within_20_percent(rows: list) -> No
 # list must shrink when the model learns the mechanism.
 KNOWN_MISSES = {
     # llama.cpp's Adreno Q4_0 GEMV is fitted on a June 2025 run (issue #14337: 27 GB/s of 77,
-    # llamacpp.toml "llamacpp@adreno"); this December 2024 build read 18 GB/s, and no build is
-    # printed to plan it at an older release (+54%).
+    # llamacpp.toml "llamacpp@adreno"); this December 2024 build (planned at b4365, the latest
+    # release on its date) read 18 GB/s, and no older Q4_0 rate is sourced (+54%).
     "llamacpp-xiaomi14-opencl-llama3.2-1b-q4_0-tg32",
-    # llama.cpp's first OpenCL F16 matmul (December 2024) ran ~10x slower than its Q4_0 kernels;
-    # the tiled F16 kernels came in mid-2025 (PR #14535; llamacpp.toml's [[history]] entry has
-    # the old rate), but the figure prints no build to plan it at that release.
-    "llamacpp-xiaomi14-opencl-llama3.2-1b-f16-pp128",
     # Without flash attention llama.cpp's OpenCL backend multiplies K and V in its generic F16
     # kernels (fa 0 vs fa 1: 198.69 vs 274.75 tokens/s); the model's unfused attention is faster.
     "llamacpp-adreno830-opencl-llama3.2-1b-f16-fa0-pp512",
