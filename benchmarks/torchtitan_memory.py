@@ -399,12 +399,13 @@ def patch_pp_static_shapes(case: Case, args: Any, device: Any) -> None:
                 inputs = torch.zeros((mb, seq), dtype=torch.int64)
             else:
                 inputs = torch.zeros(hidden, dtype=torch.bfloat16)
-            # the last stage's output is the logits, never sent; only earlier outputs are checked
-            outputs = (
-                None if stage_idx == num_stages - 1 else torch.zeros(hidden, dtype=torch.bfloat16)
-            )
-        if outputs is None:
-            return original(model, stage_idx, num_stages, dev, input_args=inputs, **kw)
+            # the last stage's output is the logits, never sent, but torch checks it against
+            # the shape it infers on meta from plain-tensor inputs (seq / TP): state it, the
+            # global (microbatch, seq, vocab) of the loss-parallel DTensor, in bf16
+            if stage_idx == num_stages - 1:
+                outputs = torch.zeros((mb, seq, args.vocab_size), dtype=torch.bfloat16)
+            else:
+                outputs = torch.zeros(hidden, dtype=torch.bfloat16)
         return original(
             model, stage_idx, num_stages, dev, input_args=inputs, output_args=outputs, **kw
         )
