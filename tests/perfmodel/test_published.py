@@ -76,9 +76,6 @@ KNOWN_MISSES = {
     # llamacpp.toml "llamacpp@adreno"); this December 2024 build (planned at b4365, the latest
     # release on its date) read 18 GB/s, and no older Q4_0 rate is sourced (+54%).
     "llamacpp-xiaomi14-opencl-llama3.2-1b-q4_0-tg32",
-    # Without flash attention llama.cpp's OpenCL backend multiplies K and V in its generic F16
-    # kernels (fa 0 vs fa 1: 198.69 vs 274.75 tokens/s); the model's unfused attention is faster.
-    "llamacpp-adreno830-opencl-llama3.2-1b-f16-fa0-pp512",
     # No Adreno 740 OpenCL rate in the 8 Gen 2 profile (no published run outside the figures was
     # found): prefill falls back to the class's fixed 2 TFLOP/s.
     "llamacpp-redmik70-opencl-qwen2.5-0.5b-q4_0-pp512",
