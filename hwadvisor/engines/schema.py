@@ -462,6 +462,10 @@ class KernelRate(_Strict):
         "(short rows leave the vector units idle)")
     rows_half: float | None = _figure("Half point over the GEMM's rows (M: tokens) for this "
                                       "kernel, instead of the family's GEMM_HALF_DIM")
+    unfused_attention: float | None = _figure(
+        "Share of the fp32 vector peak the attention's own matmuls (K x Q, scores x V) reach "
+        "where attention is not fused (no flash attention): the engine's generic batched "
+        "kernel for this dtype; None: the general unfused-attention rate")
     vector_rows: int | None = _figure("Up to this many rows the kernel is a matrix-vector "
                                       "kernel on the vector units (no tensor cores); None: "
                                       "the faster of the two at every M")

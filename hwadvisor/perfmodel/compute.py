@@ -43,7 +43,7 @@ from hwadvisor.workload.params import (
 )
 
 if TYPE_CHECKING:
-    from hwadvisor.engines.schema import KernelRate
+    from hwadvisor.engines.schema import KernelRate, Kernels
     from hwadvisor.perfmodel.resources import Resources
 
 # --- FLOPs ------------------------------------------------------------------------------------
@@ -310,7 +310,7 @@ def rates(setup: Setup) -> _Rates:
         backend = "math"
     peak16 = res.act_peak_tflops * 1e12
     if backend == "math":
-        attention = res.act_gemm_tflops * 1e12 * 0.5  # bmm at moderate shapes
+        attention = _unfused_attention_rate(res, kernels, kfamily)
     elif backend in res.attention_tflops:
         attention = res.attention_tflops[backend] * 1e12
     else:
@@ -351,6 +351,22 @@ def rates(setup: Setup) -> _Rates:
     )
     setup.__dict__["_rates"] = out
     return out
+
+
+def _unfused_attention_rate(res: Resources, kernels: Kernels, kfamily: str) -> float:
+    """Return the FLOP/s of attention computed without a fused kernel (scores materialised).
+
+    Generally a batched GEMM at moderate shapes: half the 16-bit GEMM rate. An on-device GPU
+    path whose engine states the rate of its generic F16 batched kernel (llama.cpp's OpenCL
+    backend on Adreno, which multiplies K x Q and scores x V row by row) runs at that share of
+    the path's vector rate.
+    """
+    if res.kernel_family is not None:
+        f16 = E.quant_kernel("fp16", kernels, res.kernel_family, None)
+        share = E.release_figure("unfused_attention", f16, kfamily, kernels.rates)
+        if share is not None:
+            return res.vector_tflops * 1e12 * share
+    return res.act_gemm_tflops * 1e12 * 0.5  # bmm at moderate shapes
 
 
 def _dequant_share(res: Resources, kernel: str, kfamily: str,

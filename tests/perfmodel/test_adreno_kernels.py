@@ -47,3 +47,16 @@ def test_f16_prefill_on_adreno_830_before_and_after_the_tiled_kernel(
     new = _rate(published, fig)
     assert old == pytest.approx(19.24, rel=0.15)
     assert new > 8 * old
+
+
+def test_unfused_attention_on_adreno_runs_the_per_row_f16_kernel(published: ModuleType) -> None:
+    # Without flash attention llama.cpp's OpenCL backend multiplies K x Q and scores x V in its
+    # generic per-row F16 kernel, at the rate PR #14535's 'Master' table gives that kernel. On an
+    # Adreno 830 a 512-token Llama 3.2 1B F16 prefill then runs ~28% slower than with the fused
+    # kernel (PR #14987: 198.69 vs 274.75 tokens/s); attention as a batched GEMM at half the GPU
+    # path's 16-bit rate made the unfused run as fast as the fused one (286.5 predicted).
+    unfused = _rate(published, "llamacpp-adreno830-opencl-llama3.2-1b-f16-fa0-pp512")
+    fused = _rate(published, "llamacpp-adreno830-opencl-llama3.2-1b-f16-fa1-pp512")
+    assert unfused < 0.8 * fused
+    assert unfused == pytest.approx(198.69, rel=0.15)
+
