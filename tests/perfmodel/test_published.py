@@ -33,7 +33,7 @@ def test_the_data_file_has_its_140_figures_and_a_held_out_share(published: Modul
     figures = published.load_figures()
     assert len(figures) == 140
     check = [f for f in figures if f.split == "check"]
-    # 68 of 140 (the three Adreno 830 kernel-PR figures of 2026-12-04 are tune):
+    # 68 of 140 (the three Adreno 830 kernel-PR figures of 2026-12-03 are tune):
     # the ten Apple figures of 2026-12-03 are all held out (nothing was fitted on
     # them), two of that day's three training rows (the 405B plain 1F1B, the 8B async TP), and
     # the eleven Android figures of that day (llama.cpp OpenCL on Adreno, MLC-LLM)
@@ -75,7 +75,7 @@ KNOWN_MISSES = {
     # llama.cpp's Adreno Q4_0 GEMV is fitted on a June 2025 run (issue #14337: 27 GB/s of 77,
     # llamacpp.toml "llamacpp@adreno"); this December 2024 build (planned at b4365, the latest
     # release on its date) read 18 GB/s, and no older Q4_0 rate is sourced (+54%). Likely
-    # mechanism (docs/benchmarks.md, 2026-12-04): its tied classifier is Q6_K (727.75 MiB), which
+    # mechanism (docs/benchmarks.md, 2026-12-03): its tied classifier is Q6_K (727.75 MiB), which
     # hwadvisor sizes at Q4_0, and Adreno's Q6_K GEMV was generic until PR #20089.
     "llamacpp-xiaomi14-opencl-llama3.2-1b-q4_0-tg32",
     # No Adreno 740 OpenCL rate in the 8 Gen 2 profile (no published run outside the figures was
