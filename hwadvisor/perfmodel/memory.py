@@ -185,8 +185,17 @@ def training_activation_bytes(setup: Setup) -> float:
     """
     per_element = C.TRAIN_LOGIT_BYTES_LOSS_PARALLEL if loss_parallel(setup) \
         else C.TRAIN_LOGIT_BYTES_PER_ELEMENT
-    return _layer_activation_bytes(setup) + _logit_bytes(setup, per_element) + \
-        _head_input_bytes(setup)
+    layers = _layer_activation_bytes(setup)
+    loss = _logit_bytes(setup, per_element) + _head_input_bytes(setup)
+    pp = setup.layout.pp
+    if pp > 1:
+        # Different GPUs: the first stage holds the most micro-batches in flight (one whole
+        # model's worth of layer inputs) and no logits; the last holds about one micro-batch's
+        # layers and the loss. Measured with torchtitan's own 405B ranks (PP 8, interleaved
+        # 1F1B; benchmarks/data/torchtitan_memory_405b_h200.json): first stage 57.6 GiB,
+        # last 53.5 GiB allocated.
+        return max(layers, layers / pp + loss)
+    return layers + loss
 
 
 def loss_parallel(setup: Setup) -> bool:
