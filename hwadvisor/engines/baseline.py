@@ -45,13 +45,14 @@ def baseline_options(workload: Workload, device: Device | None = None) -> ModelO
 def baseline(workload: Workload, device: Device | None = None) -> tuple[Workload, ModelOptions]:
     """Return the workload and knobs as its engine runs them by default (see baseline_options).
 
-    Engines that checkpoint activations by default (torchtitan: selective) start with it on.
+    Engines that checkpoint activations by default (torchtitan: selective) start with it on, at
+    the level their defaults say (`--engine-option checkpointing=none|selective|full`).
     """
     from hwadvisor.engines.catalog import engine_for
 
     options = baseline_options(workload, device)
-    if workload.phase == "training" and "activation-checkpointing" in \
-            engine_for(workload).applies and not workload.activation_checkpointing:
+    level = engine_for(workload).defaults.checkpointing
+    if workload.phase == "training" and level != "none" and not workload.activation_checkpointing:
         workload = workload.model_copy(update={"activation_checkpointing": True})
-        options = options.model_copy(update={"selective_checkpointing": True})
+        options = options.model_copy(update={"selective_checkpointing": level == "selective"})
     return workload, options

@@ -256,13 +256,23 @@ def _typed(key: str, value: str) -> object:
     text: object = value
     if value.lower() in ("true", "false", "on", "off", "yes", "no", "1", "0"):
         text = value.lower() in ("true", "on", "yes", "1")
-    if value.lower() in ("none", "null"):
-        text = None
     try:
         checked = Defaults.model_validate({**_sample_defaults(), key: text})
     except ValidationError as exc:
+        if value.lower() in ("none", "null"):  # 'none' is a value of some keys (checkpointing)
+            return _typed_none(key, value)
         first = exc.errors()[0]["msg"]
         raise UserError(f"--engine-option {key}={value}: {first}",
+                        hint="booleans: true/false; counts: whole numbers") from None
+    return getattr(checked, key)
+
+
+def _typed_none(key: str, value: str) -> object:
+    """Return None for a key whose default may be unset ('--engine-option max_batch=none')."""
+    try:
+        checked = Defaults.model_validate({**_sample_defaults(), key: None})
+    except ValidationError as exc:
+        raise UserError(f"--engine-option {key}={value}: {exc.errors()[0]['msg']}",
                         hint="booleans: true/false; counts: whole numbers") from None
     return getattr(checked, key)
 

@@ -28,6 +28,7 @@ from hwadvisor.perfmodel.memory import (
     offload_kind,
     recurrent_state_bytes,
     score_bytes_per_layer,
+    selective_policy,
     window_layers,
     working_weight_dtype,
 )
@@ -44,6 +45,7 @@ from hwadvisor.workload.params import (
 
 if TYPE_CHECKING:
     from hwadvisor.engines.schema import KernelRate, Kernels
+    from hwadvisor.models import ModelSpec
     from hwadvisor.perfmodel.resources import Resources
 
 # --- FLOPs ------------------------------------------------------------------------------------
@@ -413,6 +415,23 @@ def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float,
     return Op(name, flops, nbytes, compute, memory, r.overlap_p, host, r.host_rate)
 
 
+def op_sac_recomputed_share(spec: ModelSpec) -> float:
+    """Share of a dense layer's matmul FLOPs per-op SAC recomputes: wk, wo and w3 of all seven.
+
+    torchtitan 0.2.2 (distributed/activation_checkpoint.py _apply_op_sac) counts a block's mms
+    from 1 and keeps the odd ones (wq 1, wk 2, wv 3, wo 4, w1 5, w3 6, w2 7): 2, 4 and 6 run
+    again in the backward (memory.op_sac_bytes_per_token counts what is kept).
+    """
+    h = float(spec.hidden_size)
+    q = float(spec.num_heads * spec.head_dim)
+    kv = float(spec.num_kv_heads * spec.head_dim)
+    inter = float(spec.intermediate_size)
+    mlp = 3.0 * h * inter if spec.gated_mlp else 2.0 * h * inter
+    total = h * (q + 2.0 * kv) + q * h + mlp
+    again = h * kv + q * h + (h * inter if spec.gated_mlp else 0.0)
+    return again / total if total else 0.0
+
+
 def _layer_bits(setup: Setup) -> float:
     dtype = working_weight_dtype(setup)
     fmt = formats.weight_format(dtype, engine_recipe(setup, dtype))
@@ -765,7 +784,17 @@ def train_phase(setup: Setup) -> Phase:
     if frozen:
         micro.add(_lora_op(setup, r, tokens, layers))
     if wl.activation_checkpointing:
-        if opts.selective_checkpointing:
+        if opts.selective_checkpointing and selective_policy(setup) == "op-every-other-mm":
+            # per-op SAC keeps SDPA's output and every other matmul's (wq, wv, w1, w2): the
+            # backward recomputes wk, wo and w3 and the pointwise ops between them
+            share = op_sac_recomputed_share(spec)
+            for op, n in fwd.ops:
+                if op.name in ("attention projections", "MLP", "elementwise"):
+                    part = 1.0 if op.name == "elementwise" else share
+                    micro.add(Op("recompute " + op.name, op.flops, op.device_bytes,
+                                 op.compute_rate, op.memory_rate, op.p, op.host_bytes,
+                                 op.host_rate), n * part)
+        elif opts.selective_checkpointing:
             for op, n in fwd.ops:
                 if op.name == "attention":
                     micro.add(Op("recompute attention", op.flops, op.device_bytes,

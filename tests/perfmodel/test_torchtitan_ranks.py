@@ -103,3 +103,29 @@ def test_pipeline_ranks_hold_either_the_micro_batches_in_flight_or_the_loss() ->
     memory = estimate(workload, device, options).memory
     predicted = (memory.total_bytes - memory.runtime_bytes) / GIB
     assert predicted == pytest.approx(measured, rel=0.10)
+
+
+def test_per_op_sac_recomputes_wk_wo_and_w3() -> None:
+    """torchtitan's per-op SAC keeps wq, wv, w1, w2 and SDPA: the backward redoes the rest."""
+    from hwadvisor.models import ModelOptions
+    from hwadvisor.perfmodel.compute import op_sac_recomputed_share
+    from hwadvisor.pipeline import estimate_report
+    from hwadvisor.workload.build import load_spec
+    from hwadvisor.workload.request import WorkloadRequest
+
+    spec = load_spec("llama-3-8b")
+    h, q, kv, inter = 4096.0, 4096.0, 1024.0, 14336.0
+    assert op_sac_recomputed_share(spec) == pytest.approx(
+        (h * kv + q * h + h * inter) / (h * (q + 2 * kv) + q * h + 3 * h * inter))
+
+    def step_s(checkpointing: str) -> float:
+        request = WorkloadRequest(model="llama-3-8b", phase="training", batch=2, prompt_len=8192,
+                                  engine="torchtitan",
+                                  engine_options=(f"checkpointing={checkpointing}",))
+        report = estimate_report(request, "h100-sxm", ModelOptions())
+        assert report.estimate is not None and report.estimate.times.train_step_s
+        return report.estimate.times.train_step_s
+
+    plain, sac = step_s("none"), step_s("selective")
+    # about a third of the forward's matmuls again: ~10% of a step, not attention's ~3%
+    assert 1.07 < sac / plain < 1.2
