@@ -130,8 +130,21 @@ def weight_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str,
     fmt = weight_format(dtype, recipe)
     layers = parts.total - parts.embeddings
     output_params = parts.lm_head or (parts.embedding if fmt.output_untied else 0)
-    return (layers * layer_bits(fmt, parts, spec) + parts.embedding * fmt.embedding_bits
+    return (layers * layer_bits(fmt, parts, spec) + parts.embedding * embedding_bits(fmt, parts)
             + output_params * fmt.output_bits) / 8.0
+
+
+def embedding_bits(fmt: WeightFormat, parts: ParamBreakdown) -> float:
+    """Bits per weight of the token embedding table in this format.
+
+    GGUF: a model without its own output.weight (tied embeddings) classifies with token_embd,
+    and llama-quantize gives that tensor the output's type (src/llama-quant.cpp
+    llama_tensor_get_type: `name == output.weight || (!qs.has_output && name == token_embd)`):
+    Llama-3.2-1B Q4_0 is 727.75 MiB with a Q6_K table, 663 MiB with a Q4_0 one.
+    """
+    if fmt.family == "gguf" and not parts.lm_head and not fmt.output_untied:
+        return fmt.output_bits
+    return fmt.embedding_bits
 
 
 def routed_expert_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str) -> float:

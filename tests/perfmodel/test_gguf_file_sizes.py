@@ -1,0 +1,36 @@
+"""GGUF sizes as llama-quantize writes them, against the files llama.cpp 0c1e57098 made.
+
+benchmarks/llamacpp/results*/llama_bench.json: llama-bench's `model_size` of the random-weight
+files quantised with llama.cpp's own llama-quantize on the H200 (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hwadvisor.perfmodel.formats import weight_bytes
+from hwadvisor.workload.build import load_spec
+from hwadvisor.workload.params import breakdown
+
+ROOT = Path(__file__).resolve().parents[2] / "benchmarks" / "llamacpp"
+
+
+def _files() -> dict[str, int]:
+    sizes = {}
+    for folder in ("results", "results_3b", "results_heldout2"):
+        for row in json.loads((ROOT / folder / "llama_bench.json").read_text()):
+            name = Path(row["model_filename"]).stem
+            if name.endswith("-q4_k_m"):
+                sizes[name.removesuffix("-q4_k_m")] = int(row["model_size"])
+    return sizes
+
+
+@pytest.mark.parametrize(("model", "size"), sorted(_files().items()))
+def test_q4_k_m_files_are_sized_as_llama_quantize_writes_them(model: str, size: int) -> None:
+    # tied models (Llama 3.2) classify with token_embd, which llama-quantize keeps in Q6_K:
+    # sized in Q4_K they came out 8% small
+    spec = load_spec(model)
+    assert weight_bytes(breakdown(spec), spec, "q4_k_m") == pytest.approx(size, rel=0.01)
