@@ -252,29 +252,28 @@ def _with_option(engine: Engine, key: str, value: str) -> Engine:
 
 
 def _typed(key: str, value: str) -> object:
-    """Turn an option's text into its default's type, validated by the Defaults schema."""
+    """Turn an option's text into its default's type, validated by the Defaults schema.
+
+    'none' is first a value of its own (checkpointing=none), else an unset default.
+    """
     text: object = value
     if value.lower() in ("true", "false", "on", "off", "yes", "no", "1", "0"):
         text = value.lower() in ("true", "on", "yes", "1")
     try:
-        checked = Defaults.model_validate({**_sample_defaults(), key: text})
+        return _validated(key, text)
     except ValidationError as exc:
-        if value.lower() in ("none", "null"):  # 'none' is a value of some keys (checkpointing)
-            return _typed_none(key, value)
-        first = exc.errors()[0]["msg"]
-        raise UserError(f"--engine-option {key}={value}: {first}",
-                        hint="booleans: true/false; counts: whole numbers") from None
-    return getattr(checked, key)
+        message = exc.errors()[0]["msg"]
+    if value.lower() in ("none", "null"):
+        try:
+            return _validated(key, None)
+        except ValidationError:
+            pass
+    raise UserError(f"--engine-option {key}={value}: {message}",
+                    hint="booleans: true/false; counts: whole numbers")
 
 
-def _typed_none(key: str, value: str) -> object:
-    """Return None for a key whose default may be unset ('--engine-option max_batch=none')."""
-    try:
-        checked = Defaults.model_validate({**_sample_defaults(), key: None})
-    except ValidationError as exc:
-        raise UserError(f"--engine-option {key}={value}: {exc.errors()[0]['msg']}",
-                        hint="booleans: true/false; counts: whole numbers") from None
-    return getattr(checked, key)
+def _validated(key: str, value: object) -> object:
+    return getattr(Defaults.model_validate({**_sample_defaults(), key: value}), key)
 
 
 def _sample_defaults() -> dict[str, Any]:

@@ -427,3 +427,11 @@ def test_trtllm_ngram_drafter_sets_a_matching_size_the_engine_accepts() -> None:
     assert _trtllm_yaml_keys()["speculative_config.max_matching_ngram_size"]["default"] == 0
     ngram = [n for n in _trtllm_speculative_notes().values() if n["decoding_type"] == "NGram"]
     assert ngram and all(int(n.get("max_matching_ngram_size", 0)) > 0 for n in ngram), ngram
+
+
+def test_an_option_whose_value_is_none_keeps_it() -> None:
+    from hwadvisor.engines.catalog import get_engine
+
+    # 'none' is a checkpointing level, not an unset default (it failed to parse)
+    engine = get_engine("torchtitan", options={"checkpointing": "none"})
+    assert engine.defaults.checkpointing == "none"
