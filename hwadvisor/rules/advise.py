@@ -492,9 +492,14 @@ def _without_fit_steps(result: SearchResult) -> tuple[RuleContext | None, list[s
 
 def metric_words(goal: Goal, est: Estimate) -> str:
     """Return the goal's metric of an estimate, named ('request latency 1.2 s')."""
-    label = {"training-throughput": "throughput", "inference-latency": "request latency",
-             "memory-footprint": "memory per GPU"}[goal]
-    return f"{label} {fmt_metric(goal, goal_value(goal, est))}"
+    return f"{metric_name(goal)} {fmt_metric(goal, goal_value(goal, est))}"
+
+
+def metric_name(goal: Goal) -> str:
+    """Return the goal metric's short name: 'request latency (TTFT + gen x TPOT)' -> its head."""
+    from hwadvisor.rules.playbooks.goals import goal_spec
+
+    return goal_spec(goal).metric_spec.label.split(" (")[0]
 
 
 def _offloaded_host_bytes(ctx: RuleContext, gpus: int, est: Estimate,
@@ -624,8 +629,7 @@ def order_words(goal: Goal, plan: Plan, model: str, latency_first: bool) -> str:
     if not alts:
         return ""
     metric = goal_spec(goal).metric_spec
-    label = {"training-throughput": "throughput", "inference-latency": "request latency",
-             "memory-footprint": "memory per GPU"}[goal]
+    label = metric_name(goal)
     best = {"tokens/s": "highest", "s": "lowest", "bytes": "smallest"}[metric.unit]
     ranked = f"ranked by {label} ({best} first)"
     parts = [f"the inference-latency plan first (no memory plan reaches the speed floor), "
