@@ -67,6 +67,9 @@ def write(preset: dict, out: Path) -> None:
     w.add_head_count(n_head)
     w.add_head_count_kv(n_kv)
     w.add_rope_dimension_count(hd)
+    if hd != h // n_head:  # llama.cpp takes n_embd / n_head unless the file says otherwise
+        w.add_key_length(hd)
+        w.add_value_length(hd)
     w.add_rope_freq_base(float(preset.get("rope_theta", 10000.0)))
     w.add_layer_norm_rms_eps(float(preset.get("rms_norm_eps", 1e-5)))
     w.add_vocab_size(n_vocab)

@@ -33,16 +33,18 @@ export PYTHONPATH=/tmp/site:$stage/code
 gguf_py=$work/llama.cpp/gguf-py
 presets=$stage/code/hwadvisor/workload/presets
 
+PRESETS=${PRESETS:-llama-3.2-1b llama-3-8b}
+first=${PRESETS%% *}
 # hwadvisor's emitted flags (in the background while the build runs)
 cases="1:512:128 8:512:128 64:512:128 1:2048:256 8:2048:256 64:2048:256"
 (cd "$stage/code" && python3 benchmarks/llamacpp/plan_flags.py "$res/flags_1b_q4.json" "$first" q4_k_m $cases \
     >"$res/flags.txt" 2>&1) &
 # model files (in the background: mostly disk writes)
-PRESETS=${PRESETS:-llama-3.2-1b llama-3-8b}
-first=${PRESETS%% *}
 (for p in $PRESETS; do
+    shape=$presets/$p.json  # shapes/: a preset as the llama-architecture file runs it (no window)
+    [ -f "$stage/code/benchmarks/llamacpp/shapes/$p.json" ] && shape=$stage/code/benchmarks/llamacpp/shapes/$p.json
     [ -s "$m/$p-f16.gguf" ] || PYTHONPATH=$gguf_py python3 "$stage/code/benchmarks/llamacpp/make_gguf.py" \
-        "$presets/$p.json" "$m/$p-f16.gguf.tmp" && mv -f "$m/$p-f16.gguf.tmp" "$m/$p-f16.gguf" 2>/dev/null
+        "$shape" "$m/$p-f16.gguf.tmp" && mv -f "$m/$p-f16.gguf.tmp" "$m/$p-f16.gguf" 2>/dev/null
 done >"$res/gguf.log" 2>&1) &
 gguf_pid=$!
 

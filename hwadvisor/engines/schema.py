@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hwadvisor.models.hardware import DeviceClass
 from hwadvisor.models.workload import Phase
@@ -383,6 +383,17 @@ class Costs(_Strict):
     elementwise: str = Field(description="ELEMENTWISE_BYTES row when not compiled")
     attention: str = Field(description="ATTENTION_PEAK_FRACTION column of its attention kernel")
     kv_passes: float = Field(0.0, ge=0, description="KV-cache passes per decode step beyond one")
+    kv_pad: int | None = Field(
+        None, gt=0, description="The engine's attention reads the KV cache in blocks of this "
+        "many positions: a decode step reads the context rounded up to a multiple of it "
+        "(llama.cpp's n_kv padding); None: the context itself")
+    kv_read: float | None = Field(
+        None, gt=0, description="Share of the stream bandwidth the engine's decode attention "
+        "reads the KV cache at, for heads of 128 values (set per family in by_family); None: "
+        "the general KV_READ_EFFICIENCY of its attention kernel")
+    kv_read_narrow: float | None = Field(
+        None, gt=0, description="The same share for heads of 64 values (narrow heads keep fewer "
+        "bytes in flight); between 64 and 128 interpolated, outside held; None: kv_read")
     kv_passes_eager: float = Field(0.0, ge=0, description="More passes when decode runs eagerly")
     moe_kernels: float = Field(6.0, ge=0, description="Kernels an MoE layer adds (grouped)")
     overlap_covers: Literal["all", "tensor-parallel"] = Field(
@@ -541,6 +552,16 @@ class History(_Strict):
         default_factory=dict, description="Per-family cost figures of releases before `before` "
         "(None: the general figure, as when the pinned release's by_family did not state it)")
     source: str = Field(min_length=1)
+
+    @field_validator("costs_by_family", mode="before")
+    @classmethod
+    def _general(cls, value: Any) -> Any:
+        """Read "general" (TOML has no null) as None: the figure the pinned release measured
+        does not hold for the older builds."""
+        if isinstance(value, dict):
+            return {fam: {k: (None if v == "general" else v) for k, v in row.items()}
+                    if isinstance(row, dict) else row for fam, row in value.items()}
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> History:

@@ -121,6 +121,24 @@ def mean_decode_context(setup: Setup) -> float:
     return setup.workload.prompt_len + setup.workload.gen_len / 2.0
 
 
+def padded_decode_context(setup: Setup, pad: int) -> float:
+    """Average over the generation of the KV positions read when reads round up to `pad`.
+
+    Step i (1..gen) attends prompt + i positions and reads ceil((prompt + i) / pad) x pad of them
+    (llama.cpp pads n_kv to 256 so its graph stays the same from step to step).
+    """
+    prompt, gen = int(setup.workload.prompt_len), int(setup.workload.gen_len)
+    if gen <= 0:
+        return float(-(-max(prompt, 1) // pad) * pad)
+    total, pos, last = 0, prompt + 1, prompt + gen
+    while pos <= last:  # one block of steps at a time: a handful of iterations
+        block = -(-pos // pad) * pad
+        end = min(block, last)
+        total += (end - pos + 1) * block
+        pos = end + 1
+    return total / gen
+
+
 def prefill_span(setup: Setup) -> tuple[float, float]:
     """(first uncached position, prompt length): the prefix cache serves the first share."""
     prompt = float(setup.workload.prompt_len)
@@ -346,7 +364,7 @@ def rates(setup: Setup) -> _Rates:
         flat=E.kernel_flat_rate(kernel) and not res.compute_path,
         overlap_p=E.kernel_overlap_p(kernel),
         attention_rate=attention,
-        kv_efficiency=E.kv_read_efficiency(backend),
+        kv_efficiency=E.kv_read_efficiency(backend, engine, float(setup.spec.head_dim)),
         backend=backend,
         elementwise="fused" if opts.compiled else engine.elementwise,
         host_rate=host,
@@ -572,7 +590,7 @@ def attention_op(setup: Setup, r: _Rates, batch: float, start: float, end: float
         scores = layers * score_bytes_per_layer(setup, batch, new, end)
         nbytes += scores * C.SCORE_PASSES_FORWARD / 2.0
     return Op("attention", flops * layers_share, nbytes * layers_share, r.attention_rate,
-              r.stream * r.kv_efficiency)
+              min(r.stream * r.kv_efficiency, r.theoretical))
 
 
 def decode_attention_op(setup: Setup, r: _Rates, batch: float, context: float,
@@ -588,12 +606,14 @@ def decode_attention_op(setup: Setup, r: _Rates, batch: float, context: float,
     flops = batch * tokens * _decode_pairs(setup, context) * attention_flops_per_pair(setup) / tp
     kv_token = kv_bytes_per_token_per_layer(spec, setup.workload.kv_dtype, tp)
     swa = window_layers(spec)
+    engine = E.engine_time(setup.workload, setup.res.family)
+    if engine.kv_pad:
+        context = padded_decode_context(setup, engine.kv_pad)
     window = min(context, float(spec.sliding_window or context))
     attention = attention_layer_count(spec)
     # Recurrent layers read and write their constant state once per step (Mamba, delta-net).
     state = 2.0 * recurrent_state_bytes(spec, batch, tp)
     cache = batch * kv_token * ((attention - swa) * context + swa * window)
-    engine = E.engine_time(setup.workload, setup.res.family)
     extra = engine.kv_passes
     if spec.num_kv_heads >= spec.num_heads or spec.attention == "mla":
         extra = 0.0  # no GQA heads to expand
@@ -604,7 +624,8 @@ def decode_attention_op(setup: Setup, r: _Rates, batch: float, context: float,
         # once per query head of the group (llama.cpp without flash attention, torch's math).
         extra += max(1.0, spec.num_heads / spec.num_kv_heads) - 1.0
     nbytes = cache * (1.0 + extra) + batch * tokens * kv_token * attention + state
-    return Op("attention", flops, nbytes, r.attention_rate, r.stream * r.kv_efficiency)
+    return Op("attention", flops, nbytes, r.attention_rate,
+              min(r.stream * r.kv_efficiency, r.theoretical))
 
 
 def _head_ops(setup: Setup, r: _Rates, tokens: float, logit_rows: float,

@@ -304,8 +304,18 @@ def attention_fraction(backend: str, family: str) -> float:
     return row.get(backend, row.get("sdpa", 0.2))
 
 
-def kv_read_efficiency(backend: str) -> float:
-    """Share of the stream bandwidth a decode attention kernel reads the KV cache at."""
+def kv_read_efficiency(backend: str, engine: Costs | None = None,
+                       head_dim: float = 128.0) -> float:
+    """Share of the stream bandwidth a decode attention kernel reads the KV cache at.
+
+    An engine that states its own figures on this family (llama.cpp on Hopper, measured) gives
+    them for heads of 128 and 64 values; between them the share is interpolated, outside held.
+    """
+    if engine is not None and engine.kv_read is not None:
+        wide = engine.kv_read
+        narrow = engine.kv_read_narrow if engine.kv_read_narrow is not None else wide
+        t = min(1.0, max(0.0, (head_dim - 64.0) / 64.0))
+        return narrow + t * (wide - narrow)
     return C.KV_READ_EFFICIENCY.get(backend, C.KV_READ_EFFICIENCY["default"])
 
 

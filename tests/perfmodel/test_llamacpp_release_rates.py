@@ -115,3 +115,57 @@ def test_several_sequences_expose_the_hosts_step_work(model: str, weights: str,
     # with the 15 fused kernels but without host_s_graphed_batched: predicted 1.2-1.4x too fast
     predicted = _tokens_per_s(model, weights, 8, 512, 128)
     assert measured / predicted == pytest.approx(1.0, abs=0.15)
+
+
+# --- the KV cache at batch 64 (docs/benchmarks.md "llama.cpp decode at batch 64") -------------
+
+@pytest.mark.parametrize(("model", "weights", "prompt", "gen", "measured"), [
+    ("llama-2-7b", "fp16", 2048, 256, 2497.0),  # MHA: 73 GB of cache read a step
+    ("llama-2-7b", "q4_k_m", 2048, 256, 2143.0),
+    ("llama-3-8b", "q4_k_m", 512, 128, 4146.0),
+    ("llama-3.2-1b", "fp16", 2048, 256, 10330.0),  # heads of 64 values
+])
+def test_batch_64_decode_is_within_15_percent_of_llamacpp_batched_bench(
+        model: str, weights: str, prompt: int, gen: int, measured: float) -> None:
+    predicted = _tokens_per_s(model, weights, 64, prompt, gen)
+    assert measured / predicted == pytest.approx(1.0, abs=0.15)
+
+
+def test_a_decode_step_reads_the_cache_rounded_up_to_256_positions() -> None:
+    from hwadvisor.perfmodel.compute import padded_decode_context
+
+    class _W:  # the two fields the function reads
+        def __init__(self, prompt: int, gen: int) -> None:
+            self.prompt_len, self.gen_len = prompt, gen
+
+    class _S:
+        def __init__(self, prompt: int, gen: int) -> None:
+            self.workload = _W(prompt, gen)
+
+    # P512/G128: steps at 513..640 all read 768 positions (get_n_kv pads to 256)
+    assert padded_decode_context(_S(512, 128), 256) == 768.0  # type: ignore[arg-type]
+    # P2048/G256: 2049..2304 read 2304
+    assert padded_decode_context(_S(2048, 256), 256) == 2304.0  # type: ignore[arg-type]
+    # steps at 200..455: 200..256 (57 steps) read 256 positions, 257..455 (199) read 512
+    expected = (57 * 256 + 199 * 512) / 256
+    assert padded_decode_context(_S(199, 256), 256) == expected  # type: ignore[arg-type]
+
+
+def test_narrow_heads_read_the_cache_slower_than_wide_ones_on_hopper() -> None:
+    from hwadvisor.engines.catalog import get_engine
+    from hwadvisor.perfmodel.efficiency import kv_read_efficiency
+
+    costs = get_engine("llamacpp").costs.for_family("nvidia-hopper")
+    narrow = kv_read_efficiency("llamacpp", costs, 64.0)
+    wide = kv_read_efficiency("llamacpp", costs, 128.0)
+    assert narrow < wide
+    assert kv_read_efficiency("llamacpp", costs, 96.0) == pytest.approx((narrow + wide) / 2)
+    assert kv_read_efficiency("llamacpp", costs, 256.0) == wide
+    # families without a measured figure keep the general table's
+    assert kv_read_efficiency("llamacpp", get_engine("llamacpp").costs, 64.0) == 0.8
+
+
+def test_builds_before_the_fusions_keep_the_general_kv_read_rate() -> None:
+    pinned = _tokens_per_s("llama-2-7b", "fp16", 64, 2048, 256)
+    older = _tokens_per_s("llama-2-7b", "fp16", 64, 2048, 256, engine="llamacpp==b5000")
+    assert older < pinned
