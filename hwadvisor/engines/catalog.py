@@ -167,18 +167,20 @@ def _at_version(engine: Engine, version: str) -> Engine:
     changes: dict[str, Any] = {}
     rates = dict(engine.kernels.rates)
     by_family = {family: dict(figures) for family, figures in engine.costs.by_family.items()}
+    costs: dict[str, float | int] = {}
     for past in engine.history:  # newest first: the oldest matching entry is applied last
         before = release_tuple(past.before)
         if before is not None and wanted < before:
             changes.update(past.defaults)
             rates.update(past.kernel_rates)
+            costs.update(past.costs)
             _merge_costs(by_family, past.costs_by_family)
     differ = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(changes.items()))
     older = sorted(k for k, v in rates.items() if engine.kernels.rates.get(k) != v)
     if older:
         differ = ", ".join(filter(None, [differ, "kernel rates of that release: " +
                                          ", ".join(older)]))
-    if by_family != engine.costs.by_family:
+    if by_family != engine.costs.by_family or costs:
         differ = ", ".join(filter(None, [differ, "kernel counts or host costs of that release"]))
     note = (f"planned from the defaults of {engine.name} {version} ({differ})" if differ else
             f"{engine.name} {version}: no recorded default differs from {engine.release}'s")
@@ -187,7 +189,7 @@ def _at_version(engine: Engine, version: str) -> Engine:
     changed = _with_defaults(engine, changes)
     changed = changed.model_copy(update={
         "kernels": changed.kernels.model_copy(update={"rates": rates}),
-        "costs": changed.costs.model_copy(update={"by_family": by_family})})
+        "costs": changed.costs.model_copy(update={**costs, "by_family": by_family})})
     # `version` stays the one whose flags were checked; `release` is what the plan started from
     return changed.model_copy(update={"release": version,
                                       "variant_notes": [*changed.variant_notes, note]})

@@ -387,6 +387,9 @@ class Costs(_Strict):
         None, gt=0, description="The engine's attention reads the KV cache in blocks of this "
         "many positions: a decode step reads the context rounded up to a multiple of it "
         "(llama.cpp's n_kv padding); None: the context itself")
+    kv_pad_unfused: int | None = Field(
+        None, gt=0, description="The same padding where attention is not fused (no flash "
+        "attention), if it differs; None: kv_pad")
     kv_read: float | None = Field(
         None, gt=0, description="Share of the stream bandwidth the engine's decode attention "
         "reads the KV cache at, for heads of 128 values (set per family in by_family); None: "
@@ -551,6 +554,9 @@ class History(_Strict):
     costs_by_family: dict[str, dict[str, float | None]] = Field(
         default_factory=dict, description="Per-family cost figures of releases before `before` "
         "(None: the general figure, as when the pinned release's by_family did not state it)")
+    costs: dict[str, float | int] = Field(
+        default_factory=dict, description="Cost figures of releases before `before` on every "
+        "family (kv_pad_unfused ...)")
     source: str = Field(min_length=1)
 
     @field_validator("costs_by_family", mode="before")
@@ -566,7 +572,7 @@ class History(_Strict):
     @model_validator(mode="after")
     def _check(self) -> History:
         _check_rate_keys(self.kernel_rates, "history kernel_rates")
-        for family, figures in self.costs_by_family.items():
+        for family, figures in [*self.costs_by_family.items(), ("all", self.costs)]:
             unknown = sorted(set(figures) - set(Costs.model_fields))
             if unknown:
                 raise ValueError(f"history costs_by_family {family}: no such cost {unknown}")

@@ -607,8 +607,10 @@ def decode_attention_op(setup: Setup, r: _Rates, batch: float, context: float,
     kv_token = kv_bytes_per_token_per_layer(spec, setup.workload.kv_dtype, tp)
     swa = window_layers(spec)
     engine = E.engine_time(setup.workload, setup.res.family)
-    if engine.kv_pad:
-        context = padded_decode_context(setup, engine.kv_pad)
+    pad = engine.kv_pad_unfused if r.backend == "math" and engine.kv_pad_unfused else \
+        engine.kv_pad
+    if pad:
+        context = padded_decode_context(setup, pad)
     window = min(context, float(spec.sliding_window or context))
     attention = attention_layer_count(spec)
     # Recurrent layers read and write their constant state once per step (Mamba, delta-net).

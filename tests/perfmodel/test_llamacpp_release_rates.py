@@ -169,3 +169,13 @@ def test_builds_before_the_fusions_keep_the_general_kv_read_rate() -> None:
     pinned = _tokens_per_s("llama-2-7b", "fp16", 64, 2048, 256)
     older = _tokens_per_s("llama-2-7b", "fp16", 64, 2048, 256, engine="llamacpp==b5000")
     assert older < pinned
+
+
+def test_builds_before_pr_16812_pad_the_cache_to_32_positions_without_flash_attention() -> None:
+    from hwadvisor.engines.catalog import get_engine
+
+    assert get_engine("llamacpp").costs.kv_pad == 256
+    assert get_engine("llamacpp").costs.kv_pad_unfused is None  # 256 either way now
+    old = get_engine("llamacpp", "b4365")
+    assert old.costs.kv_pad_unfused == 32
+    assert old.costs.kv_pad == 256  # with flash attention it was 256 then too
