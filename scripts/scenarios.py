@@ -154,6 +154,10 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("serve-8b-4090-llamacpp-b64", "64 chat slots of Llama-3-8B with llama-server on "
              "an RTX 4090: will 2k-token requests fit each slot?", "b", "rtx-4090",
              dict(model="llama-3-8b", batch=64, engine="llamacpp")),
+    Scenario("serve-llama2-7b-h200-llamacpp-b64", "64 llama-server slots of Llama-2-7B (F16, "
+             "no GQA: half a megabyte of KV per token) on an H200 for 2k-token chats.", "b",
+             "h200-sxm", dict(model="llama-2-7b", batch=64, prompt_len=2048, gen_len=256,
+                              weights_dtype="fp16", engine="llamacpp")),
     Scenario("serve-1b-t4-vllm", "Llama-3.2-1B with vLLM on a Colab T4 (no bf16) for 8 users.",
              "b", "t4", dict(model="llama-3.2-1b", batch=8, engine="vllm")),
     Scenario("serve-8b-h100-b256", "256 concurrent chats of Llama-3-8B on one H100 with vLLM; "
