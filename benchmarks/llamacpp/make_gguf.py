@@ -59,7 +59,10 @@ def write(preset: dict, out: Path) -> None:
 
     ones = np.ones(h, dtype=np.float32)
     w = gguf.GGUFWriter(str(out), "llama")
-    w.add_name(preset.get("_source", "random") + " (random weights)")
+    # llama.cpp reads the model's name for tokenizer fixes (a name with "phi-3" looks up
+    # <|endoftext|>, which the synthetic vocabulary lacks): the source goes in the description.
+    w.add_name("random weights")
+    w.add_description(f"{preset.get('_source', 'a preset')}'s shapes, random weights")
     w.add_context_length(preset["max_position_embeddings"])
     w.add_embedding_length(h)
     w.add_block_count(n_layer)
