@@ -24,12 +24,13 @@ from hwadvisor.validator.engine_bench import BenchWorkload, parse_batched_bench 
 
 MODELS = {"llama-3.2-1b": "1B", "llama-3.2-3b": "3B", "llama-3-8b": "8B",
           "tinyllama-1.1b": "TinyLlama-1.1B", "llama-2-7b": "Llama-2-7B",
-          "qwen2.5-1.5b": "Qwen2.5-1.5B", "qwen3-4b": "Qwen3-4B", "phi-3-mini": "Phi-3-mini"}
+          "qwen2.5-1.5b": "Qwen2.5-1.5B", "qwen3-4b": "Qwen3-4B", "phi-3-mini": "Phi-3-mini",
+          "qwen2.5-0.5b": "Qwen2.5-0.5B"}
 SHAPES = Path(__file__).resolve().parent / "shapes"
 
 
 def model_arg(model: str) -> str:
-    """The --model to predict with: the shape file make_gguf wrote where one overrides the preset."""
+    """The --model to predict with: make_gguf's shape file where one overrides the preset."""
     shape = SHAPES / f"{model}.json"
     return str(shape) if shape.exists() else model
 WEIGHTS = {"q4_k_m": "q4_k_m", "f16": "fp16"}

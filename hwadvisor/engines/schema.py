@@ -394,6 +394,11 @@ class Costs(_Strict):
         None, gt=0, description="Share of the stream bandwidth the engine's decode attention "
         "reads the KV cache at, for heads of 128 values (set per family in by_family); None: "
         "the general KV_READ_EFFICIENCY of its attention kernel")
+    kv_read_odd_heads: float | None = Field(
+        None, gt=0, description="The share for head sizes the engine has no decode (vector) "
+        "attention kernel for: llama.cpp's CUDA backend runs its vector kernel only for heads "
+        "of a multiple of 64 values and takes its tensor-core kernel, built for many queries, "
+        "for the others (heads of 96, 80); None: kv_read")
     kv_read_narrow: float | None = Field(
         None, gt=0, description="The same share for heads of 64 values (narrow heads keep fewer "
         "bytes in flight); between 64 and 128 interpolated, outside held; None: kv_read")
@@ -562,8 +567,10 @@ class History(_Strict):
     @field_validator("costs_by_family", mode="before")
     @classmethod
     def _general(cls, value: Any) -> Any:
-        """Read "general" (TOML has no null) as None: the figure the pinned release measured
-        does not hold for the older builds."""
+        """Read "general" as None (TOML has no null).
+
+        The figure the pinned release measured does not hold for the older builds.
+        """
         if isinstance(value, dict):
             return {fam: {k: (None if v == "general" else v) for k, v in row.items()}
                     if isinstance(row, dict) else row for fam, row in value.items()}
@@ -572,7 +579,9 @@ class History(_Strict):
     @model_validator(mode="after")
     def _check(self) -> History:
         _check_rate_keys(self.kernel_rates, "history kernel_rates")
-        for family, figures in [*self.costs_by_family.items(), ("all", self.costs)]:
+        rows: list[tuple[str, Mapping[str, object]]] = [*self.costs_by_family.items(),
+                                                        ("all", self.costs)]
+        for family, figures in rows:
             unknown = sorted(set(figures) - set(Costs.model_fields))
             if unknown:
                 raise ValueError(f"history costs_by_family {family}: no such cost {unknown}")

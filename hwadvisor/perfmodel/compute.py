@@ -639,8 +639,8 @@ def _head_ops(setup: Setup, r: _Rates, tokens: float, logit_rows: float,
     dtype = working_weight_dtype(setup)
     fmt = formats.weight_format(dtype, engine_recipe(setup, dtype))
     head_params = (setup.parts.lm_head or setup.parts.embedding) / tp
-    head_bits = fmt.output_bits if setup.parts.lm_head or fmt.output_untied \
-        else formats.embedding_bits(fmt, setup.parts)
+    head_bits = formats.output_bits(fmt, spec) if setup.parts.lm_head or fmt.output_untied \
+        else formats.embedding_bits(fmt, setup.parts, spec)
     norm = C.FINAL_NORM_BYTES[r.elementwise] * act / 2.0
     out = [(Op("embedding and norm", 0.0, tokens * h * (2.0 * act + norm), 1.0, r.stream), 1.0)]
     head = _gemm(setup, r, "lm_head", logit_rows, head_params, spec.vocab_size / tp, h,

@@ -309,8 +309,11 @@ def kv_read_efficiency(backend: str, engine: Costs | None = None,
     """Share of the stream bandwidth a decode attention kernel reads the KV cache at.
 
     An engine that states its own figures on this family (llama.cpp on Hopper, measured) gives
-    them for heads of 128 and 64 values; between them the share is interpolated, outside held.
+    them for heads of 128 and 64 values; between them the share is interpolated, outside held;
+    head sizes off a multiple of 64 take the engine's figure for its non-vector kernel.
     """
+    if engine is not None and engine.kv_read_odd_heads is not None and head_dim % 64:
+        return engine.kv_read_odd_heads
     if engine is not None and engine.kv_read is not None:
         wide = engine.kv_read
         narrow = engine.kv_read_narrow if engine.kv_read_narrow is not None else wide

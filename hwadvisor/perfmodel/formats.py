@@ -31,6 +31,14 @@ FormatKind = Literal["dense", "weight-only", "w8a8"]
 # Q4_K: 144 bytes / 256 = 4.5; Q5_K: 176 / 256 = 5.5; Q6_K: 210 / 256 = 6.5625;
 # IQ4_XS: 136 / 256 = 4.25.
 Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS = 4.5, 8.5, 4.5, 5.5, 6.5625, 4.25
+# Q5_0: 22 bytes / 32 = 5.5; Q5_1: 24 / 32 = 6.0; IQ4_NL: 18 / 32 = 4.5.
+Q5_0, Q5_1, IQ4_NL = 5.5, 6.0, 4.5
+# llama-quantize stores a tensor whose rows are not a multiple of a 256-value super-block in a
+# 32-block type instead (src/llama-quant.cpp tensor_type_fallback at 0c1e57098): Q4_K -> Q5_0,
+# Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL. Qwen2.5-0.5B (hidden 896) in Q4_K_M: 144 of 218
+# tensors fall back, 373.60 MiB (6.34 bits a weight) instead of ~300.
+K_BLOCK = 256
+K_FALLBACK = {Q4_K: Q5_0, Q5_K: Q5_1, Q6_K: Q8_0, IQ4_XS: IQ4_NL}
 # AWQ/GPTQ int4, group 128: 4 bits + an fp16 scale and a packed 4-bit zero per group
 # (AutoAWQ's GEMM layout) = 4 + 20/128.
 INT4_GROUP = 4.0 + 20.0 / 128
@@ -57,6 +65,7 @@ class WeightFormat:
     family: str = "torch"  # who runs it natively: torch, gguf, mlx
     output_untied: bool = False  # the classifier is stored apart from a tied embedding
     recipe: str | None = None  # the engine recipe that set the widths, in its words
+    k_quant: bool = False  # the layers' type packs 256-value super-blocks (GGUF K-quants, IQ4_XS)
 
 
 FORMATS: dict[str, WeightFormat] = {
@@ -76,11 +85,14 @@ FORMATS: dict[str, WeightFormat] = {
     # every type below Q8_0; token_embd takes the base type; the _M mixes give Q6_K to half of
     # attn_v and ffn_down ("use_more_bits": first and last eighth of layers and every third).
     "q4_0": WeightFormat("q4_0", Q4_0, Q4_0, Q6_K, "weight-only", family="gguf"),
-    "q4_k_m": WeightFormat("q4_k_m", Q4_K, Q4_K, Q6_K, "weight-only", Q6_K, 0.5, "gguf"),
-    "q5_k_m": WeightFormat("q5_k_m", Q5_K, Q5_K, Q6_K, "weight-only", Q6_K, 0.5, "gguf"),
-    "q6_k": WeightFormat("q6_k", Q6_K, Q6_K, Q6_K, "weight-only", family="gguf"),
+    "q4_k_m": WeightFormat("q4_k_m", Q4_K, Q4_K, Q6_K, "weight-only", Q6_K, 0.5, "gguf",
+                           k_quant=True),
+    "q5_k_m": WeightFormat("q5_k_m", Q5_K, Q5_K, Q6_K, "weight-only", Q6_K, 0.5, "gguf",
+                           k_quant=True),
+    "q6_k": WeightFormat("q6_k", Q6_K, Q6_K, Q6_K, "weight-only", family="gguf", k_quant=True),
     "q8_0": WeightFormat("q8_0", Q8_0, Q8_0, Q8_0, "weight-only", family="gguf"),
-    "iq4_xs": WeightFormat("iq4_xs", IQ4_XS, IQ4_XS, Q6_K, "weight-only", family="gguf"),
+    "iq4_xs": WeightFormat("iq4_xs", IQ4_XS, IQ4_XS, Q6_K, "weight-only", family="gguf",
+                           k_quant=True),
     # mlx_lm.convert -q quantises every Linear and the embedding (which also serves as the
     # tied output), group 64.
     "mlx-4bit": WeightFormat("mlx-4bit", MLX4, MLX4, MLX4, "weight-only", family="mlx"),
@@ -109,9 +121,48 @@ def _upgradable_params(parts: ParamBreakdown, spec: ModelSpec) -> float:
     return float(v_proj + dense_down + expert_down)
 
 
+def stored_bits(fmt: WeightFormat, bits: float, ncols: int) -> float:
+    """Bits of a GGUF tensor of rows of `ncols` values: its type's, or the fallback's."""
+    if fmt.family != "gguf" or ncols % K_BLOCK == 0:
+        return bits
+    if bits == fmt.layer_bits and not fmt.k_quant:
+        return bits  # a 32-block type (Q4_0, Q8_0) fits any row a multiple of 32
+    return K_FALLBACK.get(bits, bits)
+
+
+def _dense_gguf_layer_bits(fmt: WeightFormat, spec: ModelSpec) -> float:
+    """Average bits of a dense GGUF layer whose tensors' rows are off the 256 super-block.
+
+    Per tensor, by its row width (ncols): q, k, v, gate, up take the hidden size, the attention
+    output heads x head_dim, ffn_down the MLP width; the _M mixes upgrade half of v and down.
+    """
+    h, a = spec.hidden_size, spec.num_heads * spec.head_dim
+    kv, inter = spec.num_kv_heads * spec.head_dim, spec.intermediate_size
+    up_share = fmt.upgraded_share if fmt.upgraded_bits is not None else 0.0
+    upgraded = fmt.upgraded_bits or fmt.layer_bits
+    tensors = [  # (params, ncols, share upgraded)
+        (h * a, h, 0.0), (h * kv, h, 0.0), (h * kv, h, up_share), (a * h, a, 0.0),
+        (2 * h * inter, h, 0.0), (inter * h, inter, up_share)]
+    total = sum(p for p, _, _ in tensors)
+    bits = sum(p * ((1 - u) * stored_bits(fmt, fmt.layer_bits, n)
+                    + u * stored_bits(fmt, upgraded, n)) for p, n, u in tensors)
+    return bits / total
+
+
+def _rows_off_block(spec: ModelSpec) -> bool:
+    return any(d % K_BLOCK for d in (spec.hidden_size, spec.num_heads * spec.head_dim,
+                                     spec.intermediate_size))
+
+
 def layer_bits(fmt: WeightFormat, parts: ParamBreakdown, spec: ModelSpec) -> float:
-    """Average bits per weight of the decoder layers in this format (the mix included)."""
+    """Average bits per weight of the decoder layers in this format (the mix included).
+
+    GGUF K-quant tensors whose rows are not a multiple of 256 values are stored in the
+    fallback type (dense models; an MoE model's experts keep the format's bits).
+    """
     layers = parts.total - parts.embeddings
+    if fmt.k_quant and fmt.recipe is None and not spec.num_experts and _rows_off_block(spec):
+        return _dense_gguf_layer_bits(fmt, spec)
     if fmt.upgraded_bits is None or layers <= 0:
         return fmt.layer_bits
     upgraded = min(layers, _upgradable_params(parts, spec)) * fmt.upgraded_share
@@ -130,11 +181,18 @@ def weight_bytes(parts: ParamBreakdown, spec: ModelSpec, dtype: str,
     fmt = weight_format(dtype, recipe)
     layers = parts.total - parts.embeddings
     output_params = parts.lm_head or (parts.embedding if fmt.output_untied else 0)
-    return (layers * layer_bits(fmt, parts, spec) + parts.embedding * embedding_bits(fmt, parts)
-            + output_params * fmt.output_bits) / 8.0
+    return (layers * layer_bits(fmt, parts, spec)
+            + parts.embedding * embedding_bits(fmt, parts, spec)
+            + output_params * output_bits(fmt, spec)) / 8.0
 
 
-def embedding_bits(fmt: WeightFormat, parts: ParamBreakdown) -> float:
+def output_bits(fmt: WeightFormat, spec: ModelSpec) -> float:
+    """Bits per weight of the output matrix (rows of hidden_size values)."""
+    return stored_bits(fmt, fmt.output_bits, spec.hidden_size)
+
+
+def embedding_bits(fmt: WeightFormat, parts: ParamBreakdown,
+                   spec: ModelSpec | None = None) -> float:
     """Bits per weight of the token embedding table in this format.
 
     GGUF: a model without its own output.weight (tied embeddings) classifies with token_embd,
@@ -143,7 +201,9 @@ def embedding_bits(fmt: WeightFormat, parts: ParamBreakdown) -> float:
     Llama-3.2-1B Q4_0 is 727.75 MiB with a Q6_K table, 663 MiB with a Q4_0 one.
     """
     if fmt.family == "gguf" and not parts.lm_head and not fmt.output_untied:
-        return fmt.output_bits
+        return output_bits(fmt, spec) if spec is not None else fmt.output_bits
+    if spec is not None and fmt.k_quant:
+        return stored_bits(fmt, fmt.embedding_bits, spec.hidden_size)
     return fmt.embedding_bits
 
 

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2] / "benchmarks" / "llamacpp"
 
 def _files() -> dict[str, int]:
     sizes = {}
-    for folder in ("results", "results_3b", "results_heldout2"):
+    for folder in ("results", "results_3b", "results_heldout2", "results_heldout3",
+                   "results_heldout4"):
         for row in json.loads((ROOT / folder / "llama_bench.json").read_text()):
             name = Path(row["model_filename"]).stem
             if name.endswith("-q4_k_m"):
@@ -34,3 +35,15 @@ def test_q4_k_m_files_are_sized_as_llama_quantize_writes_them(model: str, size: 
     # sized in Q4_K they came out 8% small
     spec = load_spec(model)
     assert weight_bytes(breakdown(spec), spec, "q4_k_m") == pytest.approx(size, rel=0.01)
+
+
+def test_rows_off_the_256_super_block_are_stored_in_the_fallback_type() -> None:
+    # Qwen2.5-0.5B (hidden 896): llama-quantize falls back to Q5_0 / Q8_0 for 144 of 218
+    # tensors and writes 373.60 MiB (results_heldout4/quantize_qwen2.5-0.5b.log); sized as
+    # Q4_K / Q6_K throughout the file came out ~20% small
+    spec = load_spec("qwen2.5-0.5b")
+    assert weight_bytes(breakdown(spec), spec, "q4_k_m") == pytest.approx(373.60 * 2**20,
+                                                                          rel=0.01)
+    # Q4_0 packs blocks of 32: only the Q6_K output (tied: token_embd) falls back to Q8_0
+    q4_0 = weight_bytes(breakdown(spec), spec, "q4_0")
+    assert q4_0 < weight_bytes(breakdown(spec), spec, "q4_k_m")
