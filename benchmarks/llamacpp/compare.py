@@ -25,7 +25,8 @@ from hwadvisor.validator.engine_bench import BenchWorkload, parse_batched_bench 
 MODELS = {"llama-3.2-1b": "1B", "llama-3.2-3b": "3B", "llama-3-8b": "8B",
           "tinyllama-1.1b": "TinyLlama-1.1B", "llama-2-7b": "Llama-2-7B",
           "qwen2.5-1.5b": "Qwen2.5-1.5B", "qwen3-4b": "Qwen3-4B", "phi-3-mini": "Phi-3-mini",
-          "qwen2.5-0.5b": "Qwen2.5-0.5B"}
+          "qwen2.5-0.5b": "Qwen2.5-0.5B", "phi-2-as-llama": "Phi-2 widths",
+          "smollm2-360m": "SmolLM2-360M"}
 SHAPES = Path(__file__).resolve().parent / "shapes"
 
 
