@@ -630,6 +630,17 @@ def decode_attention_op(setup: Setup, r: _Rates, batch: float, context: float,
               min(r.stream * r.kv_efficiency, r.theoretical))
 
 
+def _head_rates(setup: Setup, r: _Rates, head_bits: float) -> _Rates:
+    """The rates of the output matmul: a legacy-quant GGUF file (Q4_0) keeps its classifier in
+    Q6_K (llama-quantize), which llama.cpp runs on its K-quant kernels, not the layers' ones."""
+    if r.kernel != "llamacpp" or head_bits != formats.Q6_K:
+        return r
+    kernels = E.engine_kernels(setup.workload)
+    kfamily = setup.res.kernel_family or setup.res.family
+    gemv = E.gemv_efficiency("llamacpp-k", kfamily, kernels.rates)
+    return _Rates(**{**r.__dict__, "gemv": gemv, "kernel": "llamacpp-k"})
+
+
 def _head_ops(setup: Setup, r: _Rates, tokens: float, logit_rows: float,
               training: bool) -> list[tuple[Op, float]]:
     """Embedding lookup, final norm, lm_head and the logits' post-processing or loss."""
@@ -643,8 +654,8 @@ def _head_ops(setup: Setup, r: _Rates, tokens: float, logit_rows: float,
         else formats.embedding_bits(fmt, setup.parts, spec)
     norm = C.FINAL_NORM_BYTES[r.elementwise] * act / 2.0
     out = [(Op("embedding and norm", 0.0, tokens * h * (2.0 * act + norm), 1.0, r.stream), 1.0)]
-    head = _gemm(setup, r, "lm_head", logit_rows, head_params, spec.vocab_size / tp, h,
-                 head_bits)
+    head = _gemm(setup, _head_rates(setup, r, head_bits), "lm_head", logit_rows, head_params,
+                 spec.vocab_size / tp, h, head_bits)
     if r.weight_only and fmt.recipe is None and setup.workload.weights_dtype not in \
             formats.GGUF_FORMATS + formats.MLX_FORMATS:
         # AWQ/GPTQ/NF4 keep the lm_head in 16 bits: a dense GEMM (an engine recipe says otherwise).

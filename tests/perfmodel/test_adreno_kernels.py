@@ -60,3 +60,14 @@ def test_unfused_attention_on_adreno_runs_the_per_row_f16_kernel(published: Modu
     assert unfused < 0.8 * fused
     assert unfused == pytest.approx(198.69, rel=0.15)
 
+
+
+def test_the_q6_k_classifier_of_a_q4_0_file_ran_the_generic_kernel_before_pr_20089(
+        published: ModuleType) -> None:
+    # Xiaomi 14 (Adreno 750), Llama-3.2-1B Q4_0 (tied classifier in Q6_K), b4365: 23.1 tokens/s
+    # measured. The generic Q6_K GEMV's rate comes from PR #20089's 'before' table on an X Elite
+    # (another GPU and model); with the layers' Q4_0 rate for the classifier the model said +42%.
+    fig = "llamacpp-xiaomi14-opencl-llama3.2-1b-q4_0-tg32"
+    old = _rate(published, fig)
+    assert old == pytest.approx(23.1, rel=0.15)
+    assert _rate(published, fig, engine_version="") > 1.2 * old  # Adreno Q6_K kernels since

@@ -72,15 +72,10 @@ def test_phone_and_apple_runtime_figures_are_within_20_percent(rows: list) -> No
 # MISSED); this test keeps them out of the split targets and checks they are still misses, so the
 # list must shrink when the model learns the mechanism.
 KNOWN_MISSES = {
-    # llama.cpp's Adreno Q4_0 GEMV is fitted on a June 2025 run (issue #14337: 27 GB/s of 77,
-    # llamacpp.toml "llamacpp@adreno"); this December 2024 build (planned at b4365, the latest
-    # release on its date) read 18 GB/s, and no older Q4_0 rate is sourced (+54%). Likely
-    # mechanism (docs/benchmarks.md, 2026-12-03): its tied classifier is Q6_K (727.75 MiB), which
-    # hwadvisor sizes at Q4_0, and Adreno's Q6_K GEMV was generic until PR #20089.
-    "llamacpp-xiaomi14-opencl-llama3.2-1b-q4_0-tg32",
     # No Adreno 740 OpenCL rate in the 8 Gen 2 profile (no published run outside the figures was
     # found; issue #12810's QCS8550 sweep is cut off before -ngl 31): prefill falls back to the
-    # class's fixed 2 TFLOP/s.
+    # class's fixed 2 TFLOP/s. Its log names the GPU 'QUALCOMM Adreno(TM)' with no model
+    # number, which the OpenCL backend of then read its Adreno generation from.
     "llamacpp-redmik70-opencl-qwen2.5-0.5b-q4_0-pp512",
 }
 
