@@ -158,6 +158,10 @@ SCENARIOS: tuple[Scenario, ...] = (
              "no GQA: half a megabyte of KV per token) on an H200 for 2k-token chats.", "b",
              "h200-sxm", dict(model="llama-2-7b", batch=64, prompt_len=2048, gen_len=256,
                               weights_dtype="fp16", engine="llamacpp")),
+    Scenario("mem-qwen0.5b-phone-llamacpp-4bit", "Qwen2.5-0.5B with llama.cpp on a Snapdragon 8 "
+             "Gen 3 phone in as little memory as possible; 4-bit weights are fine.", "c",
+             "snapdragon-8-gen-3", dict(model="qwen2.5-0.5b", prompt_len=1024, gen_len=256,
+                                        engine="llamacpp", quality="int4")),
     Scenario("serve-1b-t4-vllm", "Llama-3.2-1B with vLLM on a Colab T4 (no bf16) for 8 users.",
              "b", "t4", dict(model="llama-3.2-1b", batch=8, engine="vllm")),
     Scenario("serve-8b-h100-b256", "256 concurrent chats of Llama-3-8B on one H100 with vLLM; "

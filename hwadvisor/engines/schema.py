@@ -67,6 +67,9 @@ STEP_FORMS: dict[str, tuple[str, str]] = {
     # prequantized: 4-bit weights from a checkpoint shipped already quantised (Meta's Llama 3.2
     # SpinQuant / QAT+LoRA), exported as they are rather than quantised post-training.
     "int4-weights-prequantized": ("int4-weights", "prequantized"),
+    # legacy: a 32-value block format (GGUF Q4_0) where the model's rows are not a multiple of
+    # the K-quants' 256-value super-block, whose 4-bit mix would fall back to 5 and 8 bits.
+    "int4-weights-legacy": ("int4-weights", "legacy"),
 }
 # Layout keys a config may also map, emitted when the plan's layout uses them (render_config):
 # a degree key when its value is above one, a value key when its value is given.

@@ -631,8 +631,11 @@ def decode_attention_op(setup: Setup, r: _Rates, batch: float, context: float,
 
 
 def _head_rates(setup: Setup, r: _Rates, head_bits: float) -> _Rates:
-    """The rates of the output matmul: a legacy-quant GGUF file (Q4_0) keeps its classifier in
-    Q6_K (llama-quantize), which llama.cpp runs on its K-quant kernels, not the layers' ones."""
+    """Return the rates of the output matmul.
+
+    A legacy-quant GGUF file (Q4_0) keeps its classifier in Q6_K (llama-quantize), which
+    llama.cpp runs on its K-quant kernels, not the layers' ones.
+    """
     if r.kernel != "llamacpp" or head_bits != formats.Q6_K:
         return r
     kernels = E.engine_kernels(setup.workload)

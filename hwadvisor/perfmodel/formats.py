@@ -154,6 +154,17 @@ def _rows_off_block(spec: ModelSpec) -> bool:
                                      spec.intermediate_size))
 
 
+def k_quant_fallback_bits(dtype: str, spec: ModelSpec) -> float | None:
+    """Return the average layer bits of a GGUF K-quant mix whose rows fall back on this model.
+
+    None when they fit the 256-value super-blocks (or the format is not a K-quant).
+    """
+    fmt = FORMATS.get(dtype)
+    if fmt is None or not fmt.k_quant or spec.num_experts or not _rows_off_block(spec):
+        return None
+    return _dense_gguf_layer_bits(fmt, spec)
+
+
 def layer_bits(fmt: WeightFormat, parts: ParamBreakdown, spec: ModelSpec) -> float:
     """Average bits per weight of the decoder layers in this format (the mix included).
 

@@ -835,6 +835,8 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
     if form is not None:
         # The 4-bit recipe the size was modelled with (a prequantised checkpoint's own export).
         forms["int4-weights"] = form
+    elif ctx.workload.weights_dtype == "q4_0" and engine.own_formats.get("int4") != "q4_0":
+        forms["int4-weights"] = "legacy"  # Q4_0 chosen over a K-quant mix that would fall back
     values = _engine_values(ctx, plan)
     device_class = str(ctx.device.device_class)
     rendered = render_config(engine, steps, values, device_class, forms, ctx.workload.phase)

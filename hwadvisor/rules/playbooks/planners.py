@@ -333,7 +333,31 @@ def quantize_4bit(ctx: RuleContext) -> Plan:
     chosen = own if own is not None else _format_for(ctx, ("int4", "nf4"))
     if chosen is None:
         return Plan(reject=f"{ctx.facts.engine_name} runs no 4-bit weight format")
+    legacy = _legacy_4bit(ctx, chosen)
+    if legacy is not None:
+        return legacy
     return Plan(workload={"weights_dtype": chosen}, notes=[f"format {chosen}"])
+
+
+def _legacy_4bit(ctx: RuleContext, chosen: str) -> Plan | None:
+    """Q4_0 instead of a K-quant mix whose tensors would fall back to 5 and 8 bits.
+
+    llama-quantize stores a K-quant tensor whose rows are not a multiple of 256 values in a
+    32-block type (Q4_K -> Q5_0, Q6_K -> Q8_0): Qwen2.5-0.5B's Q4_K_M is 6.3 bits a weight, its
+    Q4_0 4.5 (perfmodel/formats.py).
+    """
+    from hwadvisor.perfmodel import formats
+
+    spec = ctx.workload.spec
+    if spec is None or _format_for(ctx, ("q4_0",)) is None:
+        return None
+    bits = formats.k_quant_fallback_bits(chosen, spec)
+    if bits is None or bits <= formats.FORMATS["q4_0"].layer_bits:
+        return None
+    return Plan(workload={"weights_dtype": "q4_0"}, notes=[
+        f"format q4_0, not {chosen}: this model's rows of {spec.hidden_size} values are not a "
+        f"multiple of the 256-value K-quant blocks, so {chosen} would store its layers at "
+        f"{bits:.1f} bits a weight (Q5_0 / Q8_0 fallbacks) against Q4_0's 4.5"])
 
 
 def quantize_8bit(ctx: RuleContext) -> Plan:
