@@ -154,15 +154,21 @@ def _rows_off_block(spec: ModelSpec) -> bool:
                                      spec.intermediate_size))
 
 
+def _fallback_layer_bits(fmt: WeightFormat, spec: ModelSpec) -> float | None:
+    """Average layer bits of a dense model's K-quant layers whose rows fall back; else None."""
+    if not fmt.k_quant or fmt.recipe is not None or spec.num_experts or \
+            not _rows_off_block(spec):
+        return None
+    return _dense_gguf_layer_bits(fmt, spec)
+
+
 def k_quant_fallback_bits(dtype: str, spec: ModelSpec) -> float | None:
     """Return the average layer bits of a GGUF K-quant mix whose rows fall back on this model.
 
     None when they fit the 256-value super-blocks (or the format is not a K-quant).
     """
     fmt = FORMATS.get(dtype)
-    if fmt is None or not fmt.k_quant or spec.num_experts or not _rows_off_block(spec):
-        return None
-    return _dense_gguf_layer_bits(fmt, spec)
+    return None if fmt is None else _fallback_layer_bits(fmt, spec)
 
 
 def layer_bits(fmt: WeightFormat, parts: ParamBreakdown, spec: ModelSpec) -> float:
@@ -172,8 +178,9 @@ def layer_bits(fmt: WeightFormat, parts: ParamBreakdown, spec: ModelSpec) -> flo
     fallback type (dense models; an MoE model's experts keep the format's bits).
     """
     layers = parts.total - parts.embeddings
-    if fmt.k_quant and fmt.recipe is None and not spec.num_experts and _rows_off_block(spec):
-        return _dense_gguf_layer_bits(fmt, spec)
+    fallback = _fallback_layer_bits(fmt, spec)
+    if fallback is not None:
+        return fallback
     if fmt.upgraded_bits is None or layers <= 0:
         return fmt.layer_bits
     upgraded = min(layers, _upgradable_params(parts, spec)) * fmt.upgraded_share
