@@ -29,14 +29,15 @@ def rows(published: ModuleType) -> list:
     return published.evaluate(published.load_figures() + published.e2e_figures())
 
 
-def test_the_data_file_has_its_140_figures_and_a_held_out_share(published: ModuleType) -> None:
+def test_the_data_file_has_its_144_figures_and_a_held_out_share(published: ModuleType) -> None:
     figures = published.load_figures()
-    assert len(figures) == 140
+    assert len(figures) == 144
     check = [f for f in figures if f.split == "check"]
-    # 68 of 140 (the three Adreno 830 kernel-PR figures of 2026-12-03 are tune):
+    # 72 of 144 (the three Adreno 830 kernel-PR figures of 2026-12-03 are tune):
     # the ten Apple figures of 2026-12-03 are all held out (nothing was fitted on
     # them), two of that day's three training rows (the 405B plain 1F1B, the 8B async TP), and
-    # the eleven Android figures of that day (llama.cpp OpenCL on Adreno, MLC-LLM)
+    # the eleven Android figures of that day (llama.cpp OpenCL on Adreno, MLC-LLM) and the four
+    # Samsung S23 rows (PocketPal's baseline; only its SmolLM2 prefill set the profile's rate)
     assert 0.3 <= len(check) / len(figures) <= 0.5
     assert {f.split for f in figures} == {"tune", "check"}
 
@@ -72,11 +73,13 @@ def test_phone_and_apple_runtime_figures_are_within_20_percent(rows: list) -> No
 # MISSED); this test keeps them out of the split targets and checks they are still misses, so the
 # list must shrink when the model learns the mechanism.
 KNOWN_MISSES = {
-    # No Adreno 740 OpenCL rate in the 8 Gen 2 profile (no published run outside the figures was
-    # found; issue #12810's QCS8550 sweep is cut off before -ngl 31): prefill falls back to the
-    # class's fixed 2 TFLOP/s. Its log names the GPU 'QUALCOMM Adreno(TM)' with no model
-    # number, which the OpenCL backend of then read its Adreno generation from.
+    # Qwen2.5 GGUF files in Q4_0 on an Adreno 740 through llama.cpp's OpenCL backend: the 8 Gen 2
+    # profile's GPU rate (SmolLM2-1.7B, a Llama, in PocketPal's S23 baseline) holds for the
+    # Llama-shaped models of that run (Phi-3.5-mini -10%), but its Qwen2.5-1.5B ran ~5x slower,
+    # and the Redmi K70's Qwen2.5-0.5B (an older build) likewise. Both drivers name the GPU
+    # 'QUALCOMM Adreno(TM)' without a number; why the Qwen2.5 files are slow is not known.
     "llamacpp-redmik70-opencl-qwen2.5-0.5b-q4_0-pp512",
+    "llamacpp-s23-opencl-qwen2.5-1.5b-q4_0-pp256",
 }
 
 
