@@ -342,3 +342,14 @@ def test_gate_values_are_bounded(argv: list[str]) -> None:
     result = runner.invoke(app, [report if a == "@R" else a for a in argv])
     _clean(result, ExitCode.USAGE)
     assert "must be a number in" in result.stderr and "hint:" in result.stderr
+
+
+def test_profiles_show_lists_the_on_device_rates_and_their_sources() -> None:
+    # a phone has no datasheet peak: the plan runs on the [[compute]] rates, which the user
+    # should see with where each came from
+    result = runner.invoke(app, ["profiles", "show", "snapdragon-8-gen-2"],
+                           env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "gpu compute (effective)" in result.stdout
+    assert "0.87 TFLOP/s fp16" in result.stdout
+    assert "gpu compute: https://github.com/a-ghorbani/pocketpal-ai" in result.stdout

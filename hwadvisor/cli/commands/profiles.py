@@ -119,6 +119,10 @@ def _detail_table(p: Any) -> Table:
     rows.append(("bandwidth", _num(p.memory_bandwidth_gbps, " GB/s")))
     peaks = ", ".join(f"{k} {v:g}" for k, v in p.peak_tflops.items()) or "—"
     rows.append(("dense peaks (TFLOP/s; int8 TOPS)", peaks))
+    for path in p.compute:  # the on-device rates the plans use, with where each came from
+        rows.append((f"{path.unit} compute ({path.kind})",
+                     f"{path.tflops:g} {'TOPS' if path.dtype == 'int8' else 'TFLOP/s'} "
+                     f"{path.dtype}, {path.via} — {path.basis}"))
     rows.append(("power", _num(p.power_w, " W")))
     if p.interconnect is not None:
         link = p.interconnect
@@ -142,7 +146,8 @@ def _detail_table(p: Any) -> Table:
 def _source_lines(p: Any) -> list[str]:
     """Return the profile's sources, one line each (a URL is not wrapped in a table cell)."""
     return ["sources:", *(f"  {group}: {url}" for group, urls in p.sources.items()
-                          for url in urls)]
+                          for url in urls),
+            *(f"  {path.unit} compute: {path.source}" for path in p.compute)]
 
 
 @profiles_app.command("show")
