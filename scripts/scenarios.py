@@ -158,6 +158,11 @@ SCENARIOS: tuple[Scenario, ...] = (
              "no GQA: half a megabyte of KV per token) on an H200 for 2k-token chats.", "b",
              "h200-sxm", dict(model="llama-2-7b", batch=64, prompt_len=2048, gen_len=256,
                               weights_dtype="fp16", engine="llamacpp")),
+    Scenario("serve-1b-s23-llamacpp-gpu", "Llama-3.2-1B Q4_0 with llama.cpp on a Galaxy S23's GPU "
+             "(Snapdragon 8 Gen 2, OpenCL): how fast for a 512-token prompt?", "b",
+             "snapdragon-8-gen-2", dict(model="llama-3.2-1b", weights_dtype="q4_0", prompt_len=512,
+                                        gen_len=128, engine="llamacpp",
+                                        engine_options=("compute_unit=gpu",))),
     Scenario("mem-qwen0.5b-phone-llamacpp-4bit", "Qwen2.5-0.5B with llama.cpp on a Snapdragon 8 "
              "Gen 3 phone in as little memory as possible; 4-bit weights are fine.", "c",
              "snapdragon-8-gen-3", dict(model="qwen2.5-0.5b", prompt_len=1024, gen_len=256,
