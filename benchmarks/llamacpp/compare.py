@@ -117,6 +117,58 @@ def batched_rows(res: Path) -> list[dict]:
     return rows
 
 
+def loop_rows(res: Path) -> list[dict]:
+    """recommend --validate --engine-model (run.sh's loop stage): plan.validation.engine per run."""
+    rows = []
+    for path in sorted((res / "loop").glob("*.json")):
+        rep = json.loads(path.read_text())
+        plan = rep.get("plan") or {}
+        eng = (plan.get("validation") or {}).get("engine") or {}
+        wl = rep.get("workload") or {}
+        rows.append(
+            {
+                "run": path.stem,
+                "batch": wl.get("batch"),
+                "prompt_len": wl.get("prompt_len"),
+                "status": eng.get("status"),
+                "reason": eng.get("reason"),
+                "command": " ".join(eng.get("command") or []),
+                "measured": eng.get("measured"),
+                "predicted": eng.get("predicted"),
+                "ratio": eng.get("ratio"),
+                "spread": eng.get("spread"),
+                "version": eng.get("version"),
+                "engine_config": (plan.get("engine_config") or {}).get("text"),
+            }
+        )
+    return rows
+
+
+def print_loop(rows: list[dict]) -> None:
+    """The engine-in-the-loop runs as a markdown table."""
+    if not rows:
+        return
+    print()
+    print("| run | verdict | prefill t/s measured / predicted | decode t/s measured / predicted |"
+          " ratio prefill | ratio decode | spread |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        m, p, q = r["measured"] or {}, r["predicted"] or {}, r["ratio"] or {}
+
+        def pair(key: str, m: dict = m, p: dict = p) -> str:
+            a, b = m.get(key), p.get(key)
+            return f"{a:,.0f} / {b:,.0f}" if a and b else "-"
+
+        def num(x: float | None) -> str:
+            return f"{x:.2f}" if x is not None else "-"
+
+        print(
+            f"| {r['run']} | {r['status']} | {pair('prefill_tokens_per_s')} | "
+            f"{pair('decode_tokens_per_s')} | {num(q.get('prefill_tokens_per_s'))} | "
+            f"{num(q.get('decode_tokens_per_s'))} | {num(r['spread'])} |"
+        )
+
+
 def main() -> None:
     """Print the table; write the JSON rows."""
     ap = argparse.ArgumentParser()
@@ -135,8 +187,10 @@ def main() -> None:
             f"{r['figure']} | "
             f"{r['measured']:,.0f}{sd} | {r['predicted']:,.0f} | {r['ratio']:.2f} |"
         )
+    loops = loop_rows(args.res)
+    print_loop(loops)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps(rows + loops, indent=1))
 
 
 if __name__ == "__main__":

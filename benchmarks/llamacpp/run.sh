@@ -5,7 +5,7 @@
 # started with the flags hwadvisor emits. Everything needed travels in one folder (STAGE):
 # code/ (hwadvisor and these scripts), the llama.cpp source tarball, whl/ (pydantic and friends).
 # Steps already done on a still-warm machine (the build, the model files) are skipped.
-# Usage: bash run.sh STAGE [all|bench|serve|batched ...]   results: $OUT/res, packed as $OUT/llamacpp.tgz
+# Usage: bash run.sh STAGE [all|bench|serve|loop|batched ...]   results: $OUT/res, packed as $OUT/llamacpp.tgz
 # PRESETS="llama-3.2-3b" times other presets' shapes (default: llama-3.2-1b llama-3-8b); the
 # server runs use the first preset's Q4_K_M file.
 set -u
@@ -94,13 +94,32 @@ PY
             --out "$res/serve/sized_b${b}_p${p}.json" 2>&1 | tee -a "$res/steps.log"
     done
 fi
+if want loop; then
+    # The engine in the loop as a user runs it: recommend --validate --engine-model FILE, with the
+    # build's tools on PATH, on the probed GPU. LOOP_CASES: batch:prompt:gen (default batch 1 and 64).
+    mkdir -p "$res/loop"
+    for mf in "${files[@]}"; do
+        name=$(basename "$mf" .gguf); model=${name%-*}; w=${name##*-}; [ "$w" = f16 ] && wd=fp16 || wd=$w
+        shape=$model; [ -f "$stage/code/benchmarks/llamacpp/shapes/$model.json" ] && shape=$stage/code/benchmarks/llamacpp/shapes/$model.json
+        for c in ${LOOP_CASES:-1:512:128 64:512:128}; do
+            IFS=: read -r b p g <<<"$c"; [ "$(left)" -gt 100 ] || break 2
+            PATH=$bin:$PATH timeout 240 python3 -m hwadvisor recommend --goal inference-latency --engine llamacpp \
+                --model "$shape" --weights-dtype "$wd" --batch "$b" --prompt-len "$p" --gen-len "$g" \
+                --validate --engine-model "$mf" --json --output "$res/loop/${name}_b${b}_p${p}.json" \
+                >/dev/null 2>"$res/loop/${name}_b${b}_p${p}.err"
+            log "loop $name b$b p$p rc=$?"
+        done
+    done
+fi
 if want batched; then
     for mf in "${files[@]}"; do
         for pg in 512:128 2048:256; do
             IFS=: read -r p g <<<"$pg"; [ "$(left)" -gt 45 ] || break 2
             name=$(basename "$mf" .gguf)_p$p
+            # every batch twice: the first pass is cold (llama-batched-bench warms up on 16 tokens),
+            # compare.py reads the second (parse_batched_bench drops a batch's first row)
             timeout $(( $(left) - 30 )) "$bin/llama-batched-bench" -m "$mf" -c $(( 64 * (p + g) + 256 )) -b 2048 -ub 512 \
-                -npp $p -ntg $g -npl 1,8,64 -ngl 99 --output-format md >"$res/batched_$name.txt" 2>"$work/batched_$name.err"
+                -npp $p -ntg $g -npl 1,8,64,1,8,64 -ngl 99 --output-format md >"$res/batched_$name.txt" 2>"$work/batched_$name.err"
             log "batched $name rc=$? $(grep -c '^| *[0-9]' "$res/batched_$name.txt")"
         done
     done

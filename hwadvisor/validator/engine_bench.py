@@ -8,7 +8,8 @@ TPOT and tokens/s next to the prediction, their ratios, and a verdict by a state
 Benchmarks, by engine (their output formats as of the versions hwadvisor pins):
 - llamacpp: `llama-bench -o json` at batch 1 (pp P and tg G tests: tokens/s with a stddev over
   the repetitions); `llama-batched-bench` at batch > 1 (its markdown table: T_PP, S_PP, T_TG,
-  S_TG for -npp P -ntg G -npl B).
+  S_TG for -npp P -ntg G -npl B,B,B: the first run warms the batch's kernels up, the others
+  are timed and averaged).
 - vllm: `vllm bench latency --output-json` (avg_latency of one batch of B requests, P in, G out).
 - sglang: `python -m sglang.benchmark.one_batch --result-filename` (JSON lines:
   prefill_latency, median_decode_latency, their throughputs).
@@ -25,16 +26,21 @@ import json
 import math
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from hwadvisor.models import EngineConfig, EngineFigures, EngineValidation, PlanValidation, Report
 
 TOLERANCE = 0.15  # the ±15% the engine's figures must land within to confirm the model
+# llama-batched-bench warms up on 16 tokens only, so its first run of a batch shape also loads
+# that shape's kernels (prefill of 512 tokens timed 4-25x slow on the H200). The batch is run
+# BATCHED_RUNS times; the first is the warm-up and the others are timed.
+BATCHED_RUNS = 3
 TIMEOUT_S = 600.0
 FIGURES = ("ttft_s", "tpot_s", "prefill_tokens_per_s", "decode_tokens_per_s")
 
@@ -164,7 +170,7 @@ def llamacpp_command(
             "-ntg",
             str(work.gen_len),
             "-npl",
-            str(work.batch),
+            ",".join([str(work.batch)] * BATCHED_RUNS),
             *extra,
         ]
     return cmd, not_run
@@ -225,15 +231,37 @@ def parse_batched_bench(text: str, work: BenchWorkload) -> BenchRun:
             f"llama-batched-bench printed no row for PP {work.prompt_len}, TG {work.gen_len}, "
             f"B {work.batch}"
         )
-    _, tg, _, t_pp, s_pp, t_tg, s_tg = match[0]
+    timed = match[1:] or match  # a repeated batch's first row is its warm-up (BATCHED_RUNS)
+    tg = timed[0][1]
+    t_pp, s_pp = _mean(r[3] for r in timed), _mean(r[4] for r in timed)
+    t_tg, s_tg = _mean(r[5] for r in timed), _mean(r[6] for r in timed)
     return BenchRun(
         EngineFigures(
             ttft_s=t_pp,
             tpot_s=t_tg / tg if tg else None,
             prefill_tokens_per_s=s_pp,
             decode_tokens_per_s=s_tg,
-        )
+        ),
+        spread=_spread(timed) if len(timed) > 1 else None,
     )
+
+
+def _mean(values: Iterable[float]) -> float:
+    xs = list(values)
+    return sum(xs) / len(xs)
+
+
+def _spread(rows: list[tuple[int, int, int, float, float, float, float]]) -> float:
+    """Return the larger relative standard deviation of the timed runs' two speeds.
+
+    The same measure as llama-bench's stddev_ts / avg_ts, so both tools' verdicts read alike.
+    """
+    out = 0.0
+    for col in (4, 6):
+        xs = [r[col] for r in rows]
+        if _mean(xs) > 0:
+            out = max(out, statistics.stdev(xs) / _mean(xs))
+    return out
 
 
 def parse_llamacpp(text: str, work: BenchWorkload) -> BenchRun:
