@@ -491,6 +491,19 @@ class KernelRate(_Strict):
     vector_rows: int | None = _figure("Up to this many rows the kernel is a matrix-vector "
                                       "kernel on the vector units (no tensor cores); None: "
                                       "the faster of the two at every M")
+    gate_dim: int | None = _figure(
+        "The smallest weight dim the kernel's fast GEMM takes: a weight (N, K) with N or K "
+        "below it runs the engine's generic GEMM instead (llama.cpp's OpenCL backend, "
+        "ggml-opencl.cpp use_adreno_kernels: ne[0] >= 512 && ne[1] >= 512 for Adreno "
+        "compilers from E031.38.11, 128 before); None: every weight takes the fast GEMM. "
+        "Stated for one kernel and family only: K-quants do not inherit it")
+    below_gate: float | None = _figure(
+        "Share of the path's rate that a many-row matmul (gate_rows rows or more) of a weight "
+        "below gate_dim reaches on the generic GEMM; fewer rows (decode) keep the kernel's "
+        "matrix-vector rate; None with gate_dim: not modelled")
+    gate_rows: int | None = _figure(
+        "From this many rows (M) a weight below gate_dim runs the generic GEMM (ggml-opencl.cpp's "
+        "quantised tiled l4_lm GEMMs, Q4_0 and Q8_0, take ne11 >= 32); None: from 2 rows")
 
 
 def _check_rate_keys(rates: Mapping[str, KernelRate], where: str) -> None:

@@ -296,6 +296,9 @@ class _Rates:
     width_half: float  # the kernel's half point over the weight's dims (0: only the shape factor)
     vector_width_half: float  # the same for its few-row (vector) matmuls
     rows_half: float  # the kernel's own half point over the rows (0: the family's)
+    gate_dim: float  # weights with a dim below this leave the kernel's fast GEMM (0: none do)
+    below_gate: float  # the share of the rate such weights' many-row matmuls reach
+    gate_rows: float  # from this many rows those weights run the generic GEMM
     kernel: str  # weight kernel family
     dequant: float | None  # the kernel's compute share of peak16; None: cuBLAS-class GEMMs
     weight_only: bool  # weights dequantised to 16 bits in the kernel (int4, GGUF, MLX, NF4)
@@ -341,6 +344,7 @@ def rates(setup: Setup) -> _Rates:
         from hwadvisor.perfmodel.comm import pcie_gbps
 
         host = pcie_gbps(setup.device)[0] * C.GB
+    gate = _gate(kernel, kfamily, kernels.rates)
     out = _Rates(
         stream=res.stream_gbps * C.GB,
         theoretical=max(res.bandwidth_gbps, res.stream_gbps) * C.GB,
@@ -354,6 +358,7 @@ def rates(setup: Setup) -> _Rates:
         vector_width_half=E.release_figure("vector_width_half", kernel, kfamily,
                                            kernels.rates) or 0.0,
         rows_half=E.release_figure("rows_half", kernel, kfamily, kernels.rates) or 0.0,
+        gate_dim=gate[0], below_gate=gate[1], gate_rows=gate[2],
         kernel=kernel,
         dequant=_dequant_share(res, kernel, kfamily, kernels.rates),
         weight_only=formats.weight_format(weights).kind == "weight-only"
@@ -371,6 +376,22 @@ def rates(setup: Setup) -> _Rates:
     )
     setup.__dict__["_rates"] = out
     return out
+
+
+def _gate(kernel: str, kfamily: str,
+          release: Mapping[str, KernelRate]) -> tuple[float, float, float]:
+    """Return the kernel's gate: (gate_dim, below_gate, gate_rows); gate_dim 0: no gate.
+
+    Only where the release states gate_dim and below_gate for this kernel itself (no K-quant
+    inheritance: the generic GEMMs of other formats are other kernels, not fitted). gate_rows
+    defaults to 2: every matmul of more than one row.
+    """
+    dim = E.release_figure("gate_dim", kernel, kfamily, release, inherit=False)
+    share = E.release_figure("below_gate", kernel, kfamily, release, inherit=False)
+    if not dim or not share:
+        return 0.0, 1.0, 2.0
+    rows = E.release_figure("gate_rows", kernel, kfamily, release, inherit=False)
+    return dim, share, rows or 2.0
 
 
 def _unfused_attention_rate(res: Resources, kernels: Kernels, kfamily: str) -> float:
@@ -406,11 +427,14 @@ def _dequant_share(res: Resources, kernel: str, kfamily: str,
 
 
 def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float, k: float,
-          bits: float, copies: float = 0.0, stream_share: float = 1.0) -> Op:
+          bits: float, copies: float = 0.0, stream_share: float = 1.0,
+          gated: float | None = None) -> Op:
     """Build a GEMM of M rows against `params` weights of shape (N, K), `bits` per weight.
 
     copies: extra passes over a 16-bit copy of the weights (a dequantise-then-GEMM kernel).
     stream_share: the share of the streaming rate the kernel keeps (grouped MoE tiles, below).
+    gated: the share of the weights with a dim below the kernel's gate (r.gate_dim) where the
+    op stands for several matmuls (Q, K and V); None: all or none, by min(N, K).
     """
     act = r.act_bytes
     weight_bytes = params * bits / 8.0
@@ -429,8 +453,32 @@ def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float,
         # llama.cpp's mul_mat_vec kernels serve up to 8 rows without tensor cores
         vector = r.vector * E.width_factor(n, k, r.vector_width_half)
         compute = vector if m <= r.vector_rows else max(compute, vector)
+    compute *= _gate_factor(r, m, n, k, gated)
     memory = min(r.stream * r.gemv, r.theoretical) * stream_share
     return Op(name, flops, nbytes, compute, memory, r.overlap_p, host, r.host_rate)
+
+
+def _gate_factor(r: _Rates, m: float, n: float, k: float, gated: float | None) -> float:
+    """Return the share of the compute rate a GEMM keeps when some of its weights are gated.
+
+    A weight with a dim below the kernel's gate runs the engine's generic GEMM at below_gate of
+    the rate once it has gate_rows rows or more (llama.cpp's OpenCL backend on an Adreno 740:
+    use_adreno_kernels); the rest of the op's weights keep the rate. Fewer rows: unchanged.
+    """
+    if not r.gate_dim or m < r.gate_rows:
+        return 1.0
+    share = gated if gated is not None else float(min(n, k) < r.gate_dim)
+    if share <= 0.0:
+        return 1.0
+    return 1.0 / (1.0 - share + share / r.below_gate)
+
+
+def _qkv_gated(r: _Rates, q_n: float, kv_n: float, h: float) -> float | None:
+    """Share of the Q, K and V weights (one op here, three matmuls in the engine) below the gate."""
+    if not r.gate_dim or q_n + 2.0 * kv_n <= 0.0:
+        return None
+    below = sum(n for n in (q_n, kv_n, kv_n) if min(n, h) < r.gate_dim)
+    return below / (q_n + 2.0 * kv_n)
 
 
 def op_sac_recomputed_share(spec: ModelSpec) -> float:
@@ -475,8 +523,11 @@ def layer_gemms(setup: Setup, r: _Rates, tokens: float, layers: float,
     attn = attention_params_per_layer(spec) / atp
     qkv_n = (spec.num_heads + 2 * spec.num_kv_heads) * spec.head_dim / atp
     share_qkv = qkv_n / (qkv_n + h / atp) if qkv_n else 0.5
+    # llama.cpp multiplies Q, K and V apart: narrow K/V weights (2 KV heads) may miss its gate
+    gated = _qkv_gated(r, spec.num_heads * spec.head_dim / atp,
+                       spec.num_kv_heads * spec.head_dim / atp, h)
     out.append((_gemm(setup, r, "attention projections", local, attn * share_qkv, qkv_n, h,
-                      bits, copies), layers))
+                      bits, copies, gated=gated), layers))
     out.append((_gemm(setup, r, "attention projections", local, attn * (1 - share_qkv), h,
                       spec.num_heads * spec.head_dim / atp, bits, copies), layers))
     moe_layers = min(float(setup.parts.moe_layers), float(spec.num_layers))
@@ -641,7 +692,8 @@ def _head_rates(setup: Setup, r: _Rates, head_bits: float) -> _Rates:
     kernels = E.engine_kernels(setup.workload)
     kfamily = setup.res.kernel_family or setup.res.family
     gemv = E.gemv_efficiency("llamacpp-k", kfamily, kernels.rates)
-    return _Rates(**{**r.__dict__, "gemv": gemv, "kernel": "llamacpp-k"})
+    # the K-quant kernel's GEMM has no gate of its own stated (_gate): the layers' does not apply
+    return _Rates(**{**r.__dict__, "gemv": gemv, "kernel": "llamacpp-k", "gate_dim": 0.0})
 
 
 def _head_ops(setup: Setup, r: _Rates, tokens: float, logit_rows: float,

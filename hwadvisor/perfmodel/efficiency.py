@@ -235,14 +235,15 @@ def kernel_compute_fraction(kernel: str, family: str,
 
 
 def release_figure(field: str, kernel: str, family: str,
-                   release: Mapping[str, KernelRate] | None) -> float | None:
+                   release: Mapping[str, KernelRate] | None, inherit: bool = True) -> float | None:
     """Return one of the engine release's measured figures for this kernel, if it states it.
 
     field: a KernelRate field (vector, width_half, rows_half, vector_rows). K-quants inherit
-    their base kernel's figure (GEMV_RELATIVE), as they do for the general tables.
+    their base kernel's figure (GEMV_RELATIVE), as they do for the general tables, unless
+    inherit is False (a figure of one format's own kernel: the gate of llama.cpp's Q4_0 GEMM).
     """
     found = _keyed(_release_table(release, field), kernel, family)
-    if found is None and kernel in C.GEMV_RELATIVE:
+    if found is None and inherit and kernel in C.GEMV_RELATIVE:
         return release_figure(field, C.GEMV_RELATIVE[kernel][0], family, release)
     return found
 

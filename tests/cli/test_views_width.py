@@ -124,8 +124,9 @@ def test_the_broken_word_check_can_fail() -> None:
 
 
 def test_cpu_box_table_does_not_say_per_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import report_factory
+
     from hwadvisor.cli.commands.estimate import memory_table
-    from tests import report_factory
 
     table = memory_table(report_factory.estimate(), per_gpu=False)
     assert table.title == "memory"
