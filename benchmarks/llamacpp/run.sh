@@ -5,7 +5,7 @@
 # started with the flags hwadvisor emits. Everything needed travels in one folder (STAGE):
 # code/ (hwadvisor and these scripts), the llama.cpp source tarball, whl/ (pydantic and friends).
 # Steps already done on a still-warm machine (the build, the model files) are skipped.
-# Usage: bash run.sh STAGE [all|bench|serve|loop|batched ...]   results: $OUT/res, packed as $OUT/llamacpp.tgz
+# Usage: bash run.sh STAGE [all|bench|serve|slots|loop|batched ...]   results: $OUT/res, packed as $OUT/llamacpp.tgz
 # PRESETS="llama-3.2-3b" times other presets' shapes (default: llama-3.2-1b llama-3-8b); the
 # server runs use the first preset's Q4_K_M file.
 set -u
@@ -36,7 +36,7 @@ presets=$stage/code/hwadvisor/workload/presets
 PRESETS=${PRESETS:-llama-3.2-1b llama-3-8b}
 first=${PRESETS%% *}
 # hwadvisor's emitted flags (in the background while the build runs)
-cases="1:512:128 8:512:128 64:512:128 1:2048:256 8:2048:256 64:2048:256"
+cases=${SERVE_CASES:-"1:512:128 8:512:128 64:512:128 1:2048:256 8:2048:256 64:2048:256"}
 (cd "$stage/code" && python3 benchmarks/llamacpp/plan_flags.py "$res/flags_1b_q4.json" "$first" q4_k_m $cases \
     >"$res/flags.txt" 2>&1) &
 # model files (in the background: mostly disk writes)
@@ -86,12 +86,28 @@ PY
     done < <(mkdir -p "$res/serve"; cat "$res/serve_cases.txt")
     # The same batch with the context each request needs in every slot (--ctx-size B x (P+G)),
     # without the drafter: what the emitted line should have been, for timings where it failed.
-    for c in 64:2048:256 8:512:128 1:512:128; do
+    for c in ${SIZED_CASES-64:2048:256 8:512:128 1:512:128}; do
         IFS=: read -r b p g <<<"$c"; [ "$(left)" -gt 60 ] || break; port=$((port + 1))
         timeout 150 python3 "$stage/code/benchmarks/llamacpp/serve_bench.py" --server "$bin/llama-server" --model "$M1Q" \
             --batch "$b" --prompt-len "$p" --gen-len "$g" --port $port \
             --flags "--parallel $b --ctx-size $(( b * (p + g) )) --n-gpu-layers 999" \
             --out "$res/serve/sized_b${b}_p${p}.json" 2>&1 | tee -a "$res/steps.log"
+    done
+fi
+if want slots && [ "$(left)" -gt 90 ]; then
+    # llama-server's per-slot host work: every preset's Q4_K_M file at 8 and 64 slots (512 + 128),
+    # the context each request needs, with and without --backend-sampling (sampling on the GPU)
+    port=18200; mkdir -p "$res/serve"
+    for p in $PRESETS; do
+        for b in 8 64; do
+            for extra in "" "--backend-sampling"; do
+                [ "$(left)" -gt 60 ] || break 3; port=$((port + 1)); tag=${extra:+_bs}
+                timeout 120 python3 "$stage/code/benchmarks/llamacpp/serve_bench.py" --server "$bin/llama-server" \
+                    --model "$m/$p-q4_k_m.gguf" --batch $b --prompt-len 512 --gen-len 128 --port $port \
+                    --flags "--parallel $b --ctx-size $(( b * 768 )) --n-gpu-layers 999 $extra" \
+                    --out "$res/serve/slots_${p}_b${b}${tag}.json" 2>&1 | tail -2 | tee -a "$res/steps.log"
+            done
+        done
     done
 fi
 if want loop; then

@@ -41,6 +41,7 @@ TOLERANCE = 0.15  # the ±15% the engine's figures must land within to confirm t
 # that shape's kernels (prefill of 512 tokens timed 4-25x slow on the H200). The batch is run
 # BATCHED_RUNS times; the first is the warm-up and the others are timed.
 BATCHED_RUNS = 3
+LLAMA_BENCH_REPS = 5  # llama-bench repetitions at batch 1; the first is left out (_bench_test)
 TIMEOUT_S = 600.0
 FIGURES = ("ttft_s", "tpot_s", "prefill_tokens_per_s", "decode_tokens_per_s")
 
@@ -152,7 +153,7 @@ def llamacpp_command(
             "-n",
             str(work.gen_len),
             "-r",
-            "3",
+            str(LLAMA_BENCH_REPS),
             "-o",
             "json",
             *extra,
@@ -176,19 +177,35 @@ def llamacpp_command(
     return cmd, not_run
 
 
+def _bench_test(row: dict | None) -> tuple[float | None, float | None]:
+    """One llama-bench test's tokens/s and relative spread, its cold first repetition left out.
+
+    llama-bench warms up once before its tests, yet on CUDA the first timed repetition of a
+    short prompt still runs cold (1B Q4_K_M pp512 on the H200: 28,919 tokens/s, then ~42,400
+    four times). With LLAMA_BENCH_REPS samples the first is dropped, the others averaged.
+    """
+    if row is None or not row.get("avg_ts"):
+        return None, None
+    samples = [float(x) for x in row.get("samples_ts") or [] if x]
+    if len(samples) >= 3:
+        timed = samples[1:]
+        mean = sum(timed) / len(timed)
+        return mean, statistics.stdev(timed) / mean
+    return float(row["avg_ts"]), float(row.get("stddev_ts", 0.0)) / float(row["avg_ts"])
+
+
 def parse_llama_bench(text: str, work: BenchWorkload) -> BenchRun:
-    """llama-bench -o json: the pp (n_gen 0) and tg (n_prompt 0) tests' avg_ts and stddev_ts."""
+    """llama-bench -o json: the pp (n_gen 0) and tg (n_prompt 0) tests' tokens/s and spread."""
     start = text.find("[")
     rows = json.loads(text[start:]) if start >= 0 else []
     pp = next((r for r in rows if r.get("n_gen") == 0 and r.get("n_prompt", 0) > 0), None)
     tg = next((r for r in rows if r.get("n_prompt") == 0 and r.get("n_gen", 0) > 0), None)
     if pp is None and tg is None:
         raise ValueError("llama-bench printed no pp or tg test")
-    spreads = [r["stddev_ts"] / r["avg_ts"] for r in (pp, tg) if r and r.get("avg_ts")]
+    (pp_ts, pp_spread), (tg_ts, tg_spread) = _bench_test(pp), _bench_test(tg)
+    spreads = [x for x in (pp_spread, tg_spread) if x is not None]
     first = pp or tg or {}
     version = f"llama.cpp {first.get('build_commit', '?')} (build {first.get('build_number', '?')})"
-    pp_ts = float(pp["avg_ts"]) if pp else None
-    tg_ts = float(tg["avg_ts"]) if tg else None
     return BenchRun(
         EngineFigures(
             ttft_s=work.prompt_len / pp_ts if pp_ts else None,
@@ -600,10 +617,22 @@ def validate_plan_engine(report: Report, model_file: str | None) -> EngineValida
     plan, wl, est = report.plan, report.workload, report.estimate
     if plan is None or wl is None or est is None or wl.phase != "inference":
         return None
-    engine = plan.engine_config.engine if plan.engine_config is not None else plan.engine
+    # The baseline is the workload on its own engine: that engine is benchmarked, with the
+    # emitted config where the plan stays on it. A plan that moves to another engine (llama.cpp
+    # -> vLLM) emits that engine's config, whose figures are the plan's, not the baseline's.
+    engine = wl.engine
+    config = plan.engine_config
+    moved = None
+    if config is not None and config.engine != engine:
+        moved = (f"the plan moves to {config.engine}: its config is not benchmarked here; "
+                 f"{engine} runs at its defaults, as the baseline it is compared with")
+        config = None
     work = BenchWorkload(model_file or wl.model, wl.batch, wl.prompt_len, max(wl.gen_len, 1))
     predicted = predicted_figures(wl.batch, wl.prompt_len, est.times.ttft_s, est.times.tpot_s)
-    return validate_engine(engine, work, plan.engine_config, predicted)
+    result = validate_engine(engine, work, config, predicted)
+    if moved is not None:
+        result = result.model_copy(update={"not_run": [moved, *result.not_run]})
+    return result
 
 
 def engine_verdict(report: Report, so_far: PlanValidation | None,
