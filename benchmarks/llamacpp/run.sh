@@ -99,11 +99,13 @@ if want slots && [ "$(left)" -gt 90 ]; then
     # the context each request needs, with and without --backend-sampling (sampling on the GPU)
     port=18200; mkdir -p "$res/serve"
     for p in $PRESETS; do
+        shape=$presets/$p.json; [ -f "$stage/code/benchmarks/llamacpp/shapes/$p.json" ] && shape=$stage/code/benchmarks/llamacpp/shapes/$p.json
+        vocab=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$shape")
         for b in 8 64; do
             for extra in "" "--backend-sampling"; do
                 [ "$(left)" -gt 60 ] || break 3; port=$((port + 1)); tag=${extra:+_bs}
                 timeout 120 python3 "$stage/code/benchmarks/llamacpp/serve_bench.py" --server "$bin/llama-server" \
-                    --model "$m/$p-q4_k_m.gguf" --batch $b --prompt-len 512 --gen-len 128 --port $port \
+                    --model "$m/$p-q4_k_m.gguf" --batch $b --prompt-len 512 --gen-len 128 --port $port --vocab "$vocab" \
                     --flags "--parallel $b --ctx-size $(( b * 768 )) --n-gpu-layers 999 $extra" \
                     --out "$res/serve/slots_${p}_b${b}${tag}.json" 2>&1 | tail -2 | tee -a "$res/steps.log"
             done
