@@ -227,8 +227,12 @@ def build(fig: Figure) -> tuple[Workload, Device, ModelOptions]:
     release = _engine_release(fig)
     if release:  # the engine as that release ran it: its [[history]] defaults and kernel rates
         workload = workload.model_copy(update={"engine_version": release})
-    if fig.engine_options:  # e.g. compute_unit = gpu: llama.cpp's OpenCL backend on a phone
-        workload = workload.model_copy(update={"engine_options": dict(fig.engine_options)})
+    options = dict(fig.engine_options)  # e.g. compute_unit = gpu: llama.cpp's OpenCL on a phone
+    if fig.engine == "llamacpp":
+        # llama.cpp's figures are its benchmarks' (llama-bench, llama.rn's bench): no server slots
+        options.setdefault("server", "false")
+    if options:
+        workload = workload.model_copy(update={"engine_options": options})
     opts = baseline_options(workload, device).model_dump()
     opts.update(_layout_options(fig, deg, training))
     opts.update(_run_options(fig, training))

@@ -158,6 +158,10 @@ SCENARIOS: tuple[Scenario, ...] = (
              "no GQA: half a megabyte of KV per token) on an H200 for 2k-token chats.", "b",
              "h200-sxm", dict(model="llama-2-7b", batch=64, prompt_len=2048, gen_len=256,
                               weights_dtype="fp16", engine="llamacpp")),
+    Scenario("serve-1b-h200-llamacpp-64-slots", "64 users on one llama-server with Llama-3.2-1B "
+             "Q4_K_M on an H200: how many tokens/s does each user see?", "b", "h200-sxm",
+             dict(model="llama-3.2-1b", batch=64, prompt_len=512, gen_len=128,
+                  weights_dtype="q4_k_m", engine="llamacpp")),
     Scenario("serve-1b-s23-llamacpp-gpu", "Llama-3.2-1B Q4_0 with llama.cpp on a Galaxy S23's GPU "
              "(Snapdragon 8 Gen 2, OpenCL): how fast for a 512-token prompt?", "b",
              "snapdragon-8-gen-2", dict(model="llama-3.2-1b", weights_dtype="q4_0", prompt_len=512,

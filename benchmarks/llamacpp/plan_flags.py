@@ -60,6 +60,7 @@ def flags_for(model: str, weights: str, batch: int, prompt: int, gen: int) -> di
         "baseline": {
             "ttft_s": t["ttft_s"],
             "tpot_s": t["tpot_s"],
+            "server_host_s": t.get("server_host_s"),
             "tokens_per_s": rep["estimate"]["tokens_per_s"],
         },
         "plan": {

@@ -306,9 +306,11 @@ def _with_defaults(engine: Engine, changes: Mapping[str, Any]) -> Engine:
 def defaults_text(engine: Engine, options: Mapping[str, str]) -> list[str]:
     """Say the defaults the plan starts from: 'cuda_graphs=true (vLLM 0.33.0)' and the like."""
     defaults = engine.defaults
-    keys = ("attention_kernel", "cuda_graphs", "compiled", "paged_kv", "prefix_caching",
+    keys = ["attention_kernel", "cuda_graphs", "compiled", "paged_kv", "prefix_caching",
             "continuous_batching", "chunked_prefill", "prefill_chunk_tokens", "fused_optimizer",
-            "sharding", "max_concurrent_sequences")
+            "sharding", "max_concurrent_sequences"]
+    if defaults.server or "server" in options:  # an engine whose server's host work counts
+        keys.append("server")
     out = []
     for key in keys:
         where = "--engine-option" if key in options else f"{engine.id} {engine.release}"

@@ -202,6 +202,10 @@ class Defaults(_Strict):
         default_factory=list, description="prefill_chunk_tokens where the engine sizes it by "
         "the GPU's memory (the first row whose below_gib the GPU is under); empty: the one figure")
     fused_optimizer: bool = Field(False, description="Training: one fused AdamW kernel")
+    server: bool = Field(
+        False, description="Requests go through the engine's server, whose per-sequence host "
+        "work (costs.slot_host_s) adds to each decode step; false: the engine's own batch "
+        "benchmark (llama-bench, llama-batched-bench), or an engine without such work")
     checkpointing: Literal["none", "selective", "full"] = Field(
         "none", description="Training: the activation checkpointing level it applies unasked")
     sharding: Literal["none", "ddp", "fsdp", "tp"] = "none"
@@ -377,6 +381,14 @@ class Costs(_Strict):
         "graphs replay it (s); None: host_s_graphed")
     host_op_factor: float = Field(
         ge=0, description="Host cost of one eager kernel launch, in units of EAGER_OP_S")
+    slot_host_s: float | None = Field(
+        None, ge=0, description="The server's host work per sequence per decode step, beyond "
+        "what the engine's batch benchmark does (llama-server samples each slot's next token on "
+        "the CPU, serially after the GPU's step); counted where defaults.server is on. None: "
+        "none (the engine samples on the GPU)")
+    slot_host_s_per_vocab: float | None = Field(
+        None, ge=0, description="The same work's share that grows with the vocabulary (s per "
+        "vocabulary entry, per sequence, per step): the sampler walks every logit")
     kernels: str = Field(description="KERNELS_PER_LAYER row when not compiled")
     fused_kernels: str = Field(description="KERNELS_PER_LAYER row when compiled or fused")
     kernels_per_layer: float | None = Field(

@@ -58,6 +58,11 @@ class Times(Strict):
         None, description="Time to first token: the batch's prefill (in chunks where the engine "
         "chunks it); the first token comes from the prefill's last logits")
     tpot_s: Finite | None = Field(None, description="Time per output token after the first")
+    server_host_s: Finite | None = Field(
+        None, description="The engine server's host work in tpot_s: per decode step for the "
+        "whole batch (llama-server samples each sequence's token on the CPU), included in "
+        "decode_step_s and tpot_s; None: none counted (the engine's batch benchmark, or "
+        "sampling on the GPU)")
     request_latency_s: Finite | None = Field(
         None, description="One request end to end: ttft_s + (gen_len - 1) x tpot_s")
 

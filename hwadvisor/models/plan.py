@@ -157,7 +157,8 @@ class EngineValidation(Strict):
     ratio: dict[str, float] = Field(
         default_factory=dict, description="measured / predicted for each figure both sides give")
     spread: float | None = Field(
-        None, description="The run's relative spread (stddev / mean of its repetitions), if given")
+        None, description="The run's relative spread (stddev / mean of its timed repetitions, "
+        "a cold first one left out), if given")
     not_run: list[str] = Field(
         default_factory=list, description="Emitted settings the benchmark cannot take, with why")
 

@@ -36,6 +36,7 @@ class PhaseTimes:
     busy_s: float | None = None  # sum of the groups' rooflines
     floors_s: float = 0.0
     host_s: float = 0.0
+    server_s: float = 0.0  # the serving engine's per-sequence host work (in launch_s too)
     kernels: float = 0.0
     kernel_floor_s: float = 0.0
     stream_gbps: float = 0.0
@@ -93,6 +94,12 @@ def decide(phase: PhaseTimes, memory: MemoryEstimate, fits: bool, peak_tflops: f
     if phase.launch_s > busy:
         floors = (f"{phase.kernels:.0f} kernels x {phase.kernel_floor_s * 1e6:.1f} us = "
                   f"{_ms(phase.floors_s)}" if phase.kernels else _ms(phase.floors_s))
+        if phase.server_s > phase.launch_s / 2:
+            return "launch-overhead", (
+                f"{phase.name}: host work {_ms(phase.launch_s)}, of which the server's "
+                f"per-sequence work {_ms(phase.server_s)} (it samples each sequence's next token "
+                f"on the CPU, one after another) > op rooflines {_ms(busy)} (memory "
+                f"{_ms(phase.memory_s)}, compute {_ms(phase.compute_s)})")
         return "launch-overhead", (
             f"{phase.name}: launch overhead {_ms(phase.launch_s)} (GPU floors {floors}; host "
             f"beyond the GPU {_ms(max(0.0, phase.launch_s - phase.floors_s))}) > op rooflines "

@@ -23,6 +23,7 @@ from hwadvisor.models import (
     Workload,
 )
 from hwadvisor.perfmodel import constants as C
+from hwadvisor.perfmodel import efficiency as E
 from hwadvisor.perfmodel.bottleneck import PhaseTimes, decide
 from hwadvisor.perfmodel.calibration import Calibration
 from hwadvisor.perfmodel.comm import CommResult, communication
@@ -216,12 +217,13 @@ def _common(setup: Setup, comm: CommResult, deciding: Phase, timing: StepTime,
 
 
 def _phase_times(name: str, phase: Phase, timing: StepTime, comm_exposed: float,
-                 setup: Setup) -> PhaseTimes:
+                 setup: Setup, server_s: float = 0.0) -> PhaseTimes:
     compute_bound, memory_bound = phase.bound_split()
-    return PhaseTimes(name, phase.compute_s, phase.memory_s, timing.overhead_s, comm_exposed,
-                      phase.flops, phase.device_bytes, phase.host_bytes,
+    return PhaseTimes(name, phase.compute_s, phase.memory_s, timing.overhead_s + server_s,
+                      comm_exposed, phase.flops, phase.device_bytes, phase.host_bytes,
                       compute_bound_s=compute_bound, memory_bound_s=memory_bound,
-                      busy_s=timing.busy_s, floors_s=timing.floors_s, host_s=timing.host_s,
+                      busy_s=timing.busy_s, floors_s=timing.floors_s,
+                      host_s=timing.host_s + server_s, server_s=server_s,
                       kernels=timing.kernels, kernel_floor_s=setup.res.kernel_floor_s,
                       stream_gbps=setup.res.stream_gbps, gemm_tflops=setup.res.gemm_tflops,
                       top=phase.top(3))
@@ -294,11 +296,15 @@ def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | 
     forward_s = dec_t.step_s + comm.decode.exposed_s
     t = setup.tokens_per_forward
     draft = 1.0 + (_draft_cost(setup) if t > 1 else 0.0)
-    decode_step_s = forward_s * draft / t
+    # The server's per-sequence host work follows each step (llama-server samples every
+    # sequence's token on the CPU, one after another), once per token it emits: a drafter's
+    # verified tokens are each sampled too, so it adds to the time per token, not per forward.
+    server_s = setup.batch * E.server_slot_s(wl, setup.spec.vocab_size) if wl.gen_len > 0 else 0.0
+    decode_step_s = forward_s * draft / t + server_s
     deciding: Literal["prefill", "decode"]
     if wl.gen_len > 0:
         deciding = "decode"
-        phase = _phase_times("decode step", dec, dec_t, comm.decode.exposed_s, setup)
+        phase = _phase_times("decode step", dec, dec_t, comm.decode.exposed_s, setup, server_s)
         phase_comm, timing, deciding_phase = comm.decode, dec_t, dec
         tokens_per_s = setup.batch * setup.layout.dp / decode_step_s
         flops_per_token = decode_forward_flops(setup, 1, mean_decode_context(setup), 1)
@@ -328,7 +334,8 @@ def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | 
                     decode_compute_s=dec.compute_s, decode_memory_s=dec.memory_s,
                     launch_overhead_s=timing.overhead_s, communication_s=phase_comm.total_s,
                     communication_exposed_s=phase_comm.exposed_s,
-                    decode_tokens_per_forward=t),
+                    decode_tokens_per_forward=t,
+                    server_host_s=server_s if server_s else None),
         tokens_per_s=tokens_per_s,
         **_common(setup, comm, deciding_phase, timing, busbw, phase.top),
     )

@@ -348,6 +348,21 @@ def engine_time(workload: Workload, family: str | None = None) -> Costs:
     return engine_for(workload).costs.for_family(family)
 
 
+def server_slot_s(workload: Workload, vocab: int) -> float:
+    """Return the engine server's host work per sequence per decode step (0: none counted).
+
+    Counted where the engine's defaults say requests go through its server (--engine-option
+    server=false: its batch benchmark) and its costs state the work (llama-server's sampling).
+    """
+    from hwadvisor.engines import engine_for
+
+    engine = engine_for(workload)
+    costs = engine.costs
+    if not engine.defaults.server or costs.slot_host_s is None:
+        return 0.0
+    return costs.slot_host_s + (costs.slot_host_s_per_vocab or 0.0) * vocab
+
+
 def engine_recipe(workload: Workload, weights_dtype: str) -> Recipe | None:
     """Return the engine's published recipe for these weights and this checkpoint, if any.
 

@@ -628,7 +628,11 @@ def validate_plan_engine(report: Report, model_file: str | None) -> EngineValida
                  f"{engine} runs at its defaults, as the baseline it is compared with")
         config = None
     work = BenchWorkload(model_file or wl.model, wl.batch, wl.prompt_len, max(wl.gen_len, 1))
-    predicted = predicted_figures(wl.batch, wl.prompt_len, est.times.ttft_s, est.times.tpot_s)
+    # the benchmarks run batches, not the server: its per-sequence host work is left out
+    tpot = est.times.tpot_s
+    if tpot is not None and est.times.server_host_s:
+        tpot -= est.times.server_host_s
+    predicted = predicted_figures(wl.batch, wl.prompt_len, est.times.ttft_s, tpot)
     result = validate_engine(engine, work, config, predicted)
     if moved is not None:
         result = result.model_copy(update={"not_run": [moved, *result.not_run]})
