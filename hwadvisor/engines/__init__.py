@@ -17,12 +17,17 @@ from hwadvisor.engines.catalog import (
     pick_engine,
     split_engine_spec,
 )
-from hwadvisor.engines.render import RenderedConfig, render_config, render_other_configs
+from hwadvisor.engines.render import (
+    RenderedConfig,
+    render_config,
+    render_other_configs,
+    step_note,
+)
 from hwadvisor.engines.schema import ENGINE_IDS, LAYOUT_KEYS, STEP_FORMS, STEP_IDS, Engine
 
 __all__ = [
     "ENGINE_IDS", "LAYOUT_KEYS", "STEP_FORMS", "STEP_IDS", "Engine", "RenderedConfig", "baseline",
     "baseline_options", "default_engine", "defaults_text", "engine_for", "get_engine",
     "load_engines", "parse_options", "pick_engine", "render_config", "render_other_configs",
-    "split_engine_spec",
+    "split_engine_spec", "step_note",
 ]

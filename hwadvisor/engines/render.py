@@ -155,6 +155,18 @@ def render_config(
                           not_expressed=skipped, defaulted=defaulted, notes=notes, tool=tool)
 
 
+def step_note(engine: Engine, step: str, values: Mapping[str, object],
+              phase: str = "inference") -> str | None:
+    """Return the engine config's note for a step (what it needs besides), filled; None: none.
+
+    For a step another one implies: a serving engine the plan moves to runs the user's GGUF
+    quant as its own 4-bit checkpoint, whose note (serve an AWQ or GPTQ copy) the config says.
+    """
+    config = _config_of(engine, phase, "")
+    note = config.step_notes.get(step)
+    return f"{step}: {_fill_or_raise(note, values, step)}" if note is not None else None
+
+
 def render_other_configs(
     engine: Engine,
     steps: list[str],

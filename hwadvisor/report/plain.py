@@ -130,6 +130,9 @@ def _recommend_line(report: Report) -> str:
     plan, wl = report.plan, report.workload
     assert plan is not None and wl is not None
     engine = engine_name(plan.engine)
+    moved = plan.engine_config is not None and plan.engine_config.engine != plan.engine
+    if moved and plan.engine_config is not None:  # the plan moves to another engine
+        engine = f"{engine_name(plan.engine_config.engine)} instead of {engine}"
     where = machine(report)
     if not plan.fits:
         fitting = [a for a in plan.alternatives if a.fits]
@@ -141,7 +144,8 @@ def _recommend_line(report: Report) -> str:
     config = "the command below" if plan.engine_config and plan.engine_config.format == "cli" \
         else "the config below"
     changes = len(plan.steps)
-    using = (f"using {config} ({changes} change{'s' if changes != 1 else ''} from its defaults)"
+    counted = f"{changes} change{'s' if changes != 1 else ''}"
+    using = (f"using {config} ({counted}{'' if moved else ' from its defaults'})"
              if changes else "with its default settings")
     if wl.phase == "training":
         speed = units.rate(plan.tokens_per_s)

@@ -818,10 +818,21 @@ def longest_request(ctx: RuleContext) -> int | None:
 
 def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
     """Return the plan in the engine's own words (its data file), each line traced to its step."""
-    from hwadvisor.engines import STEP_IDS, engine_for, render_config, render_other_configs
+    from hwadvisor.engines import (
+        STEP_IDS,
+        engine_for,
+        render_config,
+        render_other_configs,
+        step_note,
+    )
 
     engine = engine_for(ctx.workload)
     steps = [s.id for s in plan.steps if s.id in STEP_IDS]
+    # A move to a serving engine that took the GGUF quant's twin format (serving_engine_plan)
+    # needs that checkpoint: the format step's note says which.
+    implied = f"{ctx.workload.weights_dtype}-weights"
+    twin = ("paged-kv-continuous-batching" in steps and implied not in steps
+            and ctx.workload.weights_dtype in ("int4", "int8"))
     # The drafter the plan modelled (speculative_plan), so its acceptance is the one assumed.
     drafter = ctx.options.speculative_drafter
     forms: dict[str, str] = {"speculative-decoding": drafter} if drafter is not None else {}
@@ -840,6 +851,10 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
     values = _engine_values(ctx, plan)
     device_class = str(ctx.device.device_class)
     rendered = render_config(engine, steps, values, device_class, forms, ctx.workload.phase)
+    if twin:
+        note = step_note(engine, implied, values)
+        if note is not None:
+            rendered = rendered.model_copy(update={"notes": [*rendered.notes, note]})
     others = render_other_configs(engine, steps, values, device_class, forms) \
         if ctx.workload.phase == "inference" else []
     return _said(engine.id, engine.version, rendered,

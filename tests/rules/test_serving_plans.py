@@ -257,3 +257,36 @@ def test_all_to_all_crosses_the_network_between_nodes():
             "sharding": "tp", "dp_attention": True, "expert_parallel": True})
         times.append(estimate(wl, dev, opts).communication["ep_decode_s"])
     assert times[1] > 2 * times[0]
+
+
+# --- many llama-server slots (docs/benchmarks.md "llama-server's slots") ----------------------
+
+def test_64_llama_server_slots_move_to_vllm_with_the_gguf_quants_4_bit_twin() -> None:
+    """64 users of a Q4_K_M file: llama-server samples every slot on the CPU (~33 ms a step).
+
+    vLLM samples on the GPU but does not run the GGUF file; the plan moves with an AWQ/GPTQ
+    4-bit copy of the model and says so (it stayed on llama.cpp: "vLLM cannot run q4_k_m").
+    """
+    from hwadvisor.report.plain import bottom_line
+
+    report = plan("h200-sxm", B, model="llama-3.2-1b", batch=64, prompt_len=512, gen_len=128,
+                  weights_dtype="q4_k_m", engine="llamacpp")
+    assert report.plan is not None and report.estimate is not None
+    assert report.estimate.bottleneck == "launch-overhead"
+    assert "per-sequence work" in report.estimate.bottleneck_why
+    assert step_ids(report)[0] == "paged-kv-continuous-batching"
+    why = report.plan.steps[0].why
+    assert "samples each sequence's next token on the CPU" in why and "AWQ/GPTQ 4-bit" in why
+    config = report.plan.engine_config
+    assert config is not None and config.engine == "vllm"
+    assert any(n.startswith("int4-weights: serve an AWQ or GPTQ checkpoint") for n in config.notes)
+    assert bottom_line(report).startswith("Serve llama-3.2-1b with vLLM instead of llama.cpp")
+
+
+def test_a_gguf_quant_without_a_twin_format_still_stays_on_its_engine() -> None:
+    from hwadvisor.rules.playbooks.planners import _gguf_twin
+
+    assert _gguf_twin("q4_k_m", ["fp16", "int4"]) == "int4"
+    assert _gguf_twin("q8_0", ["fp16", "int8"]) == "int8"
+    assert _gguf_twin("q4_k_m", ["fp16", "fp8"]) is None  # no 4-bit format on the target
+    assert _gguf_twin("fp8", ["fp16"]) is None  # not a GGUF quant

@@ -571,20 +571,50 @@ def serving_engine_plan(ctx: RuleContext) -> Plan:
     target = default_engine(ctx.facts.device_class, "inference")
     if target == ctx.workload.engine or not get_engine(target).defaults.continuous_batching:
         return Plan(reject=f"{ctx.facts.engine_name} is already the serving engine here")
-    if ctx.workload.weights_dtype not in get_engine(target).weight_formats:
-        return Plan(reject=f"{get_engine(target).name} cannot run {ctx.workload.weights_dtype} "
-                           "weights")
     # The user's version and options belonged to the engine they named, not to this one.
     switch: dict[str, object] = {"engine": target, "engine_version": None, "engine_options": {}}
+    notes: list[str] = []
+    weights = ctx.workload.weights_dtype
+    if weights not in get_engine(target).weight_formats:
+        twin = _gguf_twin(weights, get_engine(target).weight_formats)
+        if twin is None:
+            return Plan(reject=f"{get_engine(target).name} cannot run {weights} weights")
+        # A GGUF quant has a checkpoint of the same width the serving engine runs natively
+        # (AWQ/GPTQ 4-bit, W8A8): the move takes that copy of the model, not the GGUF file.
+        switch["weights_dtype"] = twin
+        notes.append(f"{get_engine(target).name} runs {_TWIN_WORDS[twin]} checkpoints, not "
+                     f"GGUF {weights} files: serve that copy of the model")
     moved = ctx.workload.model_copy(update=switch)
     options = baseline_options(moved, ctx.device).model_dump()
     keep = {k: v for k, v in ctx.options.model_dump().items()
             if k in ("sharding", "tp_size", "speculative_tokens_per_step", "speculative_drafter",
                      "speculative_draft_tokens", "prefix_cache_hit")
             and v != ModelOptions.model_fields[k].default}
+    server = ctx.estimate.times.server_host_s
+    step = ctx.estimate.times.tpot_s
+    if server and step and server > step / 4:
+        notes.insert(0, f"{ctx.facts.engine_name} samples each sequence's next token on the "
+                        f"CPU, one after another: {server * 1e3:.3g} ms of each "
+                        f"{step * 1e3:.3g} ms decode step; {get_engine(target).name} samples "
+                        "on the GPU")
     return Plan(workload=switch, options={**options, **keep},
                 notes=[f"{get_engine(target).name} pages the KV cache, batches continuously "
-                       "and replays CUDA graphs by default"])
+                       "and replays CUDA graphs by default", *notes])
+
+
+# The serving engine's native format for a GGUF quant's width (perfmodel/formats.py layer bits).
+_TWIN_WORDS = {"int4": "AWQ/GPTQ 4-bit", "int8": "8-bit (W8A8)"}
+
+
+def _gguf_twin(weights: str, runnable: list[str]) -> str | None:
+    """Return the serving engine's format of a GGUF quant's width (None: not a GGUF quant)."""
+    from hwadvisor.perfmodel import formats
+
+    fmt = formats.FORMATS.get(weights)
+    if fmt is None or fmt.family != "gguf":
+        return None
+    twin = "int4" if fmt.layer_bits <= 5.0 else "int8" if fmt.layer_bits <= 8.5 else None
+    return twin if twin in runnable else None
 
 
 def _drafters_here(ctx: RuleContext) -> list[str]:
