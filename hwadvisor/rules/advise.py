@@ -684,6 +684,28 @@ def _checkpoint_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
     return {"checkpoint_every": every, "recompute_layers": -(-(layers // every) // stages)}
 
 
+def _max_sequences(ctx: RuleContext, plan: Plan) -> int:
+    """Return the sequences a paged engine may hold at once (vLLM --max-num-seqs).
+
+    Capped at the engine's tokens per step on this GPU (its prefill chunk): vLLM refuses to
+    start when max_num_seqs exceeds max_num_batched_tokens (config/scheduler.py at 0.33.0,
+    "must be greater than or equal to max_num_seqs"), which `vllm serve` sets to 8192 on an
+    H100/H200 and 2048 on smaller GPUs. Never below the planned batch.
+    """
+    from hwadvisor.engines import engine_for
+    from hwadvisor.engines.schema import chunk_for_memory
+
+    capacity = plan.max_batch or ctx.workload.batch
+    defaults = engine_for(ctx.workload).defaults
+    chunk = defaults.prefill_chunk_tokens
+    memory = ctx.device.memory_total_bytes
+    if memory:
+        chunk = chunk_for_memory(defaults.prefill_chunk_by_memory, memory / 2**30) or chunk
+    if chunk:
+        capacity = min(capacity, chunk)
+    return max(capacity, ctx.workload.batch)
+
+
 def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
     """Return the values the engine's flag templates are filled with.
 
@@ -710,7 +732,7 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
     values: dict[str, object] = {
         "model": wl.model, "gpus": wl.gpus, "nodes": wl.nodes,
         "gpus_per_node": wl.gpus_per_node or wl.gpus // max(wl.nodes, 1),
-        "batch": wl.batch, "max_batch": (plan.max_batch or wl.batch) if paged else wl.batch,
+        "batch": wl.batch, "max_batch": _max_sequences(ctx, plan) if paged else wl.batch,
         "prompt_len": wl.prompt_len, "gen_len": wl.gen_len,
         "context": wl.prompt_len if training else max(longest_request(ctx) or request, request),
         "max_model_len": max(longest_request(ctx) or request, request),

@@ -114,6 +114,18 @@ def test_max_model_len_is_capped_by_what_the_pool_holds_for_one_request():
     assert 2048 + 256 <= int(flags["--max-model-len"]) < 131072
 
 
+@pytest.mark.parametrize(("device", "model", "limit"), [
+    ("h200-sxm", "llama-3.2-1b", 8192),  # the KV pool holds ~12,700 sequences of 640 tokens
+    ("a100-40gb", "llama-3.2-1b", 2048),  # vllm serve's max_num_batched_tokens below 70 GiB
+])
+def test_max_num_seqs_stays_within_the_tokens_vllm_batches_a_step(device, model, limit):
+    # vLLM 0.33.0 config/scheduler.py: "max_num_batched_tokens (8192) must be greater than or
+    # equal to max_num_seqs": the pool's capacity (12,664 on the H200) did not start
+    report = plan(device, B, model=model, batch=64, prompt_len=512, gen_len=128, engine="vllm")
+    flags = cli_flags(config_text(report))
+    assert 64 <= int(flags["--max-num-seqs"]) <= limit
+
+
 # --- training: the level and precision the model counted --------------------------------------
 
 
