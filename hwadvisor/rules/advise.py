@@ -688,10 +688,10 @@ def _max_sequences(ctx: RuleContext, plan: Plan) -> int:
     """Return the sequences a paged engine may hold at once (vLLM --max-num-seqs).
 
     The KV pool's capacity, capped at the engine's tokens per step on this GPU (its prefill
-    chunk): vLLM refuses to
-    start when max_num_seqs exceeds max_num_batched_tokens (config/scheduler.py at 0.33.0,
-    "must be greater than or equal to max_num_seqs"), which `vllm serve` sets to 8192 on an
-    H100/H200 and 2048 on smaller GPUs. Never below the planned batch.
+    chunk): vLLM refuses to start when max_num_seqs exceeds max_num_batched_tokens
+    (config/scheduler.py at 0.33.0, "must be greater than or equal to max_num_seqs"), which
+    `vllm serve` sets to 8192 on an H100/H200 and 2048 on smaller GPUs. Never below the
+    planned batch.
     """
     from hwadvisor.engines import engine_for
     from hwadvisor.engines.schema import chunk_for_memory
