@@ -78,13 +78,14 @@ STEP_FORMS: dict[str, tuple[str, str]] = {
 # HF Trainer default to fp32). recompute_full / recompute_selective: the checkpointing level
 # the model counted, said in the engine's words.
 LAYOUT_KEYS: tuple[str, ...] = (
-    "base", "tp", "pp", "dp", "ep", "max_batch", "context", "gpu_layers",
+    "base", "tp", "pp", "dp", "ep", "max_batch", "step_tokens", "context", "gpu_layers",
     "precision_fp16", "precision_bf16",
 )
 _DEGREE_KEYS: frozenset[str] = frozenset({"tp", "pp", "dp", "ep"})
 PLACEHOLDERS: frozenset[str] = frozenset({
     "model", "tp", "pp", "dp", "dp_shard", "dp_replicate", "ep", "cp", "gpus", "nodes",
-    "gpus_per_node", "batch", "max_batch", "prompt_len", "gen_len", "context", "chunk",
+    "gpus_per_node", "batch", "max_batch", "step_tokens", "prompt_len", "gen_len", "context",
+    "chunk",
     "kv_dtype", "weights_dtype", "spec_tokens", "spec_draft_tokens", "gpu_layers", "grad_accum",
     "lora_rank",
     "threads", "offload_fraction", "mtp_layers", "mtp_draft_tokens", "slot_context",

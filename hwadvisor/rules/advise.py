@@ -684,6 +684,19 @@ def _checkpoint_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
     return {"checkpoint_every": every, "recompute_layers": -(-(layers // every) // stages)}
 
 
+def _step_tokens(ctx: RuleContext) -> int | None:
+    """Return the engine's tokens per step on this GPU (its prefill chunk); None: not stated."""
+    from hwadvisor.engines import engine_for
+    from hwadvisor.engines.schema import chunk_for_memory
+
+    defaults = engine_for(ctx.workload).defaults
+    chunk = defaults.prefill_chunk_tokens
+    memory = ctx.device.memory_total_bytes
+    if memory:
+        chunk = chunk_for_memory(defaults.prefill_chunk_by_memory, memory / 2**30) or chunk
+    return chunk
+
+
 def _max_sequences(ctx: RuleContext, plan: Plan) -> int:
     """Return the sequences a paged engine may hold at once (vLLM --max-num-seqs).
 
@@ -693,15 +706,8 @@ def _max_sequences(ctx: RuleContext, plan: Plan) -> int:
     `vllm serve` sets to 8192 on an H100/H200 and 2048 on smaller GPUs. Never below the
     planned batch.
     """
-    from hwadvisor.engines import engine_for
-    from hwadvisor.engines.schema import chunk_for_memory
-
     capacity = plan.max_batch or ctx.workload.batch
-    defaults = engine_for(ctx.workload).defaults
-    chunk = defaults.prefill_chunk_tokens
-    memory = ctx.device.memory_total_bytes
-    if memory:
-        chunk = chunk_for_memory(defaults.prefill_chunk_by_memory, memory / 2**30) or chunk
+    chunk = _step_tokens(ctx)
     if chunk:
         capacity = min(capacity, chunk)
     return max(capacity, ctx.workload.batch)
@@ -734,6 +740,8 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
         "model": wl.model, "gpus": wl.gpus, "nodes": wl.nodes,
         "gpus_per_node": wl.gpus_per_node or wl.gpus // max(wl.nodes, 1),
         "batch": wl.batch, "max_batch": _max_sequences(ctx, plan) if paged else wl.batch,
+        # the step's token budget, said only where the planned batch is above the engine's own
+        "step_tokens": wl.batch if paged and wl.batch > (_step_tokens(ctx) or wl.batch) else None,
         "prompt_len": wl.prompt_len, "gen_len": wl.gen_len,
         "context": wl.prompt_len if training else max(longest_request(ctx) or request, request),
         "max_model_len": max(longest_request(ctx) or request, request),

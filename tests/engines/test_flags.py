@@ -39,7 +39,8 @@ NO_TABLE: dict[str, str] = {}
 SAMPLE_VALUES: dict[str, object] = {
     "model": "meta-llama/Llama-3.1-8B", "tp": 1, "pp": 1, "dp": 1, "dp_shard": 4,
     "dp_replicate": 2, "ep": 1, "attn_dp": 8, "cp": 2, "gpus": 8, "nodes": 1, "gpus_per_node": 8,
-    "batch": 4, "max_batch": 4, "prompt_len": 1024, "gen_len": 256, "chunk": 2048,
+    "batch": 4, "max_batch": 4, "step_tokens": 4096, "prompt_len": 1024, "gen_len": 256,
+    "chunk": 2048,
     "kv_dtype": "fp8",
     "weights_dtype": "bf16", "spec_tokens": 4,
     "spec_draft_tokens": 5, "gpu_layers": 33, "grad_accum": 2,

@@ -126,6 +126,17 @@ def test_max_num_seqs_stays_within_the_tokens_vllm_batches_a_step(device, model,
     assert 64 <= int(flags["--max-num-seqs"]) <= limit
 
 
+def test_a_batch_above_vllms_tokens_per_step_raises_them_to_the_batch():
+    report = plan("a100-40gb", B, model="llama-3.2-1b", batch=3000, prompt_len=128,
+                  gen_len=128, engine="vllm")
+    flags = cli_flags(config_text(report))
+    assert int(flags["--max-num-seqs"]) == 3000
+    assert int(flags["--max-num-batched-tokens"]) >= 3000  # else vLLM refuses to start
+    small = cli_flags(config_text(plan("a100-40gb", B, model="llama-3.2-1b", batch=64,
+                                       prompt_len=512, gen_len=128, engine="vllm")))
+    assert "--max-num-batched-tokens" not in small  # its own default holds the batch
+
+
 # --- training: the level and precision the model counted --------------------------------------
 
 
