@@ -419,6 +419,10 @@ class Costs(_Strict):
         None, gt=0, description="The same share for heads of 64 values (narrow heads keep fewer "
         "bytes in flight); between 64 and 128 interpolated, outside held; None: kv_read")
     kv_passes_eager: float = Field(0.0, ge=0, description="More passes when decode runs eagerly")
+    odd_heads_decode_s: float | None = Field(
+        None, ge=0, description="Fixed GPU time per attention layer of a decode step for head "
+        "sizes the engine has no vector attention kernel for (kv_read_odd_heads' kernel, beyond "
+        "its KV read), s; set per family in by_family; None: none")
     moe_kernels: float = Field(6.0, ge=0, description="Kernels an MoE layer adds (grouped)")
     overlap_covers: Literal["all", "tensor-parallel"] = Field(
         "all", description="What the engine's communication-overlap switch hides: all "

@@ -201,6 +201,7 @@ class Phase:
     ops: list[tuple[Op, float]] = field(default_factory=list)
     kernels: float = 0.0
     host_kernels: float = 0.0  # kernels the host launches one by one (eager)
+    fixed_s: float = 0.0  # GPU time of kernels beyond their work and floor (counted as floors)
     _totals: _Totals | None = field(default=None, repr=False)
 
     def add(self, op: Op, times: float = 1.0) -> None:
@@ -215,6 +216,7 @@ class Phase:
             self.ops.append((op, n * times))
         self.kernels += other.kernels * times
         self.host_kernels += other.host_kernels * times
+        self.fixed_s += other.fixed_s * times
         self._totals = None
 
     def totals(self) -> _Totals:
@@ -829,7 +831,22 @@ def decode_phase(setup: Setup) -> Phase:
         phase.add(op, n)
     phase.kernels = kernels_per_forward(setup, tokens)
     phase.host_kernels = phase.kernels
+    phase.fixed_s = _odd_heads_decode_s(setup)
     return phase
+
+
+def _odd_heads_decode_s(setup: Setup) -> float:
+    """Return the fixed GPU time of a decode step's attention where no vector kernel serves.
+
+    llama.cpp's CUDA backend decodes heads off a multiple of 64 values (Phi-3's 96, phi-2's 80)
+    with its tensor-core flash-attention kernel, built for many queries: at one query a
+    sequence it costs a fixed time per layer beyond its KV read (engine costs, per family).
+    """
+    engine = E.engine_time(setup.workload, setup.res.family)
+    spec = setup.spec
+    if not engine.odd_heads_decode_s or spec.head_dim % 64 == 0 or spec.attention == "mla":
+        return 0.0
+    return engine.odd_heads_decode_s * attention_layer_count(spec)
 
 
 def train_phase(setup: Setup) -> Phase:

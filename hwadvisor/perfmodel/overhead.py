@@ -109,7 +109,7 @@ def step_time(setup: Setup, phase: Phase, forwards: float = 1.0,
     graphed: whether CUDA graphs replay it (None: whenever graphs are on; decode passes
     decode_graphed, which also checks the engine's largest captured batch).
     """
-    floors = phase.kernels * setup.res.kernel_floor_s
+    floors = phase.kernels * setup.res.kernel_floor_s + phase.fixed_s
     if graphed is None:
         graphed = graphs_on(setup)
     if graphed:
