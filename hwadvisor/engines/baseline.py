@@ -15,7 +15,6 @@ def baseline_options(workload: Workload, device: Device | None = None) -> ModelO
     means no mixed precision.
     """
     from hwadvisor.engines.catalog import engine_for
-    from hwadvisor.engines.schema import chunk_for_memory
 
     defaults = engine_for(workload).defaults
     training = workload.phase == "training"
@@ -27,10 +26,9 @@ def baseline_options(workload: Workload, device: Device | None = None) -> ModelO
     on_gpu = device is None or str(device.device_class) in ("datacenter-gpu", "consumer-gpu")
     graphs = defaults.cuda_graphs and on_gpu and (device is None or device.vendor in (
         "nvidia", "amd"))
-    chunk = defaults.prefill_chunk_tokens if defaults.chunked_prefill and not training else None
-    if chunk and device is not None and device.memory_total_bytes:
-        chunk = chunk_for_memory(defaults.prefill_chunk_by_memory,
-                                 device.memory_total_bytes / 2**30) or chunk
+    chunk = None
+    if defaults.chunked_prefill and not training and defaults.prefill_chunk_tokens:
+        chunk = defaults.chunk_on(device.memory_total_bytes if device is not None else None)
     return ModelOptions.model_validate({
         "sharding": sharding,
         "mixed_precision": workload.activation_dtype not in ("fp32", "tf32"),

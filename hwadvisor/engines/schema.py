@@ -223,6 +223,13 @@ class Defaults(_Strict):
     sources: list[str] = Field(min_length=1, description="Where the defaults were read")
     version: str = Field(min_length=1, description="The engine version the defaults were read at")
 
+    def chunk_on(self, memory_bytes: float | None) -> int | None:
+        """Return the prompt tokens a step takes on a GPU of this memory (None: not stated)."""
+        if not memory_bytes:
+            return self.prefill_chunk_tokens
+        tier = chunk_for_memory(self.prefill_chunk_by_memory, memory_bytes / 2**30)
+        return tier or self.prefill_chunk_tokens
+
 
 class EngineConfig(_Strict):
     """How a plan is said in the engine's own configuration language."""

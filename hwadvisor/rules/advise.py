@@ -687,14 +687,8 @@ def _checkpoint_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
 def _step_tokens(ctx: RuleContext) -> int | None:
     """Return the engine's tokens per step on this GPU (its prefill chunk); None: not stated."""
     from hwadvisor.engines import engine_for
-    from hwadvisor.engines.schema import chunk_for_memory
 
-    defaults = engine_for(ctx.workload).defaults
-    chunk = defaults.prefill_chunk_tokens
-    memory = ctx.device.memory_total_bytes
-    if memory:
-        chunk = chunk_for_memory(defaults.prefill_chunk_by_memory, memory / 2**30) or chunk
-    return chunk
+    return engine_for(ctx.workload).defaults.chunk_on(ctx.device.memory_total_bytes)
 
 
 def _max_sequences(ctx: RuleContext, plan: Plan) -> int:

@@ -553,13 +553,8 @@ def context_plan(ctx: RuleContext) -> Plan:
 def chunked_prefill_plan(ctx: RuleContext) -> Plan:
     """Prefill in chunks of the engine's token budget on this GPU (8192 when it names none)."""
     from hwadvisor.engines import engine_for
-    from hwadvisor.engines.schema import chunk_for_memory
 
-    defaults = engine_for(ctx.workload).defaults
-    chunk = defaults.prefill_chunk_tokens or 8192
-    memory = ctx.device.memory_total_bytes
-    if memory:
-        chunk = chunk_for_memory(defaults.prefill_chunk_by_memory, memory / 2**30) or chunk
+    chunk = engine_for(ctx.workload).defaults.chunk_on(ctx.device.memory_total_bytes) or 8192
     return Plan(options={"prefill_chunk_tokens": chunk},
                 notes=[f"{chunk:,} prompt tokens per forward, mixed with the running decodes"])
 
