@@ -48,12 +48,21 @@ cases=${SERVE_CASES:-"1:512:128 8:512:128 64:512:128 1:2048:256 8:2048:256 64:20
 done >"$res/gguf.log" 2>&1) &
 gguf_pid=$!
 
+# A build carried from an earlier run (STAGE/llamacpp-bin.tar.xz.*, written by PACK_BIN=1 below)
+# saves the ~4.5-minute build; it runs from the same path, where its RPATH points.
+if [ ! -x "$bin/llama-server" ] && compgen -G "$stage/llamacpp-bin.tar.xz.*" >/dev/null; then
+    mkdir -p "$work/build" && cat "$stage"/llamacpp-bin.tar.xz.* | tar -xJ -C "$work/build" && log "carried build unpacked"
+fi
 if [ ! -x "$bin/llama-server" ]; then
     log "build start"
     timeout $(( $(left) - 60 )) bash "$stage/code/benchmarks/llamacpp/build.sh" "$work/llama.cpp" "$work/build" \
         >"$work/build.log" 2>&1; rc=$?
     tail -30 "$work/build.log" >"$res/build_tail.txt"; log "build rc=$rc"
     [ -x "$bin/llama-server" ] || { log "no build"; tar -czf "${OUT:-/tmp/out}/llamacpp.tgz" -C "$res/.." res; exit 1; }
+fi
+if [ -n "${PACK_BIN:-}" ]; then  # the build, for the next run's STAGE (in parts under the 16 MiB a file)
+    (cd "$work/build" && tar -cf - bin | xz -T0 -6 | split -b 15M - "${OUT:-/tmp/out}/llamacpp-bin.tar.xz.";
+     log "build packed: $(ls -la ${OUT:-/tmp/out} | grep -c bin.tar)") &
 fi
 wait $gguf_pid; log "gguf done: $(ls -la $m | tr '\n' ';')"
 for p in $PRESETS; do
@@ -142,6 +151,6 @@ if want batched; then
         done
     done
 fi
-log "end"
+wait; log "end"
 (cd "$res/.." && tar -czf "${OUT:-/tmp/out}/llamacpp.tgz" res)
 grep -h "" "$res/steps.log" | tail -40

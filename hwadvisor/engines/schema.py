@@ -506,6 +506,10 @@ class KernelRate(_Strict):
     vector_width_half: float | None = _figure(
         "Half point of the weight's dims (N, K) for its few-row (vector) matmuls, as width_half "
         "(short rows leave the vector units idle)")
+    width_rows: float | None = _figure(
+        "Rows (M) at which width_half holds; below them the half point shrinks with the square "
+        "root of the rows (a few-row GEMM's library kernel splits K over more blocks, so "
+        "narrower weights still fill the GPU); None: width_half at every M")
     rows_half: float | None = _figure("Half point over the GEMM's rows (M: tokens) for this "
                                       "kernel, instead of the family's GEMM_HALF_DIM")
     unfused_attention: float | None = _figure(

@@ -297,6 +297,7 @@ class _Rates:
     vector_rows: int  # up to this many rows the kernel is such a kernel (0: the faster path)
     width_half: float  # the kernel's half point over the weight's dims (0: only the shape factor)
     vector_width_half: float  # the same for its few-row (vector) matmuls
+    width_rows: float  # rows at which width_half holds; fewer: it shrinks (0: every M)
     rows_half: float  # the kernel's own half point over the rows (0: the family's)
     gate_dim: float  # weights with a dim below this leave the kernel's fast GEMM (0: none do)
     below_gate: float  # the share of the rate such weights' many-row matmuls reach
@@ -359,6 +360,7 @@ def rates(setup: Setup) -> _Rates:
         width_half=E.release_figure("width_half", kernel, kfamily, kernels.rates) or 0.0,
         vector_width_half=E.release_figure("vector_width_half", kernel, kfamily,
                                            kernels.rates) or 0.0,
+        width_rows=E.release_figure("width_rows", kernel, kfamily, kernels.rates) or 0.0,
         rows_half=E.release_figure("rows_half", kernel, kfamily, kernels.rates) or 0.0,
         gate_dim=gate[0], below_gate=gate[1], gate_rows=gate[2],
         kernel=kernel,
@@ -446,7 +448,8 @@ def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float,
     if r.flat:
         compute = r.peak16 * (r.dequant or 1.0)
     else:
-        shape = (E.gemm_shape_factor(m, n, k, r.half_dim) * E.width_factor(n, k, r.width_half)
+        width_half = E.width_half_at(r.width_half, m, r.width_rows)
+        shape = (E.gemm_shape_factor(m, n, k, r.half_dim) * E.width_factor(n, k, width_half)
                  * E.rows_factor(m, r.half_dim, r.rows_half))
         if r.dequant is not None:
             compute = r.peak16 * r.dequant * shape

@@ -17,6 +17,7 @@ All functions are pure and cheap: one estimate calls them a few dozen times.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -265,6 +266,18 @@ def width_factor(n: float, k: float, half: float) -> float:
         return 1.0
     ref = (8192.0 / (8192.0 + half)) ** 2
     return min(1.0, n / (n + half) * k / (k + half) / ref)
+
+
+def width_half_at(half: float, m: float, rows: float) -> float:
+    """Return the width half point at M rows of a kernel whose half point holds at `rows`.
+
+    Below `rows` it shrinks with the square root of M (floored at GEMM_MIN_ROWS): cuBLAS's
+    few-row GEMMs split K over more blocks, so a narrow weight fills more of the GPU than
+    the same weight at a prefill's 512 rows (engines/data/llamacpp.toml, width_rows).
+    """
+    if half <= 0.0 or rows <= 0.0 or m >= rows:
+        return half
+    return half * math.sqrt(max(m, C.GEMM_MIN_ROWS) / rows)
 
 
 def rows_factor(m: float, half: float, own: float) -> float:
