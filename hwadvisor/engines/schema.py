@@ -86,7 +86,8 @@ PLACEHOLDERS: frozenset[str] = frozenset({
     "model", "tp", "pp", "dp", "dp_shard", "dp_replicate", "ep", "cp", "gpus", "nodes",
     "gpus_per_node", "batch", "max_batch", "step_tokens", "prompt_len", "gen_len", "context",
     "chunk",
-    "kv_dtype", "weights_dtype", "spec_tokens", "spec_draft_tokens", "gpu_layers", "grad_accum",
+    "kv_dtype", "weights_dtype", "draft", "spec_tokens", "spec_draft_tokens", "gpu_layers",
+    "grad_accum",
     "lora_rank",
     "threads", "offload_fraction", "mtp_layers", "mtp_draft_tokens", "slot_context",
     "max_model_len", "kv_pool_tokens", "fine_tune_type", "zero_stage", "attn_dp", "soc_model",
@@ -252,6 +253,11 @@ class EngineConfig(_Strict):
     merge_flags: dict[str, str] = Field(
         default_factory=dict, description="cli: flags whose values join into one, by separator"
     )
+    draft_source: Literal["hf", "gguf", "mlx"] | None = Field(
+        None, description="How the config names a published drafter checkpoint, filling "
+        "{draft}: a Hugging Face repo id (hf), a GGUF repo with its quant tag (gguf, "
+        "llama-server --spec-draft-hf), an MLX repo (mlx); None: it takes none as it is, so "
+        "drafters that need one are not planned (perfmodel/drafters.toml)")
     unit_words: dict[str, str] = Field(
         default_factory=dict, description="How this config names each compute unit (cpu, gpu, "
         "npu): the engine's compute_unit default, or --engine-option compute_unit=..., fills "

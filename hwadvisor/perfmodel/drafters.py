@@ -15,7 +15,15 @@ code and repetitive-output (summarisation, RAG, code edits) figures the caveats 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 
 @dataclass(frozen=True)
@@ -90,3 +98,56 @@ DRAFTERS: dict[str, Drafter] = {
 def drafter(drafter_id: str) -> Drafter:
     """Return a drafter by id (KeyError for an unknown one: ModelOptions checks the id)."""
     return DRAFTERS[drafter_id]
+
+
+@dataclass(frozen=True)
+class Published:
+    """A drafter checkpoint a user can name as it is (drafters.toml)."""
+
+    drafter: str
+    form: str  # "hf", "gguf" or "mlx": the engine's draft_source
+    id: str
+    targets: tuple[str, ...]
+    source: str
+
+
+@lru_cache(maxsize=1)
+def published_drafts() -> tuple[Published, ...]:
+    """Return drafters.toml's rows, each checked against the drafters this module knows."""
+    text = resources.files("hwadvisor.perfmodel").joinpath("drafters.toml").read_text("utf-8")
+    rows = tomllib.loads(text).get("checkpoint", [])
+    out = []
+    for row in rows:
+        if row["drafter"] not in DRAFTERS or row["form"] not in ("hf", "gguf", "mlx"):
+            raise RuntimeError(f"drafters.toml: unknown drafter or form in {row!r}")
+        out.append(Published(row["drafter"], row["form"], row["id"],
+                             tuple(t.lower() for t in row["targets"]), row["source"]))
+    return tuple(out)
+
+
+def published_draft(drafter_id: str, names: set[str], form: str | None) -> Published | None:
+    """Return the published checkpoint of this drafter for a model known by `names`, if any.
+
+    names: the model as the user gave it and its preset id, lower-cased; form: the engine's
+    draft_source (None: the engine takes no published checkpoint as it is).
+    """
+    if form is None:
+        return None
+    for row in published_drafts():
+        if row.drafter == drafter_id and row.form == form and names & set(row.targets):
+            return row
+    return None
+
+
+def published_for_model(drafter_id: str, model: str, form: str | None) -> Published | None:
+    """Return the published checkpoint of this drafter for `model`, if drafters.toml names one.
+
+    model: a preset id, a Hugging Face repo id or a path; form: the engine's draft_source.
+    """
+    from hwadvisor.workload.build import preset_of
+
+    names = {model.strip().lower()}
+    preset = preset_of(model)
+    if preset is not None:
+        names.add(preset)
+    return published_draft(drafter_id, names, form)

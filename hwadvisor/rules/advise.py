@@ -707,6 +707,23 @@ def _max_sequences(ctx: RuleContext, plan: Plan) -> int:
     return max(capacity, ctx.workload.batch)
 
 
+def _draft(ctx: RuleContext) -> str | None:
+    """Return the published checkpoint of the planned drafter, in the engine's form.
+
+    speculative_plan plans a drafter that needs a checkpoint only where one is published; a
+    drafter set any other way without one keeps a placeholder its step note names.
+    """
+    from hwadvisor.engines import engine_for
+    from hwadvisor.perfmodel.drafters import DRAFTERS, published_for_model
+
+    drafter = ctx.options.speculative_drafter
+    if drafter is None or not DRAFTERS[drafter].needs:
+        return None
+    form = engine_for(ctx.workload).config_for("inference").draft_source
+    found = published_for_model(drafter, ctx.workload.model, form)
+    return found.id if found is not None else "DRAFT_CHECKPOINT"
+
+
 def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
     """Return the values the engine's flag templates are filled with.
 
@@ -753,7 +770,8 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
         "local_batch": wl.batch * wl.grad_accum if layout is not None and layout.pp > 1
         else wl.batch,
         "chunk": opts.prefill_chunk_tokens or 8192, "kv_dtype": wl.kv_dtype,
-        "weights_dtype": wl.weights_dtype, "spec_tokens": opts.speculative_draft_tokens or 3,
+        "weights_dtype": wl.weights_dtype, "draft": _draft(ctx),
+        "spec_tokens": opts.speculative_draft_tokens or 3,
         "spec_draft_tokens": (opts.speculative_draft_tokens or 3) + 1, "grad_accum": wl.grad_accum,
         "lora_rank": opts.lora_rank, "threads": 8, "offload_fraction": opts.offload_fraction,
         "gpu_layers": _gpu_layers(wl, opts),

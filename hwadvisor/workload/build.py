@@ -134,6 +134,11 @@ def _resolve_preset(model: str) -> str | None:
     return _repo_aliases().get(lowered)
 
 
+def preset_of(model: str) -> str | None:
+    """Return the preset id a model name or Hugging Face repo id stands for, if any."""
+    return _resolve_preset(model.strip()) if isinstance(model, str) else None
+
+
 def load_spec(model: str) -> ModelSpec:
     """Resolve a preset id, a Hugging Face repo id of a preset, or a config.json path to a spec."""
     if not isinstance(model, str) or not model.strip():

@@ -36,7 +36,7 @@ VALUES: dict[str, object] = {
     "dp_replicate": 2, "ep": 4, "attn_dp": 8, "cp": 2, "gpus": 16, "nodes": 2, "gpus_per_node": 8,
     "batch": 4,
     "max_batch": 64, "prompt_len": 2048, "gen_len": 256, "context": 8192, "chunk": 4096,
-    "kv_dtype": "fp8", "weights_dtype": "bf16", "spec_tokens": 4,
+    "kv_dtype": "fp8", "weights_dtype": "bf16", "spec_tokens": 4, "draft": "org/draft-1b",
     "spec_draft_tokens": 5, "gpu_layers": 99,
     "grad_accum": 8, "lora_rank": 16, "threads": 8, "offload_fraction": 0.5,
     "mtp_layers": 1, "soc_model": "SM8750",

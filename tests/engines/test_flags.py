@@ -42,7 +42,7 @@ SAMPLE_VALUES: dict[str, object] = {
     "batch": 4, "max_batch": 4, "step_tokens": 4096, "prompt_len": 1024, "gen_len": 256,
     "chunk": 2048,
     "kv_dtype": "fp8",
-    "weights_dtype": "bf16", "spec_tokens": 4,
+    "weights_dtype": "bf16", "spec_tokens": 4, "draft": "org/draft-1b",
     "spec_draft_tokens": 5, "gpu_layers": 33, "grad_accum": 2,
     "lora_rank": 16, "threads": 8, "offload_fraction": 0.5, "mtp_layers": 1,
     "mtp_draft_tokens": 2, "soc_model": "SM8750",

@@ -394,7 +394,9 @@ def test_a_checkpoint_with_mtp_layers_drafts_with_them_in_the_engine_config():
     assert config is not None and "--spec-method mtp" in config.text
     assert "--spec-tokens 1" in config.text and "ngram" not in config.text
     llama = run("h200-sxm", B, model="llama-3-8b", batch=1).plan.engine_config
-    assert llama is not None and "--spec-method eagle3" in llama.text  # the modelled drafter
+    # the modelled drafter: Llama-3-8B has no published EAGLE-3 head, Llama-3.2-1B drafts for it
+    assert llama is not None and "--spec-method draft_model" in llama.text
+    assert "--spec-model meta-llama/Llama-3.2-1B-Instruct" in llama.text
 
 
 def test_mla_alone_is_not_mtp():

@@ -90,9 +90,10 @@ def test_the_config_runs_the_drafter_the_plan_modelled_and_says_what_it_needs():
     assert report.plan is not None and report.plan.engine_config is not None
     text = report.plan.engine_config.text
     assert "--spec-method eagle3" in text and "ngram" not in text
-    # the checkpoint it needs, and the n-gram figure beside it
-    assert "needs an eagle-3 draft checkpoint" in r.why.lower()
-    assert "without one, n-gram drafting" in r.why
+    # the published head it runs, named as vllm serve takes it, and the n-gram figure beside it
+    assert "--spec-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B" in text
+    assert "draft checkpoint: yuhuili/eagle3-llama3.1-instruct-8b" in r.why.lower()
+    assert "without it, n-gram drafting" in r.why
     # the acceptance assumption is a caveat, per task, with its source
     assert any("accepted per target forward on chat" in c and "arXiv:2503.01840" in c
                for c in r.caveats)
@@ -106,13 +107,53 @@ def test_a_checkpoint_with_mtp_layers_drafts_with_them():
     assert "--spec-method mtp" in report.plan.engine_config.text
 
 
-@pytest.mark.parametrize("engine,flag", [("sglang", "--speculative-algorithm EAGLE3"),
-                                         ("llamacpp", "--spec-type draft-eagle3")])
+@pytest.mark.parametrize("engine,flag", [
+    ("sglang", "--speculative-algorithm EAGLE3 --speculative-draft-model-path "
+               "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"),
+    # no EAGLE-3 head is published as GGUF: llama-server takes the Llama-3.2-1B draft by its repo
+    ("llamacpp", "--spec-type draft-simple --spec-draft-hf "
+                 "bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M"),
+])
 def test_each_engine_says_the_drafter_in_its_own_words(engine: str, flag: str):
     device = "rtx-4090" if engine == "llamacpp" else "h100-sxm"
     report = plan(device, B, model="llama-3.1-8b", batch=1, engine=engine)
     assert report.plan is not None and report.plan.engine_config is not None
-    assert flag in report.plan.engine_config.text
+    assert flag in " ".join(report.plan.engine_config.text.replace("\\\n", " ").split())
+
+
+def test_no_drafter_that_needs_an_unpublished_checkpoint_is_planned():
+    # nobody publishes an EAGLE-3 head or a smaller draft for Llama-3.2-1B: the line pasted
+    # must start, so the plan drafts from n-grams and says what it left out
+    report = plan("h200-sxm", B, model="llama-3.2-1b", batch=1, engine="llamacpp")
+    r = rec(report, "speculative-decoding")
+    assert r.changes["speculative_drafter"] == "ngram"
+    assert report.plan is not None and report.plan.engine_config is not None
+    text = report.plan.engine_config.text
+    assert "--spec-type ngram-mod" in text
+    assert "DRAFT" not in text and "--spec-draft" not in text
+    assert "not planned: " in r.why.lower() and "EAGLE-3 draft heads" in r.why
+
+
+def test_a_model_brought_as_a_config_file_gets_no_published_draft(tmp_path):
+    from hwadvisor.perfmodel.drafters import published_for_model
+
+    assert published_for_model("eagle3", "llama-3.1-8b", "hf") is not None
+    assert published_for_model("eagle3", "meta-llama/Llama-3.1-8B-Instruct", "hf") is not None
+    assert published_for_model("eagle3", "llama-3.1-8b", "gguf") is None
+    assert published_for_model("eagle3", "llama-3.1-8b", None) is None
+    assert published_for_model("draft-model", str(tmp_path / "config.json"), "hf") is None
+
+
+def test_every_published_draft_names_its_source_and_a_known_drafter():
+    from hwadvisor.perfmodel.drafters import DRAFTERS, published_drafts
+    from hwadvisor.workload.build import list_presets
+
+    presets = set(list_presets())
+    for row in published_drafts():
+        assert row.drafter in DRAFTERS and DRAFTERS[row.drafter].needs
+        assert row.source and row.id
+        # every target is a preset id or a Hugging Face id
+        assert all(t in presets or "/" in t for t in row.targets)
 
 
 def test_an_engine_without_a_drafter_for_the_model_does_not_credit_one():

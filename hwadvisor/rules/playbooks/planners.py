@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwadvisor.models import ModelOptions
-from hwadvisor.perfmodel.drafters import DRAFTERS
+from hwadvisor.perfmodel.drafters import DRAFTERS, Published, published_for_model
 from hwadvisor.perfmodel.layout import resolve_layout, tp_fits_heads, tp_fits_node
 from hwadvisor.perfmodel.memory import ordinal
 from hwadvisor.rules.playbooks.facts import gb
@@ -624,7 +624,27 @@ def _drafters_here(ctx: RuleContext) -> list[str]:
     said = [d for d in DRAFTERS if engine.says("speculative-decoding", d, "inference")]
     if "mtp" in ctx.facts.features and "mtp" in said:
         return [d for d in said if not DRAFTERS[d].needs]
-    return [d for d in said if d != "mtp"]
+    # A drafter that needs a checkpoint is planned only where one is published for this model
+    # in the engine's form, so the config runs as pasted (perfmodel/drafters.toml).
+    return [d for d in said if d != "mtp" and (not DRAFTERS[d].needs or _published(ctx, d))]
+
+
+def _published(ctx: RuleContext, drafter_id: str) -> Published | None:
+    """Return the published checkpoint of a drafter for this model and engine, if any."""
+    from hwadvisor.engines import engine_for
+
+    form = engine_for(ctx.workload).config_for("inference").draft_source
+    return published_for_model(drafter_id, ctx.workload.model, form)
+
+
+def _unpublished(ctx: RuleContext) -> list[str]:
+    """Return the checkpoint drafters the engine runs that nobody publishes for this model."""
+    from hwadvisor.engines import engine_for
+
+    engine = engine_for(ctx.workload)
+    return [f"{DRAFTERS[d].name} (needs {DRAFTERS[d].needs})" for d in DRAFTERS
+            if DRAFTERS[d].needs and d != "mtp"
+            and engine.says("speculative-decoding", d, "inference") and not _published(ctx, d)]
 
 
 def _drafter_options(drafter_id: str, ctx: RuleContext) -> dict[str, Any]:
@@ -657,11 +677,16 @@ def speculative_plan(ctx: RuleContext) -> Plan:
     notes = [f"drafter: {chosen.name}, {options['speculative_draft_tokens']} drafted and "
              f"{chosen.accepted_chat:g} accepted tokens per target forward assumed (chat); "
              f"request latency {latency:.3g} s"]
-    if chosen.needs:
+    published = _published(ctx, best) if chosen.needs else None
+    if published is not None:
         ngram = next((t for t in tried if t[1] == "ngram"), None)
-        beside = (f"; without one, n-gram drafting: request latency {ngram[0]:.3g} s "
+        beside = (f"; without it, n-gram drafting: request latency {ngram[0]:.3g} s "
                   f"({before / ngram[0]:.2f}x)" if ngram and before else "")
-        notes.append(f"needs {chosen.needs}{beside}")
+        notes.append(f"draft checkpoint: {published.id} ({published.source}){beside}")
+    missing = _unpublished(ctx)
+    if missing:
+        notes.append(f"not planned: {'; '.join(missing)}: none is published for "
+                     f"{ctx.workload.model} in the form this engine loads")
     others = [f"{DRAFTERS[d].name} {t:.3g} s" for t, d in sorted(tried) if d != best]
     if others:
         notes.append("other drafters: " + ", ".join(others))
