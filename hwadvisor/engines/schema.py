@@ -403,13 +403,6 @@ class Costs(_Strict):
     slot_host_s_per_vocab: float | None = Field(
         None, ge=0, description="The same work's share that grows with the vocabulary (s per "
         "vocabulary entry, per sequence, per step): the sampler walks every logit")
-    slot_host_growth_slots: float | None = Field(
-        None, gt=0, description="Slots over which each slot's host work doubles: per slot it "
-        "costs (slot_host_s + slot_host_s_per_vocab x vocabulary) x (1 + slots / this), as the "
-        "slots' logits outgrow the CPU's caches; None: the same at every count")
-    server_step_s: float | None = Field(
-        None, ge=0, description="The server's host work once per decode step, whatever the "
-        "slots (its loop over them, batching the next step); counted where defaults.server is on")
     kernels: str = Field(description="KERNELS_PER_LAYER row when not compiled")
     fused_kernels: str = Field(description="KERNELS_PER_LAYER row when compiled or fused")
     kernels_per_layer: float | None = Field(

@@ -299,8 +299,7 @@ def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | 
     # The server's per-sequence host work follows each step (llama-server samples every
     # sequence's token on the CPU, one after another), once per token it emits: a drafter's
     # verified tokens are each sampled too, so it adds to the time per token, not per forward.
-    server_s = (E.server_host_s(wl, setup.spec.vocab_size, setup.batch)
-                if wl.gen_len > 0 else 0.0)
+    server_s = setup.batch * E.server_slot_s(wl, setup.spec.vocab_size) if wl.gen_len > 0 else 0.0
     decode_step_s = forward_s * draft / t + server_s
     deciding: Literal["prefill", "decode"]
     if wl.gen_len > 0:

@@ -361,12 +361,11 @@ def engine_time(workload: Workload, family: str | None = None) -> Costs:
     return engine_for(workload).costs.for_family(family)
 
 
-def server_host_s(workload: Workload, vocab: int, slots: int) -> float:
-    """Return the engine server's host work per decode step at `slots` sequences (0: none).
+def server_slot_s(workload: Workload, vocab: int) -> float:
+    """Return the engine server's host work per sequence per decode step (0: none counted).
 
     Counted where the engine's defaults say requests go through its server (--engine-option
-    server=false: its batch benchmark) and its costs state the work (llama-server's sampling):
-    a fixed share per step, and each slot's share, which grows with the slots (engine costs).
+    server=false: its batch benchmark) and its costs state the work (llama-server's sampling).
     """
     from hwadvisor.engines import engine_for
 
@@ -374,9 +373,7 @@ def server_host_s(workload: Workload, vocab: int, slots: int) -> float:
     costs = engine.costs
     if not engine.defaults.server or costs.slot_host_s is None:
         return 0.0
-    per_slot = costs.slot_host_s + (costs.slot_host_s_per_vocab or 0.0) * vocab
-    growth = 1.0 + slots / costs.slot_host_growth_slots if costs.slot_host_growth_slots else 1.0
-    return (costs.server_step_s or 0.0) + slots * per_slot * growth
+    return costs.slot_host_s + (costs.slot_host_s_per_vocab or 0.0) * vocab
 
 
 def engine_recipe(workload: Workload, weights_dtype: str) -> Recipe | None:
