@@ -243,14 +243,20 @@ def _served_tokens_per_s(model: str, batch: int) -> float:
     ("tinyllama-1.1b", 1, 684.8),  # 655.8, 713.8
     ("tinyllama-1.1b", 8, 296.4),
     ("tinyllama-1.1b", 64, 53.1),  # 57.8, 50.9, 50.7
+    # held out (not fitted on): 16 and 32 slots, 21:15
+    ("llama-3.2-1b", 16, 88.0),
+    ("llama-3.2-1b", 32, 49.2),
+    ("tinyllama-1.1b", 16, 182.5),
+    ("tinyllama-1.1b", 32, 88.0),
 ])
 def test_llama_server_slots_add_their_host_work_to_each_step(model: str, batch: int,
                                                               measured: float) -> None:
     # without the slots' host work the 64-slot runs were predicted 7.1x (1B) and 3.6x too fast;
     # one figure a slot serves 1 and 64 slots within 20%, 8 slots (0.37 ms a slot measured for
-    # the 1B model, 0.51 fitted) within 25%
+    # the 1B model, 0.51 fitted) within 25%; the held-out 16 and 32 slots within 15%
     predicted = _served_tokens_per_s(model, batch)
-    assert measured / predicted == pytest.approx(1.0, abs=0.25 if batch == 8 else 0.2)
+    tolerance = {8: 0.25, 16: 0.15, 32: 0.15}.get(batch, 0.2)
+    assert measured / predicted == pytest.approx(1.0, abs=tolerance)
 
 
 def test_the_slots_host_work_grows_with_the_vocabulary_and_the_slots() -> None:
