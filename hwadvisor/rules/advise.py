@@ -713,14 +713,13 @@ def _draft(ctx: RuleContext) -> str | None:
     speculative_plan plans a drafter that needs a checkpoint only where one is published; a
     drafter set any other way without one keeps a placeholder its step note names.
     """
-    from hwadvisor.engines import engine_for
-    from hwadvisor.perfmodel.drafters import DRAFTERS, published_for_model
+    from hwadvisor.perfmodel.drafters import DRAFTERS
+    from hwadvisor.rules.playbooks.planners import published_draft_for
 
     drafter = ctx.options.speculative_drafter
     if drafter is None or not DRAFTERS[drafter].needs:
         return None
-    form = engine_for(ctx.workload).config_for("inference").draft_source
-    found = published_for_model(drafter, ctx.workload.model, form)
+    found = published_draft_for(ctx, drafter)
     return found.id if found is not None else "DRAFT_CHECKPOINT"
 
 

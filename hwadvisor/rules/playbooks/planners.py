@@ -626,10 +626,11 @@ def _drafters_here(ctx: RuleContext) -> list[str]:
         return [d for d in said if not DRAFTERS[d].needs]
     # A drafter that needs a checkpoint is planned only where one is published for this model
     # in the engine's form, so the config runs as pasted (perfmodel/drafters.toml).
-    return [d for d in said if d != "mtp" and (not DRAFTERS[d].needs or _published(ctx, d))]
+    return [d for d in said
+            if d != "mtp" and (not DRAFTERS[d].needs or published_draft_for(ctx, d))]
 
 
-def _published(ctx: RuleContext, drafter_id: str) -> Published | None:
+def published_draft_for(ctx: RuleContext, drafter_id: str) -> Published | None:
     """Return the published checkpoint of a drafter for this model and engine, if any."""
     from hwadvisor.engines import engine_for
 
@@ -644,7 +645,8 @@ def _unpublished(ctx: RuleContext) -> list[str]:
     engine = engine_for(ctx.workload)
     return [f"{DRAFTERS[d].name} (needs {DRAFTERS[d].needs})" for d in DRAFTERS
             if DRAFTERS[d].needs and d != "mtp"
-            and engine.says("speculative-decoding", d, "inference") and not _published(ctx, d)]
+            and engine.says("speculative-decoding", d, "inference")
+            and not published_draft_for(ctx, d)]
 
 
 def _drafter_options(drafter_id: str, ctx: RuleContext) -> dict[str, Any]:
@@ -677,7 +679,7 @@ def speculative_plan(ctx: RuleContext) -> Plan:
     notes = [f"drafter: {chosen.name}, {options['speculative_draft_tokens']} drafted and "
              f"{chosen.accepted_chat:g} accepted tokens per target forward assumed (chat); "
              f"request latency {latency:.3g} s"]
-    published = _published(ctx, best) if chosen.needs else None
+    published = published_draft_for(ctx, best) if chosen.needs else None
     if published is not None:
         ngram = next((t for t in tried if t[1] == "ngram"), None)
         beside = (f"; without it, n-gram drafting: request latency {ngram[0]:.3g} s "
