@@ -973,7 +973,9 @@ def _summary(goal: Goal, plan: Plan, ctx: RuleContext, below: float | None = Non
     device = f"{ctx.workload.gpus} x {ctx.device.name}"
     metric = plan.metric
     change = ""
-    base_fits = bool(plan.steps) and not plan.steps[0].needed_to_fit or not plan.steps
+    # the defaults fit unless some step was needed to fit (not only the first: a speed step
+    # may come before the offload that makes the plan fit)
+    base_fits = not any(s.needed_to_fit for s in plan.steps)
     if base_fits and metric.before and metric.after and metric.before != metric.after:
         ratio = metric.after / metric.before if metric.better == "higher" else \
             metric.before / metric.after

@@ -331,3 +331,13 @@ def test_a_gguf_quant_without_a_twin_format_still_stays_on_its_engine() -> None:
     assert _gguf_twin("q8_0", ["fp16", "int8"]) == "int8"
     assert _gguf_twin("q4_k_m", ["fp16", "fp8"]) is None  # no 4-bit format on the target
     assert _gguf_twin("fp8", ["fp16"]) is None  # not a GGUF quant
+
+
+def test_no_gain_over_defaults_that_do_not_fit_is_claimed():
+    # a 70B Q4_K_M file does not fit a 4090: a speed step comes first and the offload that
+    # makes it fit second; the bottom line must not compare with the defaults that never ran
+    report = plan("rtx-4090", B, model="llama-3-70b", batch=1, engine="llamacpp",
+                  weights_dtype="q4_k_m")
+    assert report.plan is not None
+    assert any(s.needed_to_fit for s in report.plan.steps)
+    assert "than the engine's default" not in report.plan.summary
