@@ -20,6 +20,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "probe": ("trials", "cli", "rules", "validator", "report", "cluster"),
     "rules": ("trials", "validator", "cli", "report", "cluster"),
     "perfmodel": ("rules", "trials", "validator", "cli", "probe", "cluster"),
+    # serving under load: reads the performance model and the engines, the rules read it
+    "serving": ("rules", "trials", "validator", "cli", "report", "cluster", "probe"),
     "trials": ("cli", "rules", "validator", "report", "cluster"),
     "workload": ("rules", "trials", "validator", "cli", "cluster"),
     "report": ("cli", "rules", "trials", "validator", "cluster"),

@@ -212,6 +212,20 @@ class Defaults(_Strict):
         "none", description="Training: the activation checkpointing level it applies unasked")
     sharding: Literal["none", "ddp", "fsdp", "tp"] = "none"
     max_concurrent_sequences: int | None = Field(None, ge=1)
+    scheduling: Literal["mixed", "prefill-first", "static"] | None = Field(
+        None, description="How a server of it shares steps between prompts and decode: mixed "
+        "(decode tokens and prompt chunks in one step, up to step_tokens), prefill-first (a "
+        "waiting prompt gets a step of its own, decode waits), static (a batch runs to its end "
+        "before the next starts); None: mixed with continuous batching, else static "
+        "(hwadvisor/serving/scheduler.py)")
+    step_tokens: int | None = Field(
+        None, ge=1, description="Tokens one scheduler step batches, decode and prompt together "
+        "(llama-server n_batch, TensorRT-LLM max_num_tokens); None: the prefill chunk "
+        "(vLLM max_num_batched_tokens and SGLang chunked_prefill_size are that chunk)")
+    kv_memory_fraction: float | None = Field(
+        None, gt=0, le=1, description="Share of the GPU's memory the engine lets its weights, "
+        "activations and KV cache take by default (vLLM gpu_memory_utilization, SGLang "
+        "mem_fraction_static); the KV pool is what is left of it; None: all of it")
     host_overhead_s_per_step: float | None = Field(
         None, ge=0, description="Published CPU time per decode step; None: no published figure"
     )

@@ -1,0 +1,193 @@
+"""Serving under load: the load a server sees, latency targets, and what it does under them.
+
+The same figures (`ServingFigures`) come from the model (hwadvisor/serving/, a simulation of the
+engine's scheduler over the load) and from a measurement (the load generator against a running
+endpoint), so a prediction and a measurement are compared key by key.
+"""
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from hwadvisor.models.hardware import Finite, Strict
+
+TpotDefinition = Literal["request", "itl"]
+Arrivals = Literal["poisson", "constant", "trace", "closed-loop"]
+
+
+class Lengths(Strict):
+    """Token lengths of a load's requests: a mean and a spread, or the trace's own values."""
+
+    mean: Finite = Field(gt=0, description="Mean tokens per request")
+    spread: Finite = Field(
+        0.0, ge=0, le=3, description="Coefficient of variation (standard deviation / mean) of a "
+        "lognormal around the mean; 0: every request has the mean")
+    values: list[int] | None = Field(
+        None, description="The lengths themselves, request by request (from --trace); the mean "
+        "and spread then describe them")
+
+
+class Load(Strict):
+    """The traffic a server is planned for: arrivals at a rate or a fixed concurrency, lengths."""
+
+    rate_rps: Finite | None = Field(
+        None, gt=0, description="Open loop: requests per second arriving (Poisson unless the "
+        "trace says when), whatever the server's pace")
+    concurrency: int | None = Field(
+        None, gt=0, description="Closed loop: users each sending their next request when the "
+        "last one ends (no think time)")
+    prompt: Lengths = Field(description="Prompt tokens per request")
+    output: Lengths = Field(description="Output tokens per request")
+    prefix_share: Finite = Field(
+        0.0, ge=0, lt=1, description="Share of each prompt's tokens the prefix cache serves "
+        "(a shared system prompt, a conversation's earlier turns)")
+    arrivals: Arrivals = "poisson"
+    arrival_times_s: list[Finite] | None = Field(
+        None, description="When each request arrives, from the trace (seconds from the first)")
+    requests: int = Field(
+        400, gt=0, le=100_000, description="Requests the simulation (and the load generator) play")
+    dataset: str | None = Field(
+        None, description="The named length shape the lengths came from (--dataset), if any")
+    source: str = Field(description="Where the load came from, in words (the options or trace)")
+
+    @model_validator(mode="after")
+    def _one_driver(self) -> "Load":
+        if (self.rate_rps is None) == (self.concurrency is None):
+            raise ValueError("a load has either a rate or a concurrency")
+        return self
+
+    def words(self) -> str:
+        """Describe the load in one line: '20 req/s, prompts ~2048 tokens, outputs ~256'."""
+        driver = (f"{self.rate_rps:g} requests/s" if self.rate_rps is not None
+                  else f"{self.concurrency} concurrent users")
+        prefix = f", {self.prefix_share:.0%} of each prompt from the prefix cache" \
+            if self.prefix_share else ""
+        return (f"{driver}, prompts ~{self.prompt.mean:.0f} tokens, outputs "
+                f"~{self.output.mean:.0f}{prefix}")
+
+
+class Targets(Strict):
+    """Latency targets at a percentile (--ttft, --tpot, --e2e in milliseconds on the CLI)."""
+
+    ttft_s: Finite | None = Field(None, gt=0, description="Time to first token, seconds")
+    tpot_s: Finite | None = Field(None, gt=0, description="Time per output token, seconds")
+    request_latency_s: Finite | None = Field(
+        None, gt=0, description="A request end to end, seconds")
+    percentile: Literal[50, 90, 95, 99] = 90
+    tpot_definition: TpotDefinition = Field(
+        "request", description="request: (latency - TTFT) / (output tokens - 1) per request, as "
+        "vllm bench serve, GuideLLM and aiperf report TPOT; itl: the gaps between tokens")
+
+    def any(self) -> bool:
+        """Tell whether any target was set."""
+        return any(v is not None for v in (self.ttft_s, self.tpot_s, self.request_latency_s))
+
+
+class ServingFigures(Strict):
+    """Latency percentiles and throughput of a server under a load (seconds, requests/s)."""
+
+    ttft_p50_s: Finite
+    ttft_p90_s: Finite
+    ttft_p99_s: Finite
+    ttft_mean_s: Finite
+    tpot_p50_s: Finite = Field(description="TPOT per request: (latency - TTFT) / (output - 1)")
+    tpot_p90_s: Finite
+    tpot_p99_s: Finite
+    tpot_mean_s: Finite
+    itl_p50_s: Finite = Field(description="Inter-token latency: the gaps between tokens")
+    itl_p90_s: Finite
+    itl_p99_s: Finite
+    itl_mean_s: Finite
+    request_latency_p50_s: Finite
+    request_latency_p90_s: Finite
+    request_latency_p99_s: Finite
+    request_latency_mean_s: Finite
+    request_throughput_rps: Finite = Field(description="Requests completed per second")
+    output_tokens_per_s: Finite = Field(description="Output tokens per second, all requests")
+    requests: int = Field(description="Requests the figures are over")
+    saturated: bool = Field(
+        False, description="Arrivals outpace the server: the queue grows for as long as the load "
+        "lasts, so the latencies depend on how long it runs")
+
+    def at(self, figure: str, percentile: int) -> float:
+        """Return one figure ('ttft', 'tpot', 'itl', 'request_latency') at a percentile."""
+        if percentile == 95:  # the figures keep p90 and p99: interpolate between them by rank
+            low, high = self.at(figure, 90), self.at(figure, 99)
+            return low + (high - low) * 5.0 / 9.0
+        key = f"{figure}_p{percentile}_s"
+        return float(getattr(self, key))
+
+
+class TargetCheck(Strict):
+    """One latency target against the predicted (or measured) figure."""
+
+    figure: Literal["ttft", "tpot", "itl", "request_latency"]
+    percentile: int
+    target_s: Finite
+    value_s: Finite
+    met: bool
+    margin: Finite = Field(description="(target - value) / target: above 0 met with that room")
+
+
+class ServingConfig(Strict):
+    """The serving knobs of one candidate: layout, scheduler, formats."""
+
+    engine: str
+    gpus_per_replica: int = Field(gt=0)
+    replicas: int = Field(gt=0)
+    tensor_parallel: int = Field(1, gt=0)
+    pipeline_parallel: int = Field(1, gt=0)
+    max_sequences: int = Field(gt=0, description="Sequences a replica runs at once "
+                               "(vLLM --max-num-seqs, SGLang --max-running-requests, "
+                               "llama-server --parallel)")
+    step_tokens: int = Field(gt=0, description="Tokens a scheduler step batches (vLLM "
+                             "--max-num-batched-tokens, SGLang --chunked-prefill-size, "
+                             "llama-server --batch-size)")
+    weights_dtype: str
+    kv_dtype: str
+    kv_pool_tokens: int = Field(description="Tokens of KV cache the replica holds")
+    speculative: str | None = None
+    prefix_caching: bool = True
+
+    @property
+    def gpus(self) -> int:
+        """GPUs in all."""
+        return self.gpus_per_replica * self.replicas
+
+
+class ServingPoint(Strict):
+    """A candidate config with its figures under the load, per GPU and per user."""
+
+    config: ServingConfig
+    figures: ServingFigures
+    tokens_per_s_per_gpu: Finite
+    tokens_per_s_per_user: Finite = Field(description="1 / TPOT at p50: one user's speed")
+    meets_targets: bool
+    checks: list[TargetCheck] = Field(default_factory=list)
+
+
+class ServingPlan(Strict):
+    """recommend and estimate under a load: the figures, the targets, the configs searched."""
+
+    load: Load
+    targets: Targets
+    method: str = Field(description="How the figures were made, in words (the simulation, its "
+                        "requests and seed, the engine's scheduler)")
+    figures: ServingFigures | None = Field(
+        None, description="The planned config's figures under the load")
+    checks: list[TargetCheck] = Field(default_factory=list)
+    best: ServingPoint | None = Field(
+        None, description="The config that meets the targets at the most tokens/s per GPU")
+    fewest_gpus: int | None = Field(
+        None, description="The fewest GPUs whose best config meets the targets at this load")
+    pareto: list[ServingPoint] = Field(
+        default_factory=list, description="Configs no other beats on both tokens/s per GPU and "
+        "tokens/s per user, by tokens/s per user")
+    top: list[ServingPoint] = Field(
+        default_factory=list, description="The best configs that meet the targets, best first")
+    searched: int = Field(0, description="Candidate configs the search judged")
+    bench_command: str | None = Field(
+        None, description="The engine's own serving benchmark for this load (vllm bench serve, "
+        "SGLang's bench_serving, llama.cpp's, ...), to measure with the tool users trust")
+    verdict: str = Field("", description="The answer in one sentence")
+    notes: list[str] = Field(default_factory=list)

@@ -1,0 +1,95 @@
+"""The engine's scheduler for a workload on a device: its policy, limits and KV pool.
+
+Everything comes from the engine's data file ([defaults]: scheduling, max_concurrent_sequences,
+step_tokens or the prefill chunk, kv_memory_fraction) and the memory model, unless the plan
+sets a knob (max sequences, step tokens) itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hwadvisor.engines import engine_for
+from hwadvisor.models import Device, ModelOptions, Workload
+from hwadvisor.perfmodel import estimate_memory
+from hwadvisor.perfmodel.memory import kv_cache_bytes
+from hwadvisor.perfmodel.steps import StepModel
+from hwadvisor.serving.simulate import Policy, Scheduler
+
+# A replica whose engine names no sequence limit runs at most this many (transformers
+# generate() runs the batch it is given: the planned batch stands for it).
+FALLBACK_MAX_SEQS = 256
+FALLBACK_STEP_TOKENS = 2048  # an engine that states no step budget: llama-server's n_batch
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Scheduler settings a plan may set; None keeps the engine's default."""
+
+    max_seqs: int | None = None
+    step_tokens: int | None = None
+
+
+def policy_of(workload: Workload) -> Policy:
+    """Return the engine's scheduling: its data file's, else mixed with continuous batching."""
+    defaults = engine_for(workload).defaults
+    if defaults.scheduling is not None:
+        return defaults.scheduling
+    return "mixed" if defaults.continuous_batching else "static"
+
+
+def default_max_seqs(workload: Workload) -> int:
+    """Sequences a replica runs at once by default (the planned batch where none is stated)."""
+    defaults = engine_for(workload).defaults
+    if defaults.max_concurrent_sequences is not None:
+        return defaults.max_concurrent_sequences
+    if not defaults.continuous_batching:
+        return max(workload.batch, 1)
+    return FALLBACK_MAX_SEQS
+
+
+def default_step_tokens(workload: Workload, device: Device) -> int:
+    """Tokens one step batches by default: step_tokens, else the prefill chunk for this GPU."""
+    defaults = engine_for(workload).defaults
+    if defaults.step_tokens is not None:
+        return defaults.step_tokens
+    chunk = defaults.chunk_on(device.memory_total_bytes)
+    return chunk or FALLBACK_STEP_TOKENS
+
+
+def kv_pool_tokens(steps: StepModel, workload: Workload, device: Device,
+                   options: ModelOptions, step_tokens: int) -> int:
+    """Tokens of KV cache one replica holds after its weights and a full step's activations.
+
+    The engine's reservation (kv_memory_fraction: vLLM's gpu_memory_utilization) caps what the
+    weights, activations and cache may take together; the cache gets the rest, per GPU, and a
+    token's cache is spread over the replica's tensor-parallel GPUs.
+    """
+    memory = device.memory_total_bytes
+    spec, layout = steps.setup.spec, steps.setup.layout
+    probe = workload.model_copy(update={"batch": 1, "prompt_len": max(step_tokens, 1),
+                                        "gen_len": 1})
+    est = estimate_memory(probe, device, options)
+    if not memory:
+        return 1 << 30  # no device memory figure: the cache is not what limits
+    fraction = engine_for(workload).defaults.kv_memory_fraction or 1.0
+    others = est.total_bytes - est.kv_cache_bytes
+    per_token = kv_cache_bytes(spec, workload.kv_dtype, 1, 1, layout.attn_tp)
+    if per_token <= 0:
+        return 1 << 30  # no attention cache (a recurrent model): the slots limit, not memory
+    free = memory * fraction - others
+    return max(int(free / per_token), 0)
+
+
+def scheduler_for(steps: StepModel, workload: Workload, device: Device, options: ModelOptions,
+                  knobs: Knobs, prefix_share: float, tokens_per_step: float = 1.0) -> Scheduler:
+    """Return the scheduler one replica of the workload runs, with the plan's knobs applied."""
+    step = knobs.step_tokens or default_step_tokens(workload, device)
+    return Scheduler(
+        policy=policy_of(workload),
+        max_seqs=knobs.max_seqs or default_max_seqs(workload),
+        step_tokens=step,
+        kv_pool_tokens=kv_pool_tokens(steps, workload, device, options, step),
+        prefix_share=prefix_share,
+        tokens_per_step=tokens_per_step,
+    )

@@ -1,0 +1,96 @@
+"""The scheduler simulation against cases whose answer is known by hand (a step of fixed time)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hwadvisor.serving.load import Requests
+from hwadvisor.serving.simulate import Scheduler, simulate
+
+STEP = 0.01  # seconds a step takes, whatever it holds
+
+
+class Fixed:
+    """A step model whose every step takes STEP seconds."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+
+    def step_s(self, decode_rows: int, decode_context: float, prefill_tokens: int = 0,
+               prefill_seqs: int = 0, prefill_start: float = 0.0) -> float:
+        self.calls.append((decode_rows, prefill_tokens))
+        return STEP
+
+
+def _sched(**kw: object) -> Scheduler:
+    base = dict(policy="mixed", max_seqs=64, step_tokens=512, kv_pool_tokens=1 << 20)
+    base.update(kw)
+    return Scheduler(**base)  # type: ignore[arg-type]
+
+
+def test_one_request_alone_gets_its_first_token_after_one_step_and_then_one_a_step() -> None:
+    out = simulate(Requests((100,), (10,), (0.0,)), _sched(), Fixed())
+    assert out.first_token[0] == pytest.approx(STEP)
+    assert out.finish[0] == pytest.approx(10 * STEP)
+
+
+def test_a_long_prompt_is_prefilled_in_chunks_of_the_step_budget() -> None:
+    out = simulate(Requests((1500,), (2,), (0.0,)), _sched(step_tokens=512), Fixed())
+    assert out.first_token[0] == pytest.approx(3 * STEP)  # 512 + 512 + 476
+
+
+def test_decode_rows_take_their_share_of_the_step_budget_first() -> None:
+    steps = Fixed()
+    # the first request decodes while the second's 600-token prompt arrives
+    simulate(Requests((10, 600), (50, 2), (0.0, 0.05)), _sched(step_tokens=512), steps)
+    mixed = [c for c in steps.calls if c[0] and c[1]]
+    assert mixed and all(rows + tokens <= 512 for rows, tokens in mixed)
+    assert mixed[0] == (1, 511)
+
+
+def test_a_full_server_makes_the_next_request_wait_for_a_slot() -> None:
+    out = simulate(Requests((10, 10), (5, 5), (0.0, 0.0)), _sched(max_seqs=1), Fixed())
+    assert out.finish[0] == pytest.approx(5 * STEP)
+    assert out.first_token[1] == pytest.approx(6 * STEP)
+
+
+def test_a_closed_loop_user_sends_again_when_the_answer_ends() -> None:
+    out = simulate(Requests((10,) * 4, (5,) * 4, None), _sched(), Fixed(), concurrency=1)
+    assert out.arrival == pytest.approx([0, 5 * STEP, 10 * STEP, 15 * STEP])
+    assert out.end_s == pytest.approx(20 * STEP)
+
+
+def test_prefill_first_stops_decode_while_a_prompt_is_prefilled() -> None:
+    steps = Fixed()
+    simulate(Requests((10, 1024), (50, 2), (0.0, 0.05)),
+             _sched(policy="prefill-first", step_tokens=512), steps)
+    assert not [c for c in steps.calls if c[0] and c[1]]  # never both in one step
+    assert steps.calls.count((0, 512)) == 2
+
+
+def test_a_static_batch_runs_to_its_longest_answer_before_the_next_starts() -> None:
+    out = simulate(Requests((10, 10, 10), (2, 8, 3), (0.0, 0.0, 0.0)),
+                   _sched(policy="static", max_seqs=2), Fixed())
+    assert out.finish[0] == pytest.approx(2 * STEP)  # its own tokens end early
+    assert out.first_token[2] == pytest.approx(9 * STEP)  # after the first batch's 8 tokens
+
+
+def test_arrivals_faster_than_the_server_are_called_saturated() -> None:
+    arrivals = tuple(i * 0.001 for i in range(200))  # 1000 requests/s, each needs 20 steps
+    out = simulate(Requests((10,) * 200, (20,) * 200, arrivals), _sched(max_seqs=4), Fixed())
+    assert out.saturated
+
+
+def test_a_light_load_is_not_saturated() -> None:
+    arrivals = tuple(i * 1.0 for i in range(50))
+    out = simulate(Requests((10,) * 50, (20,) * 50, arrivals), _sched(), Fixed())
+    assert not out.saturated
+    assert max(f - a for f, a in zip(out.first_token, out.arrival, strict=True)) == \
+        pytest.approx(STEP)
+
+
+def test_out_of_kv_cache_the_newest_sequence_is_preempted_and_recomputed() -> None:
+    out = simulate(Requests((100, 100), (100, 100), (0.0, 0.0)),
+                   _sched(kv_pool_tokens=320), Fixed())
+    assert out.preemptions >= 1
+    assert all(f > 0 for f in out.finish)
