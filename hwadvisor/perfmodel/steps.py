@@ -49,6 +49,7 @@ class StepModel:
         self._graphs = graphs_on(self.setup)
         engine = E.engine_time(workload, self.setup.res.family)
         self._kv_pad = float(engine.kv_pad or 0)
+        self._ubatch = _physical_batch(workload)
         self._dense_cache: dict[tuple[int, bool], float] = {}
         self._dp = self.setup.layout.dp
 
@@ -90,6 +91,14 @@ class StepModel:
         self._dense_cache[key] = value
         return value
 
+    def _pieces_s(self, rows: int, graphed: bool) -> float:
+        """Return the dense part of a step that the engine runs as physical batches of ubatch."""
+        if not self._ubatch or rows <= self._ubatch:
+            return self._dense_s(rows, graphed)
+        whole, rest = divmod(rows, self._ubatch)
+        total = whole * self._dense_s(self._ubatch, graphed)
+        return total + (self._dense_s(rest, graphed) if rest else 0.0)
+
     def step_s(self, decode_rows: int, decode_context: float, prefill_tokens: int = 0,
                prefill_seqs: int = 0, prefill_start: float = 0.0) -> float:
         """Return the seconds of one step.
@@ -103,7 +112,7 @@ class StepModel:
             return 0.0
         graphed = (self._graphs and prefill_tokens == 0
                    and (self._graph_limit is None or rows <= self._graph_limit))
-        total = self._dense_s(rows, graphed)
+        total = self._pieces_s(rows, graphed)
         r, setup = self._rates, self.setup
         if decode_rows:
             context = decode_context
@@ -117,3 +126,18 @@ class StepModel:
                                   prefill_start + each, 1.0).time_s
         return total
 
+
+
+def _physical_batch(workload: Workload) -> int | None:
+    """Return the rows one forward takes when a step is larger (llama.cpp's n_ubatch), or None.
+
+    An engine whose step budget (step_tokens, llama-server's n_batch of 2048) is larger than its
+    prefill chunk (n_ubatch, 512) runs a step as several forwards of the chunk.
+    """
+    from hwadvisor.engines import engine_for
+
+    defaults = engine_for(workload).defaults
+    chunk = defaults.prefill_chunk_tokens
+    if defaults.step_tokens and chunk and chunk < defaults.step_tokens:
+        return chunk
+    return None
