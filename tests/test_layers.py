@@ -42,9 +42,19 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 }
 # rooms inside a package -> the modules of that package the room must never import. The
 # playbooks are data and their vocabulary: the judge, the search and the advice read them.
+# The advice runs one way: sizing (what fits where) under the alternatives and the engine's
+# config, which know nothing of each other, and advise (the plan and its summary) on top.
 ROOMS: dict[str, tuple[str, ...]] = {
-    "rules/playbooks": ("judge", "search", "advise", "plan_step"),
+    "rules/playbooks": ("judge", "search", "advise", "plan_step", "sizing", "alternatives",
+                        "engine_config"),
+    "rules/sizing": ("alternatives", "engine_config", "advise"),
+    "rules/alternatives": ("engine_config", "advise"),
+    "rules/engine_config": ("alternatives", "advise"),
 }
+# No module of these packages grows past this many lines: a module that does several jobs is
+# split into rooms, as rules/advise.py was.
+MAX_MODULE_LINES = 800
+LINE_CAPPED = ("rules",)
 # models is the contract at the ground floor: it may lean on nothing above it. The root
 # package (hwadvisor/__init__.py) holds only the version string the report carries.
 MODELS_MAY_IMPORT = ("models", "errors", "units", "")
@@ -140,6 +150,15 @@ def _room_breaches(graph: dict[str, set[str]], room: str, banned: tuple[str, ...
 def test_rooms_import_one_way(room: str) -> None:
     bad = _room_breaches(_imports(), room, ROOMS[room])
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("package", LINE_CAPPED)
+def test_no_module_does_several_jobs(package: str) -> None:
+    long = [f"{name}: {lines} lines" for name, path in sorted(_modules().items())
+            if _package_of(name) == package
+            for lines in [len(path.read_text(encoding="utf-8").splitlines())]
+            if lines > MAX_MODULE_LINES]
+    assert not long, "\n".join(long)
 
 
 def test_the_room_check_finds_a_breach() -> None:

@@ -29,7 +29,7 @@ def speed(report: Report) -> float:
 
 
 def test_the_floor_is_5_tokens_per_s_for_the_memory_goal_unless_the_option_says():
-    from hwadvisor.rules.advise import speed_floor
+    from hwadvisor.rules.alternatives import speed_floor
 
     assert speed_floor("memory-footprint", None) == 5.0
     assert speed_floor("inference-latency", None) == 10.0

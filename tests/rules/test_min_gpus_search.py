@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hwadvisor.pipeline import recommend_report
-from hwadvisor.rules.advise import _counts, _fewest
+from hwadvisor.rules.sizing import _counts, _fewest
 from hwadvisor.workload import WorkloadRequest
 
 LIMIT = 100.0

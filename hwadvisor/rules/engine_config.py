@@ -1,0 +1,238 @@
+"""The plan in the engine's own words: the values its templates are filled with, and the config.
+
+engine_config() settles what each value means once for every engine (the longest request, a
+slot's context, the sequences a paged engine holds) and hands them to the engine's renderer
+(engines/render.py), which only says them in the engine's syntax.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hwadvisor.models import Device, ModelOptions, Plan, Workload
+from hwadvisor.models.plan import EngineConfig, EngineLine
+from hwadvisor.rules.context import RuleContext
+from hwadvisor.rules.sizing import longest_request
+
+# llama.cpp pads each slot's context to 256 tokens (llama-context.cpp GGML_PAD(n_ctx_seq, 256)).
+_SLOT_PAD = 256
+
+
+# The QNN SDK's default SoC when the device names none (executorch LlmConfig QNNConfig.soc_model).
+_DEFAULT_SOC = "SM8650"
+
+
+def _soc_model(device: Device) -> str:
+    """Return the Qualcomm SoC part number (SM8750 ...) of the planned device, from its profile."""
+    import re
+
+    from hwadvisor import profiles
+
+    if device.profile_id and device.profile_id in profiles.ids():
+        for name in profiles.get(device.profile_id).match.names:
+            if re.fullmatch(r"SM\d{4}", name):
+                return name
+    return _DEFAULT_SOC
+
+
+def _checkpoint_form(options: ModelOptions) -> str:
+    """Return the checkpointing level the model counted: selective, layers (every N-th), full."""
+    if options.selective_checkpointing:
+        return "selective"
+    return "layers" if options.checkpoint_every > 1 else "full"
+
+
+def _checkpoint_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
+    """Return every-N-th-layer checkpointing's N and one pipeline stage's checkpointed layers.
+
+    Megatron's block method checkpoints the first K layers of each stage
+    (megatron/core/transformer/transformer_block.py _checkpointed_forward, core 0.19): K is
+    rounded up so no stage keeps more than the model counted.
+    """
+    every = ctx.options.checkpoint_every
+    layers = ctx.workload.spec.num_layers if ctx.workload.spec else 0
+    stages = max(plan.layout.pp if plan.layout else 1, 1)
+    return {"checkpoint_every": every, "recompute_layers": -(-(layers // every) // stages)}
+
+
+def _step_tokens(ctx: RuleContext) -> int | None:
+    """Return the engine's tokens per step on this GPU (its prefill chunk); None: not stated."""
+    from hwadvisor.engines import engine_for
+
+    return engine_for(ctx.workload).defaults.chunk_on(ctx.device.memory_total_bytes)
+
+
+def _max_sequences(ctx: RuleContext, plan: Plan) -> int:
+    """Return the sequences a paged engine may hold at once (vLLM --max-num-seqs).
+
+    The KV pool's capacity, capped at the engine's tokens per step on this GPU (its prefill
+    chunk): vLLM refuses to start when max_num_seqs exceeds max_num_batched_tokens
+    (config/scheduler.py at 0.33.0, "must be greater than or equal to max_num_seqs"), which
+    `vllm serve` sets to 8192 on an H100/H200 and 2048 on smaller GPUs. Never below the
+    planned batch.
+    """
+    capacity = plan.max_batch or ctx.workload.batch
+    chunk = _step_tokens(ctx)
+    if chunk:
+        capacity = min(capacity, chunk)
+    return max(capacity, ctx.workload.batch)
+
+
+def _draft(ctx: RuleContext) -> str | None:
+    """Return the published checkpoint of the planned drafter, in the engine's form.
+
+    speculative_plan plans a drafter that needs a checkpoint only where one is published; a
+    drafter set any other way without one keeps a placeholder its step note names.
+    """
+    from hwadvisor.perfmodel.drafters import DRAFTERS
+    from hwadvisor.rules.playbooks.planners import published_draft_for
+
+    drafter = ctx.options.speculative_drafter
+    if drafter is None or not DRAFTERS[drafter].needs:
+        return None
+    found = published_draft_for(ctx, drafter)
+    return found.id if found is not None else "DRAFT_CHECKPOINT"
+
+
+def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
+    """Return the values the engine's flag templates are filled with.
+
+    What each means is settled here, once for every engine: `max_model_len` is the longest
+    single request (the model's limit, or what the KV pool holds at batch 1), never the
+    per-sequence share at the planned batch; `slot_context` is one request (prompt +
+    generation) for engines that allocate each slot up front (llama-server's slots, phones'
+    static caches), and `kv_pool_tokens` the slots times that.
+    """
+    wl, opts = ctx.workload, ctx.options
+    layout = plan.layout
+    spec = wl.spec
+    from hwadvisor.engines import engine_for
+
+    # Engines that page the KV cache take a capacity (vLLM --max-num-seqs); slot-based ones
+    # (llama-server --parallel, mlx) take the concurrency you serve.
+    paged = engine_for(wl).defaults.paged_kv
+    mtp_layers = max(spec.mtp_layers, 1) if spec else 1  # the MTP form's draft depth
+    request = wl.prompt_len + wl.gen_len
+    slot = -(-request // _SLOT_PAD) * _SLOT_PAD
+    slots = wl.batch
+    training = wl.phase == "training"
+    half = wl.activation_dtype == "fp16" or "bf16" not in ctx.device.formats
+    values: dict[str, object] = {
+        "model": wl.model, "gpus": wl.gpus, "nodes": wl.nodes,
+        "gpus_per_node": wl.gpus_per_node or wl.gpus // max(wl.nodes, 1),
+        "batch": wl.batch, "max_batch": _max_sequences(ctx, plan) if paged else wl.batch,
+        # the step's token budget, said only where the planned batch is above the engine's own
+        "step_tokens": wl.batch if paged and wl.batch > (_step_tokens(ctx) or wl.batch) else None,
+        "prompt_len": wl.prompt_len, "gen_len": wl.gen_len,
+        "context": wl.prompt_len if training else max(longest_request(ctx) or request, request),
+        "max_model_len": max(longest_request(ctx) or request, request),
+        "slot_context": slot, "kv_pool_tokens": slot * slots,
+        "precision_fp16": True if half and opts.mixed_precision and
+        wl.activation_dtype not in ("fp32", "tf32") else None,
+        "precision_bf16": True if training and opts.mixed_precision and not half and
+        wl.activation_dtype == "bf16" else None,
+        "fine_tune_type": "lora" if opts.finetune in ("lora", "qlora") else "full",
+        "zero_stage": _zero_stage(plan, opts),
+        # sequences per optimizer step over all data-parallel ranks (Megatron, torchtitan)
+        "global_batch": wl.batch * wl.grad_accum * (layout.dp if layout is not None else 1),
+        # what one data-parallel rank runs per pipeline schedule: the micro-batch, or with
+        # pipeline stages all of its micro-batches (torchtitan cuts its local batch into them)
+        "local_batch": wl.batch * wl.grad_accum if layout is not None and layout.pp > 1
+        else wl.batch,
+        "chunk": opts.prefill_chunk_tokens or 8192, "kv_dtype": wl.kv_dtype,
+        "weights_dtype": wl.weights_dtype, "draft": _draft(ctx),
+        "spec_tokens": opts.speculative_draft_tokens or 3,
+        "spec_draft_tokens": (opts.speculative_draft_tokens or 3) + 1, "grad_accum": wl.grad_accum,
+        "lora_rank": opts.lora_rank, "threads": 8, "offload_fraction": opts.offload_fraction,
+        "gpu_layers": _gpu_layers(wl, opts),
+        "mtp_layers": mtp_layers, "mtp_draft_tokens": mtp_layers + 1,
+        "soc_model": _soc_model(ctx.device),
+        **_checkpoint_values(ctx, plan),
+    }
+    if layout is not None:
+        # dp is the count of full replicas; FSDP's ranks are its shard degree, not replicas.
+        replicas = layout.replicas()
+        # vLLM's DP+EP counts tensor parallelism per attention rank (1); SGLang's DP attention
+        # keeps the group's --tp-size (the engine's config says which).
+        config = engine_for(wl).config_for(wl.phase)
+        tp = layout.tp // layout.attn_dp if config.dp_attention_tp == "attention" else layout.tp
+        if layout.attn_dp > 1 and isinstance(values["max_batch"], int):
+            # vLLM's --max-num-seqs and SGLang's --max-running-requests count per DP rank
+            values["max_batch"] = -(-values["max_batch"] // layout.attn_dp)
+        values.update(tp=tp, pp=layout.pp, dp=replicas, cp=layout.cp, attn_dp=layout.attn_dp,
+                      ep=layout.gpus if layout.ep else 1,
+                      dp_shard=layout.shard_degree(), dp_replicate=replicas)
+    return values
+
+
+def _zero_stage(plan: Plan, options: ModelOptions) -> int:
+    """Return the plan's sharding as ZeRO counts it: 3 parameters, 2 gradients, 0 nothing."""
+    steps = {s.id for s in plan.steps}
+    if options.sharding in ("fsdp", "hsdp") or steps & {"fsdp2-zero3", "hsdp", "cpu-offload"}:
+        return 3
+    if options.optimizer_offload or "optimizer-offload" in steps:
+        return 2  # ZeRO-Offload offloads the partitioned optimizer state (stage 1 or 2)
+    return 0
+
+
+def _gpu_layers(workload: Workload, options: ModelOptions) -> int:
+    """llama.cpp --n-gpu-layers: all layers, or the share the offload step keeps on the GPU."""
+    layers = workload.spec.num_layers if workload.spec else 999
+    if not options.offload_fraction:
+        return 999  # llama.cpp's "all of them"
+    return max(0, int(layers * (1.0 - options.offload_fraction)))
+
+
+def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
+    """Return the plan in the engine's own words (its data file), each line traced to its step."""
+    from hwadvisor.engines import (
+        STEP_IDS,
+        engine_for,
+        render_config,
+        render_other_configs,
+        step_note,
+    )
+
+    engine = engine_for(ctx.workload)
+    steps = [s.id for s in plan.steps if s.id in STEP_IDS]
+    # A move to a serving engine that took the GGUF quant's twin format (serving_engine_plan)
+    # needs that checkpoint: the format step's note says which.
+    implied = f"{ctx.workload.weights_dtype}-weights"
+    twin = ("paged-kv-continuous-batching" in steps and implied not in steps
+            and ctx.workload.weights_dtype in ("int4", "int8"))
+    # The drafter the plan modelled (speculative_plan), so its acceptance is the one assumed.
+    drafter = ctx.options.speculative_drafter
+    forms: dict[str, str] = {"speculative-decoding": drafter} if drafter is not None else {}
+    if ctx.options.cross_entropy != "plain":
+        forms["fused-cross-entropy"] = ctx.options.cross_entropy
+    if ctx.workload.activation_checkpointing:
+        # The checkpointing level the model counted, in the engine's words.
+        forms["activation-checkpointing"] = _checkpoint_form(ctx.options)
+    recipe = engine.quantization.get("int4")
+    form = recipe.for_model(ctx.workload.model).config_form if recipe is not None else None
+    if form is not None:
+        # The 4-bit recipe the size was modelled with (a prequantised checkpoint's own export).
+        forms["int4-weights"] = form
+    elif ctx.workload.weights_dtype == "q4_0" and engine.own_formats.get("int4") != "q4_0":
+        forms["int4-weights"] = "legacy"  # Q4_0 chosen over a K-quant mix that would fall back
+    values = _engine_values(ctx, plan)
+    device_class = str(ctx.device.device_class)
+    rendered = render_config(engine, steps, values, device_class, forms, ctx.workload.phase)
+    if twin:
+        note = step_note(engine, implied, values)
+        if note is not None:
+            rendered = rendered.model_copy(update={"notes": [*rendered.notes, note]})
+    others = render_other_configs(engine, steps, values, device_class, forms) \
+        if ctx.workload.phase == "inference" else []
+    return _said(engine.id, engine.version, rendered,
+                 [_said(engine.id, engine.version, other) for other in others])
+
+
+def _said(engine_id: str, version: str, rendered: Any,
+          also: list[EngineConfig] | None = None) -> EngineConfig:
+    """Return a rendered config as the report states it."""
+    return EngineConfig(
+        engine=engine_id, version=version, format=rendered.format, text=rendered.text,
+        lines=[EngineLine(setting=line.setting, step=line.step) for line in rendered.lines],
+        not_expressed=[f"{n.step}: {n.reason}" for n in rendered.not_expressed],
+        notes=list(rendered.notes), tool=rendered.tool, also=also or [])
