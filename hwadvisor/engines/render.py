@@ -3,8 +3,8 @@
 `render_config(engine, steps, values, device_class, forms, phase)` turns the plan's step ids
 (and the layout keys its values use) into the text a user pastes, each line traced to the step
 that asked for it. What the values mean (the context per llama-server slot, vLLM's
---max-model-len) is settled by whoever fills them (rules/advise.py, `engine_values`); this
-module only says them in the engine's syntax.
+--max-model-len) is settled by whoever fills the `PlanValues` (values.py; the advice fills them
+in rules/engine_config.py); this module only says them in the engine's syntax.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from hwadvisor.engines.schema import (
     placeholders,
     tomllib,  # the one Python 3.10 shim
 )
+from hwadvisor.engines.values import PlanValues
 from hwadvisor.errors import UserError
 
 _DEGREE_KEYS: frozenset[str] = frozenset({"tp", "pp", "dp", "ep"})
@@ -110,7 +111,7 @@ def _skip_reason(engine: Engine, config: EngineConfig, step: str,
 def render_config(
     engine: Engine,
     steps: list[str],
-    values: dict[str, object],
+    plan_values: PlanValues,
     device_class: str | None = None,
     forms: Mapping[str, str] | None = None,
     phase: str = "inference",
@@ -121,7 +122,7 @@ def render_config(
     `base` is always emitted; the layout keys (tp, pp, dp, ep, max_batch, context, gpu_layers)
     when named in `steps`, or when the plan's values use them (a degree above one, a value
     given). Steps the engine does by default go to `defaulted`; steps it cannot express go to
-    `not_expressed` with the reason. `values` fills the {placeholders}; a missing one is a
+    `not_expressed` with the reason. `plan_values` fills the {placeholders}; one not given is a
     UserError naming it. `forms` asks for a step's model-dependent form (STEP_FORMS), e.g.
     {"speculative-decoding": "mtp"}; an engine without that form says the plain one, with a note.
     `phase` picks the config: an engine may train with another tool than it serves with;
@@ -129,7 +130,7 @@ def render_config(
     """
     _check_steps(steps)
     config = _config_of(engine, phase, tool)
-    values = _with_unit(engine, config, values)
+    values = _given(config, plan_values)
     traced: list[RenderedLine] = []
     skipped: list[NotExpressed] = []
     defaulted: list[str] = []
@@ -155,7 +156,7 @@ def render_config(
                           not_expressed=skipped, defaulted=defaulted, notes=notes, tool=tool)
 
 
-def step_note(engine: Engine, step: str, values: Mapping[str, object],
+def step_note(engine: Engine, step: str, plan_values: PlanValues,
               phase: str = "inference") -> str | None:
     """Return the engine config's note for a step (what it needs besides), filled; None: none.
 
@@ -164,18 +165,20 @@ def step_note(engine: Engine, step: str, values: Mapping[str, object],
     """
     config = _config_of(engine, phase, "")
     note = config.step_notes.get(step)
-    return f"{step}: {_fill_or_raise(note, values, step)}" if note is not None else None
+    if note is None:
+        return None
+    return f"{step}: {_fill_or_raise(note, _given(config, plan_values), step)}"
 
 
 def render_other_configs(
     engine: Engine,
     steps: list[str],
-    values: dict[str, object],
+    plan_values: PlanValues,
     device_class: str | None = None,
     forms: Mapping[str, str] | None = None,
 ) -> list[RenderedConfig]:
     """Render the plan for each of the engine's other tools (inference), in file order."""
-    return [render_config(engine, steps, values, device_class, forms, "inference", tool)
+    return [render_config(engine, steps, plan_values, device_class, forms, "inference", tool)
             for tool in engine.other_configs]
 
 
@@ -189,18 +192,18 @@ def _config_of(engine: Engine, phase: str, tool: str) -> EngineConfig:
     return engine.other_configs[tool]
 
 
-def _with_unit(engine: Engine, config: EngineConfig,
-               values: Mapping[str, object]) -> dict[str, object]:
-    """Add {compute_units}: the unit the plan models, in this config's words.
+def _given(config: EngineConfig, plan_values: PlanValues) -> dict[str, object]:
+    """Return the plan values given, {compute_units} said in this config's words.
 
-    The unit is the engine's default or the user's --engine-option compute_unit, so the
-    emitted config runs where the prediction assumed.
+    The plan names the unit it models (cpu, gpu, npu: the engine's default or the user's
+    --engine-option compute_unit, so the emitted config runs where the prediction assumed);
+    each config names it its own way (Core ML's cpu_and_gpu, coremltools' CPU_AND_GPU).
     """
-    out = dict(values)
-    unit = engine.defaults.compute_unit
-    if unit is not None and unit in config.unit_words:
-        out["compute_units"] = config.unit_words[unit]
-    return out
+    values = plan_values.given()
+    unit = values.get("compute_units")
+    if isinstance(unit, str) and unit in config.unit_words:
+        values["compute_units"] = config.unit_words[unit]
+    return values
 
 
 def _other_level(engine: Engine, step: str, form: str | None) -> bool:

@@ -22,6 +22,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hwadvisor.engines.values import PlanValues, sample_values
 from hwadvisor.models.hardware import DeviceClass
 from hwadvisor.models.workload import Phase
 
@@ -82,17 +83,8 @@ LAYOUT_KEYS: tuple[str, ...] = (
     "precision_fp16", "precision_bf16",
 )
 _DEGREE_KEYS: frozenset[str] = frozenset({"tp", "pp", "dp", "ep"})
-PLACEHOLDERS: frozenset[str] = frozenset({
-    "model", "tp", "pp", "dp", "dp_shard", "dp_replicate", "ep", "cp", "gpus", "nodes",
-    "gpus_per_node", "batch", "max_batch", "step_tokens", "prompt_len", "gen_len", "context",
-    "chunk",
-    "kv_dtype", "weights_dtype", "draft", "spec_tokens", "spec_draft_tokens", "gpu_layers",
-    "grad_accum",
-    "lora_rank",
-    "threads", "offload_fraction", "mtp_layers", "mtp_draft_tokens", "slot_context",
-    "max_model_len", "kv_pool_tokens", "fine_tune_type", "zero_stage", "attn_dp", "soc_model",
-    "global_batch", "local_batch", "compute_units", "checkpoint_every", "recompute_layers",
-})
+# The {placeholders} a template may use: the plan values' fields (values.PlanValues).
+PLACEHOLDERS: frozenset[str] = frozenset(PlanValues.model_fields)
 WEIGHT_FORMATS: tuple[str, ...] = (
     "bf16", "fp16", "fp32", "fp8", "int8", "int4", "fp4", "q4_0", "q4_k_m", "q5_k_m", "q6_k",
     "q8_0", "iq4_xs", "mlx-4bit", "mlx-8bit", "nf4",
@@ -127,13 +119,6 @@ class _Strict(BaseModel):
 def placeholders(text: str) -> set[str]:
     """Return the {name} placeholders a flag or setting template uses."""
     return set(_PLACEHOLDER.findall(text))
-
-
-def _sample_values() -> dict[str, object]:
-    """Return stand-in values for every placeholder, to check that templates render."""
-    return {name: ("m" if name in {"model", "kv_dtype", "weights_dtype", "soc_model",
-                                   "compute_units"} else 2)
-            for name in PLACEHOLDERS}
 
 
 def fill(template: str, values: Mapping[str, object], fmt: Format = "python") -> str:
@@ -302,7 +287,7 @@ class EngineConfig(_Strict):
 
 def _check_setting(fmt: Format, setting: str) -> None:
     """Refuse a template that would not render to valid syntax for its format."""
-    sample = fill(setting, _sample_values(), fmt)
+    sample = fill(setting, sample_values(), fmt)
     if fmt == "cli":
         if not setting.startswith("-"):
             raise ValueError(f"a cli setting must be a flag: {setting!r}")

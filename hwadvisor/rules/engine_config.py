@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hwadvisor.engines.values import PlanValues
 from hwadvisor.models import Device, ModelOptions, Plan, Workload
 from hwadvisor.models.plan import EngineConfig, EngineLine
 from hwadvisor.rules.context import RuleContext
@@ -42,8 +43,8 @@ def _checkpoint_form(options: ModelOptions) -> str:
     return "layers" if options.checkpoint_every > 1 else "full"
 
 
-def _checkpoint_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
-    """Return every-N-th-layer checkpointing's N and one pipeline stage's checkpointed layers.
+def _recompute_layers(ctx: RuleContext, plan: Plan) -> int:
+    """Return one pipeline stage's checkpointed layers under every-N-th-layer checkpointing.
 
     Megatron's block method checkpoints the first K layers of each stage
     (megatron/core/transformer/transformer_block.py _checkpointed_forward, core 0.19): K is
@@ -52,7 +53,7 @@ def _checkpoint_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
     every = ctx.options.checkpoint_every
     layers = ctx.workload.spec.num_layers if ctx.workload.spec else 0
     stages = max(plan.layout.pp if plan.layout else 1, 1)
-    return {"checkpoint_every": every, "recompute_layers": -(-(layers // every) // stages)}
+    return -(-(layers // every) // stages)
 
 
 def _step_tokens(ctx: RuleContext) -> int | None:
@@ -94,7 +95,7 @@ def _draft(ctx: RuleContext) -> str | None:
     return found.id if found is not None else "DRAFT_CHECKPOINT"
 
 
-def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
+def plan_values(ctx: RuleContext, plan: Plan) -> PlanValues:
     """Return the values the engine's flag templates are filled with.
 
     What each means is settled here, once for every engine: `max_model_len` is the longest
@@ -108,61 +109,66 @@ def _engine_values(ctx: RuleContext, plan: Plan) -> dict[str, object]:
     spec = wl.spec
     from hwadvisor.engines import engine_for
 
+    engine = engine_for(wl)
     # Engines that page the KV cache take a capacity (vLLM --max-num-seqs); slot-based ones
     # (llama-server --parallel, mlx) take the concurrency you serve.
-    paged = engine_for(wl).defaults.paged_kv
+    paged = engine.defaults.paged_kv
     mtp_layers = max(spec.mtp_layers, 1) if spec else 1  # the MTP form's draft depth
     request = wl.prompt_len + wl.gen_len
     slot = -(-request // _SLOT_PAD) * _SLOT_PAD
     slots = wl.batch
     training = wl.phase == "training"
     half = wl.activation_dtype == "fp16" or "bf16" not in ctx.device.formats
-    values: dict[str, object] = {
-        "model": wl.model, "gpus": wl.gpus, "nodes": wl.nodes,
-        "gpus_per_node": wl.gpus_per_node or wl.gpus // max(wl.nodes, 1),
-        "batch": wl.batch, "max_batch": _max_sequences(ctx, plan) if paged else wl.batch,
+    max_batch = _max_sequences(ctx, plan) if paged else wl.batch
+    if layout is not None and layout.attn_dp > 1:
+        # vLLM's --max-num-seqs and SGLang's --max-running-requests count per DP rank
+        max_batch = -(-max_batch // layout.attn_dp)
+    values = PlanValues(
+        model=wl.model, gpus=wl.gpus, nodes=wl.nodes,
+        gpus_per_node=wl.gpus_per_node or wl.gpus // max(wl.nodes, 1),
+        batch=wl.batch, max_batch=max_batch,
         # the step's token budget, said only where the planned batch is above the engine's own
-        "step_tokens": wl.batch if paged and wl.batch > (_step_tokens(ctx) or wl.batch) else None,
-        "prompt_len": wl.prompt_len, "gen_len": wl.gen_len,
-        "context": wl.prompt_len if training else max(longest_request(ctx) or request, request),
-        "max_model_len": max(longest_request(ctx) or request, request),
-        "slot_context": slot, "kv_pool_tokens": slot * slots,
-        "precision_fp16": True if half and opts.mixed_precision and
+        step_tokens=wl.batch if paged and wl.batch > (_step_tokens(ctx) or wl.batch) else None,
+        prompt_len=wl.prompt_len, gen_len=wl.gen_len,
+        context=wl.prompt_len if training else max(longest_request(ctx) or request, request),
+        max_model_len=max(longest_request(ctx) or request, request),
+        slot_context=slot, kv_pool_tokens=slot * slots,
+        precision_fp16=True if half and opts.mixed_precision and
         wl.activation_dtype not in ("fp32", "tf32") else None,
-        "precision_bf16": True if training and opts.mixed_precision and not half and
+        precision_bf16=True if training and opts.mixed_precision and not half and
         wl.activation_dtype == "bf16" else None,
-        "fine_tune_type": "lora" if opts.finetune in ("lora", "qlora") else "full",
-        "zero_stage": _zero_stage(plan, opts),
+        fine_tune_type="lora" if opts.finetune in ("lora", "qlora") else "full",
+        zero_stage=_zero_stage(plan, opts),
         # sequences per optimizer step over all data-parallel ranks (Megatron, torchtitan)
-        "global_batch": wl.batch * wl.grad_accum * (layout.dp if layout is not None else 1),
+        global_batch=wl.batch * wl.grad_accum * (layout.dp if layout is not None else 1),
         # what one data-parallel rank runs per pipeline schedule: the micro-batch, or with
         # pipeline stages all of its micro-batches (torchtitan cuts its local batch into them)
-        "local_batch": wl.batch * wl.grad_accum if layout is not None and layout.pp > 1
+        local_batch=wl.batch * wl.grad_accum if layout is not None and layout.pp > 1
         else wl.batch,
-        "chunk": opts.prefill_chunk_tokens or 8192, "kv_dtype": wl.kv_dtype,
-        "weights_dtype": wl.weights_dtype, "draft": _draft(ctx),
-        "spec_tokens": opts.speculative_draft_tokens or 3,
-        "spec_draft_tokens": (opts.speculative_draft_tokens or 3) + 1, "grad_accum": wl.grad_accum,
-        "lora_rank": opts.lora_rank, "threads": 8, "offload_fraction": opts.offload_fraction,
-        "gpu_layers": _gpu_layers(wl, opts),
-        "mtp_layers": mtp_layers, "mtp_draft_tokens": mtp_layers + 1,
-        "soc_model": _soc_model(ctx.device),
-        **_checkpoint_values(ctx, plan),
-    }
-    if layout is not None:
-        # dp is the count of full replicas; FSDP's ranks are its shard degree, not replicas.
-        replicas = layout.replicas()
-        # vLLM's DP+EP counts tensor parallelism per attention rank (1); SGLang's DP attention
-        # keeps the group's --tp-size (the engine's config says which).
-        config = engine_for(wl).config_for(wl.phase)
-        tp = layout.tp // layout.attn_dp if config.dp_attention_tp == "attention" else layout.tp
-        if layout.attn_dp > 1 and isinstance(values["max_batch"], int):
-            # vLLM's --max-num-seqs and SGLang's --max-running-requests count per DP rank
-            values["max_batch"] = -(-values["max_batch"] // layout.attn_dp)
-        values.update(tp=tp, pp=layout.pp, dp=replicas, cp=layout.cp, attn_dp=layout.attn_dp,
-                      ep=layout.gpus if layout.ep else 1,
-                      dp_shard=layout.shard_degree(), dp_replicate=replicas)
-    return values
+        chunk=opts.prefill_chunk_tokens or 8192, kv_dtype=wl.kv_dtype,
+        weights_dtype=wl.weights_dtype, draft=_draft(ctx),
+        spec_tokens=opts.speculative_draft_tokens or 3,
+        spec_draft_tokens=(opts.speculative_draft_tokens or 3) + 1, grad_accum=wl.grad_accum,
+        lora_rank=opts.lora_rank, threads=8, offload_fraction=opts.offload_fraction,
+        gpu_layers=_gpu_layers(wl, opts),
+        mtp_layers=mtp_layers, mtp_draft_tokens=mtp_layers + 1,
+        soc_model=_soc_model(ctx.device),
+        # the unit the plan models: the engine's default or --engine-option compute_unit
+        compute_units=engine.defaults.compute_unit,
+        checkpoint_every=opts.checkpoint_every, recompute_layers=_recompute_layers(ctx, plan),
+    )
+    if layout is None:
+        return values
+    # dp is the count of full replicas; FSDP's ranks are its shard degree, not replicas.
+    replicas = layout.replicas()
+    # vLLM's DP+EP counts tensor parallelism per attention rank (1); SGLang's DP attention
+    # keeps the group's --tp-size (the engine's config says which).
+    config = engine.config_for(wl.phase)
+    tp = layout.tp // layout.attn_dp if config.dp_attention_tp == "attention" else layout.tp
+    return values.model_copy(update={
+        "tp": tp, "pp": layout.pp, "dp": replicas, "cp": layout.cp, "attn_dp": layout.attn_dp,
+        "ep": layout.gpus if layout.ep else 1, "dp_shard": layout.shard_degree(),
+        "dp_replicate": replicas})
 
 
 def _zero_stage(plan: Plan, options: ModelOptions) -> int:
@@ -215,7 +221,7 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
         forms["int4-weights"] = form
     elif ctx.workload.weights_dtype == "q4_0" and engine.own_formats.get("int4") != "q4_0":
         forms["int4-weights"] = "legacy"  # Q4_0 chosen over a K-quant mix that would fall back
-    values = _engine_values(ctx, plan)
+    values = plan_values(ctx, plan)
     device_class = str(ctx.device.device_class)
     rendered = render_config(engine, steps, values, device_class, forms, ctx.workload.phase)
     if twin:

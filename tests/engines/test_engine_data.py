@@ -24,6 +24,7 @@ from hwadvisor.engines.schema import (
     placeholders,
     tomllib,  # the one Python 3.10 shim
 )
+from hwadvisor.engines.values import PlanValues
 from hwadvisor.errors import ExitCode, UserError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,20 +32,21 @@ EXPECTED_IDS = {"hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx"
                 "mlc-llm", "litert", "qnn", "coreml", "torchtitan", "megatron", "deepspeed"}
 
 # A full set of plan values: every placeholder filled, so every step of every engine renders.
-VALUES: dict[str, object] = {
-    "model": "meta-llama/Llama-3.1-8B-Instruct", "tp": 2, "pp": 2, "dp": 2, "dp_shard": 8,
-    "dp_replicate": 2, "ep": 4, "attn_dp": 8, "cp": 2, "gpus": 16, "nodes": 2, "gpus_per_node": 8,
-    "batch": 4,
-    "max_batch": 64, "prompt_len": 2048, "gen_len": 256, "context": 8192, "chunk": 4096,
-    "kv_dtype": "fp8", "weights_dtype": "bf16", "spec_tokens": 4, "draft": "org/draft-1b",
-    "spec_draft_tokens": 5, "gpu_layers": 99,
-    "grad_accum": 8, "lora_rank": 16, "threads": 8, "offload_fraction": 0.5,
-    "mtp_layers": 1, "soc_model": "SM8750",
-    "mtp_draft_tokens": 2, "slot_context": 2304, "max_model_len": 8192,
-    "kv_pool_tokens": 147456, "fine_tune_type": "lora", "precision_fp16": True,
-    "precision_bf16": True, "zero_stage": 3, "global_batch": 64, "local_batch": 4,
-    "checkpoint_every": 2, "recompute_layers": 8,
-}
+VALUES = PlanValues(
+    model="meta-llama/Llama-3.1-8B-Instruct", tp=2, pp=2, dp=2, dp_shard=8,
+    dp_replicate=2, ep=4, attn_dp=8, cp=2, gpus=16, nodes=2, gpus_per_node=8,
+    batch=4,
+    max_batch=64, prompt_len=2048, gen_len=256, context=8192, chunk=4096,
+    kv_dtype="fp8", weights_dtype="bf16", spec_tokens=4, draft="org/draft-1b",
+    spec_draft_tokens=5, gpu_layers=99,
+    grad_accum=8, lora_rank=16, threads=8, offload_fraction=0.5,
+    mtp_layers=1, soc_model="SM8750",
+    mtp_draft_tokens=2, slot_context=2304, max_model_len=8192,
+    kv_pool_tokens=147456, fine_tune_type="lora", precision_fp16=True,
+    precision_bf16=True, zero_stage=3, global_batch=64, local_batch=4,
+    checkpoint_every=2, recompute_layers=8,
+    compute_units="gpu",
+)
 
 
 @pytest.fixture(scope="module")
@@ -221,28 +223,29 @@ def test_vllm_command_has_the_fp8_kv_flag(engines):
 
 
 def test_vllm_defaults_are_not_rendered(engines):
-    rendered = render_config(engines["vllm"], ["prefix-caching", "cuda-graphs"], {"model": "m"})
+    rendered = render_config(engines["vllm"], ["prefix-caching", "cuda-graphs"],
+                             PlanValues(model="m"))
     assert rendered.defaulted == ["prefix-caching", "cuda-graphs"]
     assert rendered.text == "vllm serve m"
 
 
 def test_layout_keys_follow_the_values(engines):
-    small = render_config(engines["vllm"], [], {"model": "m", "tp": 1})
+    small = render_config(engines["vllm"], [], PlanValues(model="m", tp=1))
     assert "--tensor-parallel-size" not in small.text
-    explicit = render_config(engines["llamacpp"], ["gpu_layers"], {"model": "m.gguf",
-                                                                   "gpu_layers": 20})
+    explicit = render_config(engines["llamacpp"], ["gpu_layers"], PlanValues(model="m.gguf",
+                                                                          gpu_layers=20))
     assert "--n-gpu-layers 20" in explicit.text
 
 
 def test_mlc_overrides_merge_into_one_flag(engines):
     rendered = render_config(engines["mlc-llm"], ["chunked-prefill", "speculative-decoding"],
-                             {**VALUES, "pp": 1})
+                             VALUES.model_copy(update={"pp": 1}))
     assert rendered.text.count("--overrides") == 1
     assert "max_num_sequence=64;" in rendered.text
 
 
 def test_cli_values_are_shell_quoted(engines):
-    rendered = render_config(engines["llamacpp"], [], {"model": "my model.gguf"})
+    rendered = render_config(engines["llamacpp"], [], PlanValues(model="my model.gguf"))
     assert rendered.text == "llama-server -m 'my model.gguf'"
 
 
@@ -300,7 +303,7 @@ def test_unknown_steps_and_missing_values_are_refused(engines):
     with pytest.raises(UserError, match="unknown plan step"):
         render_config(engines["vllm"], ["kv-cache-quantisation"], VALUES)
     with pytest.raises(UserError, match="spec_tokens"):
-        render_config(engines["vllm"], ["speculative-decoding"], {"model": "m"})
+        render_config(engines["vllm"], ["speculative-decoding"], PlanValues(model="m"))
 
 
 def test_steps_without_a_setting_are_listed_with_a_reason(engines):

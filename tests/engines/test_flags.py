@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from script_loader import load_script
 
 from hwadvisor import profiles
+from hwadvisor.engines import PlanValues
 from hwadvisor.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,21 +37,22 @@ KNOWN_BAD: dict[tuple[str, str], str] = {}
 # Engines without a table, and why (their checks are skipped, said so, not passed silently).
 NO_TABLE: dict[str, str] = {}
 # Stand-in plan values for rendering one step alone (degrees of 1 keep layout keys quiet).
-SAMPLE_VALUES: dict[str, object] = {
-    "model": "meta-llama/Llama-3.1-8B", "tp": 1, "pp": 1, "dp": 1, "dp_shard": 4,
-    "dp_replicate": 2, "ep": 1, "attn_dp": 8, "cp": 2, "gpus": 8, "nodes": 1, "gpus_per_node": 8,
-    "batch": 4, "max_batch": 4, "step_tokens": 4096, "prompt_len": 1024, "gen_len": 256,
-    "chunk": 2048,
-    "kv_dtype": "fp8",
-    "weights_dtype": "bf16", "spec_tokens": 4, "draft": "org/draft-1b",
-    "spec_draft_tokens": 5, "gpu_layers": 33, "grad_accum": 2,
-    "lora_rank": 16, "threads": 8, "offload_fraction": 0.5, "mtp_layers": 1,
-    "mtp_draft_tokens": 2, "soc_model": "SM8750",
-    "slot_context": 1280, "max_model_len": 8192, "kv_pool_tokens": 5120,
-    "fine_tune_type": "lora", "zero_stage": 3, "precision_fp16": True, "precision_bf16": True,
-    "context": 2048, "global_batch": 64, "local_batch": 4, "checkpoint_every": 2,
-    "recompute_layers": 8,
-}
+SAMPLE_VALUES = PlanValues(
+    model="meta-llama/Llama-3.1-8B", tp=1, pp=1, dp=1, dp_shard=4,
+    dp_replicate=2, ep=1, attn_dp=8, cp=2, gpus=8, nodes=1, gpus_per_node=8,
+    batch=4, max_batch=4, step_tokens=4096, prompt_len=1024, gen_len=256,
+    chunk=2048,
+    kv_dtype="fp8",
+    weights_dtype="bf16", spec_tokens=4, draft="org/draft-1b",
+    spec_draft_tokens=5, gpu_layers=33, grad_accum=2,
+    lora_rank=16, threads=8, offload_fraction=0.5, mtp_layers=1,
+    mtp_draft_tokens=2, soc_model="SM8750",
+    slot_context=1280, max_model_len=8192, kv_pool_tokens=5120,
+    fine_tune_type="lora", zero_stage=3, precision_fp16=True, precision_bf16=True,
+    context=2048, global_batch=64, local_batch=4, checkpoint_every=2,
+    recompute_layers=8,
+    compute_units="gpu",
+)
 LAYOUT_VALUES = {"tp": 2, "pp": 2, "dp": 2, "ep": 2, "max_batch": 16, "context": 4096,
                  "gpu_layers": 33}
 
@@ -96,9 +98,9 @@ def test_each_step_alone_renders_flags_the_engine_takes(engine_id: str, key: str
     if key in STEP_FORMS:
         step, form = STEP_FORMS[key]
         forms = {step: form}
-    values = dict(SAMPLE_VALUES)
+    values = SAMPLE_VALUES
     if key in LAYOUT_VALUES:
-        values[key] = LAYOUT_VALUES[key]
+        values = values.model_copy(update={key: LAYOUT_VALUES[key]})
     rendered = render_config(engine, [step], values, None, forms, phase or "inference")
     assert check_rendered(rendered) == []
 

@@ -187,12 +187,12 @@ def test_hf_trainer_is_told_to_train_in_fp16_on_a_t4():
 
 
 def test_torchtitan_says_full_checkpointing_and_leaves_its_selective_default():
-    from hwadvisor.engines import render_config
+    from hwadvisor.engines import PlanValues, render_config
 
     engine = get_engine("torchtitan")
 
     def level(form: str) -> str:
-        return render_config(engine, ["activation-checkpointing"], {"context": 4096},
+        return render_config(engine, ["activation-checkpointing"], PlanValues(context=4096),
                              "datacenter-gpu", {"activation-checkpointing": form},
                              "training").text
 
@@ -230,10 +230,10 @@ def test_mlx_serving_runs_the_server():
 
 
 def test_llama_cpp_ngram_drafter_keeps_its_own_valid_range():
-    from hwadvisor.engines import render_config
+    from hwadvisor.engines import PlanValues, render_config
 
     rendered = render_config(get_engine("llamacpp"), ["speculative-decoding"],
-                             {"model": "m.gguf", "spec_tokens": 3})
+                             PlanValues(model="m.gguf", spec_tokens=3))
     flags = cli_flags(rendered.text)
     # common.h: ngram_mod n_min 48 <= n_max 64; an n-max below n-min drafts nothing
     n_min = int(flags.get("--spec-ngram-mod-n-min", 48))

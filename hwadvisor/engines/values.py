@@ -1,0 +1,96 @@
+"""The vocabulary between a plan and an engine's config: one typed field per template value.
+
+The advice (rules/engine_config.py) settles what each value means once for every engine and
+fills a `PlanValues`; the renderer (render.py) says them in the engine's syntax. The
+{placeholders} an engine's data file may use are this model's fields (schema.PLACEHOLDERS is
+derived from them), so a new value is one field here and nowhere else.
+
+A field not given is missing: a template that needs it is refused with its name (a test may
+hand the renderer a few values). A field given as None is the plan's way of saying "none"
+(no prefill chunk to raise, no precision to say): a layout key that is None is not emitted.
+"""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PlanValues(BaseModel):
+    """The plan's values an engine's flag and setting templates are filled with."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # the model and the hardware
+    model: str | None = Field(None, description="The checkpoint the engine loads")
+    gpus: int | None = Field(None, description="GPUs over all nodes")
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    soc_model: str | None = Field(None, description="The Qualcomm SoC part (SM8750 ...)")
+    compute_units: str | None = Field(
+        None, description="The unit the plan models (cpu, gpu, npu); each config says it in "
+        "its own words (its unit_words)")
+    threads: int | None = None
+    # the layout: given only where the plan has one
+    tp: int | None = Field(None, description="Tensor-parallel degree (per attention rank "
+                           "where the engine counts it so)")
+    pp: int | None = Field(None, description="Pipeline stages")
+    dp: int | None = Field(None, description="Full replicas (FSDP's shards are not replicas)")
+    cp: int | None = Field(None, description="Context-parallel degree")
+    ep: int | None = Field(None, description="Expert-parallel degree (1: none)")
+    attn_dp: int | None = Field(None, description="Data-parallel attention ranks")
+    dp_shard: int | None = Field(None, description="FSDP's shard degree")
+    dp_replicate: int | None = Field(None, description="HSDP's replicas")
+    # the requests
+    batch: int | None = Field(None, description="The planned batch (concurrent sequences)")
+    max_batch: int | None = Field(
+        None, description="Sequences the engine may hold at once (per DP rank where it counts "
+        "so): a paged engine's capacity, a slot engine's concurrency")
+    step_tokens: int | None = Field(
+        None, description="The step's token budget, where the planned batch is above the "
+        "engine's own (None: not said)")
+    prompt_len: int | None = None
+    gen_len: int | None = None
+    context: int | None = Field(None, description="Training: the sequence; serving: the "
+                                "longest request")
+    max_model_len: int | None = Field(None, description="The longest single request")
+    slot_context: int | None = Field(None, description="One request, padded, for engines "
+                                     "that allocate each slot up front")
+    kv_pool_tokens: int | None = Field(None, description="The slots times slot_context")
+    chunk: int | None = Field(None, description="The prefill chunk in tokens")
+    # formats and precision
+    kv_dtype: str | None = None
+    weights_dtype: str | None = None
+    precision_fp16: bool | None = Field(None, description="True: say fp16 compute")
+    precision_bf16: bool | None = Field(None, description="True: say bf16 compute (training)")
+    # speculative decoding
+    draft: str | None = Field(None, description="The drafter's published checkpoint")
+    spec_tokens: int | None = None
+    spec_draft_tokens: int | None = None
+    mtp_layers: int | None = Field(None, description="The MTP form's draft depth")
+    mtp_draft_tokens: int | None = None
+    # offload
+    offload_fraction: float | None = Field(None, description="Weights kept in host RAM")
+    gpu_layers: int | None = Field(None, description="llama.cpp --n-gpu-layers")
+    # training
+    fine_tune_type: str | None = Field(None, description="lora or full")
+    lora_rank: int | None = None
+    zero_stage: int | None = Field(None, description="3 parameters, 2 gradients, 0 nothing")
+    grad_accum: int | None = None
+    global_batch: int | None = Field(None, description="Sequences per optimizer step over "
+                                     "all data-parallel ranks")
+    local_batch: int | None = Field(None, description="What one data-parallel rank runs per "
+                                    "pipeline schedule")
+    checkpoint_every: int | None = Field(None, description="Every N-th layer checkpointed")
+    recompute_layers: int | None = Field(None, description="One stage's checkpointed layers")
+
+    def given(self) -> dict[str, object]:
+        """Return the values given, by name, as the templates read them."""
+        return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+def sample_values() -> dict[str, object]:
+    """Return a stand-in for every field, of its type, to check that templates render."""
+    return {name: "m" if str in get_args(field.annotation) else 2
+            for name, field in PlanValues.model_fields.items()}
