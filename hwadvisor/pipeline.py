@@ -133,7 +133,8 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     outcome = recommend(workload, device, goal, host=target.host,
                         estimator=PerfModel(p.calibration) if p.calibration is not None else None,
                         min_tokens_per_s=min_tokens_per_s)
-    notes += workload_notes(workload, device.name, goal, goal_spec(goal).phase)
+    spec = goal_spec(goal)
+    notes += workload_notes(workload, device.name, goal, None if spec.any_phase else spec.phase)
     return Report(
         kind="recommend", host=target.host, devices=target.devices,
         device_class=device.device_class, notes=notes + outcome.notes, workload=workload,

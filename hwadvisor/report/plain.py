@@ -166,7 +166,7 @@ def _serving_expectation(report: Report) -> str:
         parts.append(f"about {units.rate(speed)} per user{users}")
     if plan.ttft_s is not None:
         parts.append(f"the first token after {units.seconds(plan.ttft_s)}")
-    if report.goal == "memory-footprint":
+    if plan.metric.unit == "bytes":  # the goal's metric is the memory in use
         parts.append(f"{units.gb(plan.memory_per_gpu_bytes)} of memory"
                      f"{' per GPU' if on_gpu(report) else ''} in use")
     return ", ".join(parts) or "it to fit"

@@ -25,6 +25,7 @@ from hwadvisor.rules.alternatives import (
 from hwadvisor.rules.context import Estimator, RuleContext
 from hwadvisor.rules.engine_config import engine_config
 from hwadvisor.rules.judge import Candidate, baseline, default_estimator
+from hwadvisor.rules.playbooks.goals import goal_spec
 from hwadvisor.rules.playbooks.schema import Rule, rules_for_goal
 from hwadvisor.rules.search import (
     SearchResult,
@@ -138,7 +139,6 @@ def _worth_listing(goal: Goal, c: Candidate, result: SearchResult) -> bool:
 
 def _not_enough(goal: Goal, result: SearchResult, c: Candidate) -> str:
     """Say why a candidate stayed out: its own effect, and the goal's metric when that differs."""
-    from hwadvisor.rules.playbooks.goals import goal_spec
     from hwadvisor.rules.playbooks.metrics import prediction
 
     why = f"on the plan it would not help enough: {c.prediction.text}"
@@ -189,8 +189,8 @@ def recommend(
     floor = speed_floor(goal, min_tokens_per_s)
     result = search(goal, chosen, start, device, host, options, estimator)
     below_floor = False
-    if goal == "memory-footprint" and start.phase == "inference":
-        result = memory_plan_at_floor(result, chosen, host, options, estimator, floor)
+    if goal_spec(goal).memory_first and start.phase == "inference":
+        result = memory_plan_at_floor(goal, result, chosen, host, options, estimator, floor)
         below_floor = result.final.facts.fits and \
             not keeps_floor(result.final.estimate, start, floor)
     final = result.final
@@ -214,7 +214,7 @@ def recommend(
         found, count = alternatives(goal, result, {r.id: r for r in chosen}, floor)
         plan.alternatives = found
         plan.min_gpus = None if fits else count
-    latency = latency_plan(result, host, options, estimator) if below_floor else None
+    latency = latency_plan(goal, result, host, options, estimator) if below_floor else None
     if latency is not None:
         plan.alternatives.insert(0, latency)
     plan.alternatives_order = order_words(goal, plan, workload.model, latency is not None)

@@ -15,6 +15,7 @@ from hwadvisor.models import Estimate, HostInfo, Plan, PlanAlternative, Workload
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.context import Estimator, RuleContext
 from hwadvisor.rules.judge import fits_limit
+from hwadvisor.rules.playbooks.goals import USABLE_TOKENS_PER_S, goal_spec
 from hwadvisor.rules.playbooks.schema import Rule, rules_for_goal
 from hwadvisor.rules.search import (
     SearchResult,
@@ -70,18 +71,6 @@ def _alternative(goal: Goal, ctx: RuleContext, alt_id: str, title: str, workload
         + (f", {metric_words(goal, est)}" if on_gpu else ""))
 
 
-# A model that fits but generates slower than this is no answer on a phone or laptop: people
-# read at ~5 words (~7 tokens) a second; 10 tokens/s keeps ahead of them (assumption, stated).
-# `recommend --min-tokens-per-s` replaces it; every smaller preset that fits is still shown.
-USABLE_TOKENS_PER_S = 10.0
-
-
-# The memory goal trades speed for memory by design, so its floor is lower: 5 tokens/s is still
-# about reading speed (~4 words a second; assumption, stated, after issue 27's suggestion).
-# Below it a plan is no answer when one above it fits. `--min-tokens-per-s` replaces both.
-MEMORY_TOKENS_PER_S = 5.0
-
-
 # The inference-latency plan is named beside a memory plan below the floor when it generates at
 # least this many times faster (a 10% difference is within the model's error).
 LATENCY_PLAN_FASTER = 1.1
@@ -90,12 +79,12 @@ LATENCY_PLAN_FASTER = 1.1
 def speed_floor(goal: Goal, min_tokens_per_s: float | None) -> float:
     """Return the generation speed (tokens/s per sequence) a plan's answer must keep.
 
-    --min-tokens-per-s when given; otherwise 5 tokens/s for the memory-footprint goal and
-    10 for the others.
+    --min-tokens-per-s when given; otherwise the goal's own (the goal table: 5 tokens/s for
+    the memory goal, 10 for the others).
     """
     if min_tokens_per_s is not None:
         return min_tokens_per_s
-    return MEMORY_TOKENS_PER_S if goal == "memory-footprint" else USABLE_TOKENS_PER_S
+    return goal_spec(goal).speed_floor_tokens_per_s
 
 
 def _speed(est: Estimate) -> float | None:
@@ -273,8 +262,6 @@ def metric_words(goal: Goal, est: Estimate) -> str:
 
 def metric_name(goal: Goal) -> str:
     """Return the goal metric's short name: 'request latency (TTFT + gen x TPOT)' -> its head."""
-    from hwadvisor.rules.playbooks.goals import goal_spec
-
     return goal_spec(goal).metric_spec.label.split(" (")[0]
 
 
@@ -367,8 +354,6 @@ def rank_alternatives(goal: Goal, found: list[PlanAlternative]) -> list[PlanAlte
     smaller_model lists them: a smaller model wins on any speed metric without being what was
     asked for. Those that do not fit come last; ties keep the order they were built in.
     """
-    from hwadvisor.rules.playbooks.goals import goal_spec
-
     higher = goal_spec(goal).metric_spec.better == "higher"
 
     def key(alt: PlanAlternative) -> tuple[int, float]:
@@ -382,8 +367,6 @@ def rank_alternatives(goal: Goal, found: list[PlanAlternative]) -> list[PlanAlte
 
 def order_words(goal: Goal, plan: Plan, model: str, latency_first: bool) -> str:
     """Say why the plan's alternatives come in their order (plan.alternatives_order)."""
-    from hwadvisor.rules.playbooks.goals import goal_spec
-
     alts = plan.alternatives
     if not alts:
         return ""
@@ -437,11 +420,12 @@ def _offload_engine(ctx: RuleContext) -> str | None:
     return f" with {other.name} (ZeRO-Offload); {engine.name} cannot: {why}"
 
 
-def memory_plan_at_floor(result: SearchResult, rules: list[Rule], host: HostInfo | None,
-                         options: Any, estimator: Estimator, floor: float) -> SearchResult:
+def memory_plan_at_floor(goal: Goal, result: SearchResult, rules: list[Rule],
+                         host: HostInfo | None, options: Any, estimator: Estimator,
+                         floor: float) -> SearchResult:
     """Return the memory plan that keeps the speed floor, or the fastest when none can.
 
-    The rule: the memory goal's plan is the smallest-memory plan that fits at `floor`
+    The rule: a memory-first goal's plan is the smallest-memory plan that fits at `floor`
     tokens/s or faster; when none reaches it, the fastest that fits. Tried: the plan within
     the --quality budget, and the plan 4-bit weights allow (below the budget, as when nothing
     within it fits: a plan that fits only below the floor does not fit a use; its steps carry
@@ -450,7 +434,6 @@ def memory_plan_at_floor(result: SearchResult, rules: list[Rule], host: HostInfo
     workload = result.base.workload
     if keeps_floor(result.final.estimate, workload, floor) or workload.quality == "int4":
         return result
-    goal: Goal = "memory-footprint"
     device = result.base.device
     looser = search(goal, rules, workload.model_copy(update={"quality": "int4"}), device, host,
                     options, estimator)
@@ -465,9 +448,12 @@ def memory_plan_at_floor(result: SearchResult, rules: list[Rule], host: HostInfo
     return min(fitting, key=lambda r: r.final.estimate.times.tpot_s or math.inf)
 
 
-def latency_plan(result: SearchResult, host: HostInfo | None, options: Any,
+def latency_plan(goal: Goal, result: SearchResult, host: HostInfo | None, options: Any,
                  estimator: Estimator) -> PlanAlternative | None:
-    """Name the inference-latency plan beside a memory plan below the floor, when faster."""
+    """Name the inference-latency plan beside a memory plan below the floor, when faster.
+
+    goal: the memory plan's, on whose metric the latency plan is stated.
+    """
     ctx = result.final
     found = search("inference-latency", rules_for_goal("inference-latency"), result.base.workload,
                    ctx.device, host, options, estimator)
@@ -481,7 +467,7 @@ def latency_plan(result: SearchResult, host: HostInfo | None, options: Any,
     return PlanAlternative(
         id="latency-plan", title="The inference-latency plan",
         changes={"goal": "inference-latency"}, fits=True,
-        metric=goal_value("memory-footprint", est), memory_per_gpu_bytes=est.memory.total_bytes,
+        metric=goal_value(goal, est), memory_per_gpu_bytes=est.memory.total_bytes,
         text=f"the inference-latency plan ({steps}) uses {units.gb(est.memory.total_bytes)}"
              f"{per_gpu(ctx.device)} and runs {units.ratio(faster)} faster: "
              f"{units.rate(1.0 / est.times.tpot_s)} (hwadvisor recommend --goal "

@@ -123,6 +123,8 @@ def _unmeasured_reason(changes: dict[str, Any], phase: str) -> str:
 def trial_spec(workload: Workload, device: Device, goal: Goal,
                plan: Plan) -> tuple[PlanTrialSpec | None, dict[str, str]]:
     """Return (the trial's spec, unmeasured steps -> reason); no spec when no step has a knob."""
+    from hwadvisor.rules.playbooks.goals import goal_spec
+
     base_wl, base_opts, new_wl, new_opts = replay(workload, device, plan)
     phase = "training" if workload.phase == "training" else "inference"
     relevant = INFERENCE_KNOBS if phase == "inference" else TRAINING_KNOBS
@@ -144,7 +146,7 @@ def trial_spec(workload: Workload, device: Device, goal: Goal,
     if not steps:
         return None, unmeasured
     spec = PlanTrialSpec(
-        phase=phase, metric="memory" if goal == "memory-footprint" else "time",
+        phase=phase, metric=goal_spec(goal).trial_metric,
         batch=base_wl.batch, context_len=base_wl.prompt_len + base_wl.gen_len,
         seq_len=base_wl.prompt_len, baseline=base, plan=new, steps=steps)
     return spec, unmeasured

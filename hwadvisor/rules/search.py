@@ -346,7 +346,7 @@ class _Searcher:
         layers leave the GPU. The memory goal's metric rises to the card's limit (with the
         planner's headroom), the speed by several times; the memory goal keeps the speed.
         """
-        if self.goal != "memory-footprint" or not after.facts.fits:
+        if not goal_spec(self.goal).memory_first or not after.facts.fits:
             return False
         b, a = before.estimate.times.tpot_s, after.estimate.times.tpot_s
         return b is not None and a is not None and a < b

@@ -138,8 +138,11 @@ def train_on_probed_gpus(request: WorkloadRequest, probed_gpus: int,
 
 
 def workload_notes(workload: Workload, device_name: str, goal: str,
-                   goal_phase: str) -> list[str]:
-    """Return notes on the workload planned for: the default one, or a phase off the goal."""
+                   goal_phase: str | None) -> list[str]:
+    """Return notes on the workload planned for: the default one, or a phase off the goal.
+
+    goal_phase: the phase the goal's rules are for; None for a goal that plans any phase.
+    """
     notes = []
     if workload.is_default:
         notes.append(
@@ -147,7 +150,7 @@ def workload_notes(workload: Workload, device_name: str, goal: str,
             f"({workload.phase}, batch {workload.batch}, prompt {workload.prompt_len}) chosen "
             f"for {device_name}; pass --model to plan for yours"
         )
-    if workload.phase != goal_phase and goal != "memory-footprint":
+    if goal_phase is not None and workload.phase != goal_phase:
         article = "an" if workload.phase[:1] in "aeiou" else "a"
         notes.append(f"goal {goal} with {article} {workload.phase} workload: most rules of the "
                      "goal are rejected for the phase")

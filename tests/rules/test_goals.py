@@ -53,3 +53,30 @@ def test_an_unknown_goal_lists_the_choices() -> None:
 def test_every_goal_has_rules() -> None:
     for goal in GOALS:
         assert any(goal in rule.goals for rule in load_rules()), goal
+
+
+def test_what_a_goal_does_is_in_its_row() -> None:
+    memory = goal_spec("memory-footprint")
+    assert memory.memory_first and memory.any_phase and memory.trial_metric == "memory"
+    assert memory.speed_floor_tokens_per_s == 5.0
+    for goal in ("training-throughput", "inference-latency"):
+        spec = goal_spec(goal)
+        assert not spec.memory_first and not spec.any_phase and spec.trial_metric == "time"
+        assert spec.speed_floor_tokens_per_s == 10.0
+
+
+def test_a_memory_metric_is_measured_as_memory() -> None:
+    # plain.py says the memory in use where the plan's metric is in bytes: the memory goal's
+    for spec in GOAL_TABLE:
+        assert (spec.metric_spec.unit == "bytes") == (spec.trial_metric == "memory"), spec.id
+
+
+def test_a_workload_off_the_goals_phase_is_noted_unless_the_goal_plans_any() -> None:
+    from types import SimpleNamespace
+
+    from hwadvisor.workload.settle import workload_notes
+
+    training = SimpleNamespace(is_default=False, phase="training")  # what the notes read
+    assert any("most rules of the goal are rejected" in note
+               for note in workload_notes(training, "H100", "inference-latency", "inference"))
+    assert workload_notes(training, "H100", "memory-footprint", None) == []
