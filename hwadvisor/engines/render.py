@@ -170,18 +170,6 @@ def step_note(engine: Engine, step: str, plan_values: PlanValues,
     return f"{step}: {_fill_or_raise(note, _given(config, plan_values), step)}"
 
 
-def render_other_configs(
-    engine: Engine,
-    steps: list[str],
-    plan_values: PlanValues,
-    device_class: str | None = None,
-    forms: Mapping[str, str] | None = None,
-) -> list[RenderedConfig]:
-    """Render the plan for each of the engine's other tools (inference), in file order."""
-    return [render_config(engine, steps, plan_values, device_class, forms, "inference", tool)
-            for tool in engine.other_configs]
-
-
 def _config_of(engine: Engine, phase: str, tool: str) -> EngineConfig:
     """Return the config asked for: the phase's own, or one of the engine's other tools'."""
     if not tool:

@@ -14,76 +14,95 @@ from __future__ import annotations
 
 from typing import get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 
 class PlanValues(BaseModel):
     """The plan's values an engine's flag and setting templates are filled with."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     # the model and the hardware
-    model: str | None = Field(None, description="The checkpoint the engine loads")
-    gpus: int | None = Field(None, description="GPUs over all nodes")
+    model: str | None = None
+    """The checkpoint the engine loads"""
+    gpus: int | None = None
+    """GPUs over all nodes"""
     nodes: int | None = None
     gpus_per_node: int | None = None
-    soc_model: str | None = Field(None, description="The Qualcomm SoC part (SM8750 ...)")
-    compute_units: str | None = Field(
-        None, description="The unit the plan models (cpu, gpu, npu); each config says it in "
-        "its own words (its unit_words)")
+    soc_model: str | None = None
+    """The Qualcomm SoC part (SM8750 ...)"""
+    compute_units: str | None = None
+    """The unit the plan models (cpu, gpu, npu); each config says it in its own words (its
+    unit_words)"""
     threads: int | None = None
-    # the layout: given only where the plan has one
-    tp: int | None = Field(None, description="Tensor-parallel degree (per attention rank "
-                           "where the engine counts it so)")
-    pp: int | None = Field(None, description="Pipeline stages")
-    dp: int | None = Field(None, description="Full replicas (FSDP's shards are not replicas)")
-    cp: int | None = Field(None, description="Context-parallel degree")
-    ep: int | None = Field(None, description="Expert-parallel degree (1: none)")
-    attn_dp: int | None = Field(None, description="Data-parallel attention ranks")
-    dp_shard: int | None = Field(None, description="FSDP's shard degree")
-    dp_replicate: int | None = Field(None, description="HSDP's replicas")
+    # the layout, given only where the plan has one: the degrees of tensor, pipeline, context
+    # and expert parallelism (ep 1: none), data-parallel attention ranks, FSDP's shard degree
+    # and HSDP's replicas
+    tp: int | None = None
+    """Tensor-parallel degree (per attention rank where the engine counts it so)"""
+    pp: int | None = None
+    dp: int | None = None
+    """Full replicas (FSDP's shards are not replicas)"""
+    cp: int | None = None
+    ep: int | None = None
+    attn_dp: int | None = None
+    dp_shard: int | None = None
+    dp_replicate: int | None = None
     # the requests
-    batch: int | None = Field(None, description="The planned batch (concurrent sequences)")
-    max_batch: int | None = Field(
-        None, description="Sequences the engine may hold at once (per DP rank where it counts "
-        "so): a paged engine's capacity, a slot engine's concurrency")
-    step_tokens: int | None = Field(
-        None, description="The step's token budget, where the planned batch is above the "
-        "engine's own (None: not said)")
+    batch: int | None = None
+    """The planned batch (concurrent sequences)"""
+    max_batch: int | None = None
+    """Sequences the engine may hold at once (per DP rank where it counts so): a paged engine's
+    capacity, a slot engine's concurrency"""
+    step_tokens: int | None = None
+    """The step's token budget, where the planned batch is above the engine's own (None: not
+    said)"""
     prompt_len: int | None = None
     gen_len: int | None = None
-    context: int | None = Field(None, description="Training: the sequence; serving: the "
-                                "longest request")
-    max_model_len: int | None = Field(None, description="The longest single request")
-    slot_context: int | None = Field(None, description="One request, padded, for engines "
-                                     "that allocate each slot up front")
-    kv_pool_tokens: int | None = Field(None, description="The slots times slot_context")
-    chunk: int | None = Field(None, description="The prefill chunk in tokens")
+    context: int | None = None
+    """Training: the sequence; serving: the longest request"""
+    max_model_len: int | None = None
+    """The longest single request"""
+    slot_context: int | None = None
+    """One request, padded, for engines that allocate each slot up front"""
+    kv_pool_tokens: int | None = None
+    """The slots times slot_context"""
+    chunk: int | None = None  # the prefill chunk in tokens
     # formats and precision
     kv_dtype: str | None = None
     weights_dtype: str | None = None
-    precision_fp16: bool | None = Field(None, description="True: say fp16 compute")
-    precision_bf16: bool | None = Field(None, description="True: say bf16 compute (training)")
+    precision_fp16: bool | None = None
+    """True: say fp16 compute"""
+    precision_bf16: bool | None = None
+    """True: say bf16 compute (training)"""
     # speculative decoding
-    draft: str | None = Field(None, description="The drafter's published checkpoint")
+    draft: str | None = None
+    """The drafter's published checkpoint"""
     spec_tokens: int | None = None
     spec_draft_tokens: int | None = None
-    mtp_layers: int | None = Field(None, description="The MTP form's draft depth")
+    mtp_layers: int | None = None
+    """The MTP form's draft depth"""
     mtp_draft_tokens: int | None = None
     # offload
-    offload_fraction: float | None = Field(None, description="Weights kept in host RAM")
-    gpu_layers: int | None = Field(None, description="llama.cpp --n-gpu-layers")
+    offload_fraction: float | None = None
+    """Weights kept in host RAM"""
+    gpu_layers: int | None = None
+    """llama.cpp --n-gpu-layers"""
     # training
-    fine_tune_type: str | None = Field(None, description="lora or full")
+    fine_tune_type: str | None = None
+    """lora or full"""
     lora_rank: int | None = None
-    zero_stage: int | None = Field(None, description="3 parameters, 2 gradients, 0 nothing")
+    zero_stage: int | None = None
+    """3 parameters, 2 gradients, 0 nothing"""
     grad_accum: int | None = None
-    global_batch: int | None = Field(None, description="Sequences per optimizer step over "
-                                     "all data-parallel ranks")
-    local_batch: int | None = Field(None, description="What one data-parallel rank runs per "
-                                    "pipeline schedule")
-    checkpoint_every: int | None = Field(None, description="Every N-th layer checkpointed")
-    recompute_layers: int | None = Field(None, description="One stage's checkpointed layers")
+    global_batch: int | None = None
+    """Sequences per optimizer step over all data-parallel ranks"""
+    local_batch: int | None = None
+    """What one data-parallel rank runs per pipeline schedule"""
+    checkpoint_every: int | None = None
+    """Every N-th layer checkpointed"""
+    recompute_layers: int | None = None
+    """One stage's checkpointed layers"""
 
     def given(self) -> dict[str, object]:
         """Return the values given, by name, as the templates read them."""

@@ -195,7 +195,6 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
         STEP_IDS,
         engine_for,
         render_config,
-        render_other_configs,
         step_note,
     )
 
@@ -228,8 +227,9 @@ def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
         note = step_note(engine, implied, values)
         if note is not None:
             rendered = rendered.model_copy(update={"notes": [*rendered.notes, note]})
-    others = render_other_configs(engine, steps, values, device_class, forms) \
-        if ctx.workload.phase == "inference" else []
+    # the plan for each of the engine's other tools (Genie's JSON, a coremltools conversion)
+    others = [render_config(engine, steps, values, device_class, forms, "inference", tool)
+              for tool in engine.other_configs] if ctx.workload.phase == "inference" else []
     return _said(engine.id, engine.version, rendered,
                  [_said(engine.id, engine.version, other) for other in others])
 
