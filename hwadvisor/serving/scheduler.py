@@ -28,6 +28,7 @@ class Knobs:
 
     max_seqs: int | None = None
     step_tokens: int | None = None
+    kv_pool_tokens: int | None = None  # llama-server's --ctx-size: the cache it allocates
 
 
 def policy_of(workload: Workload) -> Policy:
@@ -89,7 +90,8 @@ def scheduler_for(steps: StepModel, workload: Workload, device: Device, options:
         policy=policy_of(workload),
         max_seqs=knobs.max_seqs or default_max_seqs(workload),
         step_tokens=step,
-        kv_pool_tokens=kv_pool_tokens(steps, workload, device, options, step),
+        kv_pool_tokens=knobs.kv_pool_tokens or kv_pool_tokens(steps, workload, device, options,
+                                                              step),
         prefix_share=prefix_share,
         tokens_per_step=tokens_per_step,
     )
