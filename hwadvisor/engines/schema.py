@@ -162,14 +162,30 @@ class ChunkTier(_Strict):
     below_gib: float | None = Field(
         None, gt=0, description="Applies to GPUs with less memory than this; None: any size")
     tokens: int = Field(ge=1, description="Prompt tokens per prefill chunk")
+    max_sequences: int | None = Field(
+        None, ge=1, description="Sequences the engine runs at once on these GPUs, where that "
+        "follows the same tiers (vLLM's max_num_seqs); None: max_concurrent_sequences")
+    names: list[str] = Field(
+        default_factory=list, description="GPU names (lower-case substrings) that take this tier "
+        "whatever their memory (vLLM treats every 'a100' as below 70 GiB)")
+
+
+def tier_for(tiers: list[ChunkTier], memory_gib: float, name: str = "") -> ChunkTier | None:
+    """Return the first tier this GPU is in: by name, else by memory (None: no tier)."""
+    lowered = name.lower()
+    for row in tiers:
+        if any(n in lowered for n in row.names):
+            return row
+    for row in tiers:
+        if not row.names and (row.below_gib is None or memory_gib < row.below_gib):
+            return row
+    return None
 
 
 def chunk_for_memory(tiers: list[ChunkTier], memory_gib: float) -> int | None:
     """Return the prefill chunk of the first tier this GPU's memory is under (None: no tier)."""
-    for row in tiers:
-        if row.below_gib is None or memory_gib < row.below_gib:
-            return row.tokens
-    return None
+    row = tier_for(tiers, memory_gib)
+    return row.tokens if row is not None else None
 
 
 class Defaults(_Strict):
@@ -197,6 +213,10 @@ class Defaults(_Strict):
         "none", description="Training: the activation checkpointing level it applies unasked")
     sharding: Literal["none", "ddp", "fsdp", "tp"] = "none"
     max_concurrent_sequences: int | None = Field(None, ge=1)
+    max_sequences_from_pool: bool = Field(
+        False, description="The sequence limit follows the KV pool (SGLang's max_running_requests "
+        "= None: min(clamp(pool / context_len x 512, 2048, 4096), pool / 2), "
+        "mem_cache/kv_cache_configurator.py); hwadvisor/serving/scheduler.py applies it")
     scheduling: Literal["mixed", "prefill-first", "static"] | None = Field(
         None, description="How a server of it shares steps between prompts and decode: mixed "
         "(decode tokens and prompt chunks in one step, up to step_tokens), prefill-first (a "
@@ -222,6 +242,12 @@ class Defaults(_Strict):
     notes: list[str] = Field(default_factory=list, description="How each value was established")
     sources: list[str] = Field(min_length=1, description="Where the defaults were read")
     version: str = Field(min_length=1, description="The engine version the defaults were read at")
+
+    def tier_on(self, memory_bytes: float | None, name: str = "") -> ChunkTier | None:
+        """Return the memory tier this GPU is in (by its name first), None where none is."""
+        if not memory_bytes:
+            return None
+        return tier_for(self.prefill_chunk_by_memory, memory_bytes / 2**30, name)
 
     def chunk_on(self, memory_bytes: float | None) -> int | None:
         """Return the prompt tokens a step takes on a GPU of this memory (None: not stated)."""
@@ -399,6 +425,11 @@ class Costs(_Strict):
         "what the engine's batch benchmark does (llama-server samples each slot's next token on "
         "the CPU, serially after the GPU's step); counted where defaults.server is on. None: "
         "none (the engine samples on the GPU)")
+    request_overhead_s: float = Field(
+        0.0, ge=0, description="Time each request spends outside the GPU's steps before its "
+        "first token reaches the client, and not in the way of other requests: the API "
+        "server's HTTP, tokenising, hand-off to the scheduler and detokenising (s); serving "
+        "under load adds it to TTFT and latency (hwadvisor/serving)")
     slot_host_s_per_vocab: float | None = Field(
         None, ge=0, description="The same work's share that grows with the vocabulary (s per "
         "vocabulary entry, per sequence, per step): the sampler walks every logit")

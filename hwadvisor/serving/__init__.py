@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from hwadvisor.models import Device, ModelOptions, Workload
 from hwadvisor.models.serving import Load, ServingFigures
 from hwadvisor.perfmodel.calibration import Calibration
+from hwadvisor.perfmodel.efficiency import engine_time
 from hwadvisor.perfmodel.steps import StepModel
 from hwadvisor.serving.figures import figures
 from hwadvisor.serving.load import SEED, draw
@@ -56,8 +57,10 @@ def predict(workload: Workload, device: Device, load: Load, options: ModelOption
     rate, users = replica_load(load, replicas)
     requests = draw(load, rate_rps=rate if load.rate_rps is not None else None, seed=seed)
     outcome = simulate(requests, sched, steps, concurrency=users)
-    ttft = [f - a for f, a in zip(outcome.first_token, outcome.arrival, strict=True)]
-    latency = [f - a for f, a in zip(outcome.finish, outcome.arrival, strict=True)]
+    # the API server's own time per request (engines' costs.request_overhead_s) comes on top
+    extra = engine_time(workload, steps.setup.res.family).request_overhead_s
+    ttft = [f - a + extra for f, a in zip(outcome.first_token, outcome.arrival, strict=True)]
+    latency = [f - a + extra for f, a in zip(outcome.finish, outcome.arrival, strict=True)]
     start = min(outcome.arrival) if outcome.arrival else 0.0
     one = figures(ttft, latency, outcome.output, outcome.itl, outcome.end_s - start,
                   outcome.saturated)

@@ -39,23 +39,38 @@ def policy_of(workload: Workload) -> Policy:
     return "mixed" if defaults.continuous_batching else "static"
 
 
-def default_max_seqs(workload: Workload) -> int:
-    """Sequences a replica runs at once by default (the planned batch where none is stated)."""
+def default_max_seqs(workload: Workload, device: Device, pool_tokens: int,
+                     context_len: int | None) -> int:
+    """Return the sequences a replica runs at once by default.
+
+    The engine's tier for this GPU, else its fixed figure, else (SGLang) the rule that follows
+    the KV pool, else the planned batch for an engine without continuous batching.
+    """
     defaults = engine_for(workload).defaults
+    tier = defaults.tier_on(device.memory_total_bytes, device.name)
+    if tier is not None and tier.max_sequences is not None:
+        return tier.max_sequences
     if defaults.max_concurrent_sequences is not None:
         return defaults.max_concurrent_sequences
+    if defaults.max_sequences_from_pool:
+        # SGLang mem_cache/kv_cache_configurator.py: max_running_requests = None resolves to
+        # min(clamp(pool / context_len * 512, 2048, 4096), pool / 2)
+        per_context = pool_tokens / max(context_len or 4096, 1) * 512
+        return max(1, int(min(min(max(per_context, 2048), 4096), pool_tokens / 2)))
     if not defaults.continuous_batching:
         return max(workload.batch, 1)
     return FALLBACK_MAX_SEQS
 
 
 def default_step_tokens(workload: Workload, device: Device) -> int:
-    """Tokens one step batches by default: step_tokens, else the prefill chunk for this GPU."""
+    """Return the tokens one step batches by default: step_tokens, else the GPU's chunk."""
     defaults = engine_for(workload).defaults
     if defaults.step_tokens is not None:
         return defaults.step_tokens
-    chunk = defaults.chunk_on(device.memory_total_bytes)
-    return chunk or FALLBACK_STEP_TOKENS
+    tier = defaults.tier_on(device.memory_total_bytes, device.name)
+    if tier is not None:
+        return tier.tokens
+    return defaults.prefill_chunk_tokens or FALLBACK_STEP_TOKENS
 
 
 def kv_pool_tokens(steps: StepModel, workload: Workload, device: Device,
@@ -86,12 +101,13 @@ def scheduler_for(steps: StepModel, workload: Workload, device: Device, options:
                   knobs: Knobs, prefix_share: float, tokens_per_step: float = 1.0) -> Scheduler:
     """Return the scheduler one replica of the workload runs, with the plan's knobs applied."""
     step = knobs.step_tokens or default_step_tokens(workload, device)
+    pool = knobs.kv_pool_tokens or kv_pool_tokens(steps, workload, device, options, step)
+    window = steps.setup.spec.max_position_embeddings
     return Scheduler(
         policy=policy_of(workload),
-        max_seqs=knobs.max_seqs or default_max_seqs(workload),
+        max_seqs=knobs.max_seqs or default_max_seqs(workload, device, pool, window),
         step_tokens=step,
-        kv_pool_tokens=knobs.kv_pool_tokens or kv_pool_tokens(steps, workload, device, options,
-                                                              step),
+        kv_pool_tokens=pool,
         prefix_share=prefix_share,
         tokens_per_step=tokens_per_step,
     )
