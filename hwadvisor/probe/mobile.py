@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-# The per-app memory rule is hardware data, kept with the profiles (hwadvisor/profiles.py);
+# The per-app memory rule is hardware data, kept with the profiles (profiles/devices.py);
 # the probe applies it to the phone it finds.
 from hwadvisor.profiles import (  # noqa: E402
     APP_MEMORY_RULES,

@@ -14,6 +14,7 @@ from hwadvisor import profiles
 from hwadvisor.errors import UserError
 from hwadvisor.probe import nvml as nvml_mod
 from hwadvisor.probe.nvml import Nvml
+from hwadvisor.profiles import catalog
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,16 +80,16 @@ def test_injected_nvml_is_never_judged_by_the_host(monkeypatch: pytest.MonkeyPat
 
 
 def test_one_profile_file_equals_the_full_load() -> None:
-    profiles._load_one.cache_clear()
-    one = profiles._load_one("h200-sxm")
+    catalog._load_one.cache_clear()
+    one = catalog._load_one("h200-sxm")
     assert one is not None
     assert one == next(p for p in profiles.load_all() if p.id == "h200-sxm")
-    assert profiles._load_one("../pyproject") is None  # never a path
-    assert profiles._load_one("no-such-gpu") is None
+    assert catalog._load_one("../pyproject") is None  # never a path
+    assert catalog._load_one("no-such-gpu") is None
 
 
 def test_get_still_resolves_variants_and_refuses_unknown_ids() -> None:
-    profiles._load_one.cache_clear()
+    catalog._load_one.cache_clear()
     assert profiles.get("m3-max-30c").variant_name is not None
     with pytest.raises(UserError, match="no device profile"):
         profiles.get("h200-sxn")

@@ -233,7 +233,8 @@ def test_app_memory_limit_prefers_profile_fraction():
 
 
 def test_app_memory_limit_is_computed_in_one_place():
-    # profiles.py and probe/target.py get the limit from probe/mobile.py's app_memory_limit_for.
+    # profiles/devices.py and probe/target.py get the limit from app_memory_limit_for
+    # (probe/mobile.py re-exports it).
     from hwadvisor import profiles
     from hwadvisor.probe import target
 
