@@ -1,8 +1,9 @@
 """Write each profile's performance family into its file, once, from the name-based guess.
 
 The efficiency tables (perfmodel/efficiency.py) are keyed by a family ("nvidia-hopper",
-"apple-max" ...). Profiles now state theirs (`family = ...` after `device_class`); this
-script wrote the first values from the guess the model used before, so plans stayed the same.
+"apple-max" ...); models/hardware.py guess_family guesses one from a device's name. Profiles
+now state theirs (`family = ...` after `device_class`); this script wrote the first values
+from the guess the model used before, so plans stayed the same.
 Run it again only for a profile file that lacks the key: one that has it is left alone.
 
     python scripts/profile_families.py          # add the key where it is missing
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import tomllib
 
-from hwadvisor.perfmodel.efficiency import guess_family
+from hwadvisor.models.hardware import guess_family
 
 PROFILES = Path(__file__).resolve().parents[1] / "profiles"
 

@@ -1,6 +1,7 @@
 """Hardware models: what the probe reads and what profiles supply."""
 
 from enum import Enum
+from functools import lru_cache
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,6 +21,50 @@ class DeviceClass(str, Enum):
     APPLE_SILICON = "apple-silicon"
     MOBILE_SOC = "mobile-soc"
     CPU = "cpu"
+
+
+# The performance families the efficiency tables know (perfmodel/efficiency.py keys its rows
+# by these; tests/probe/test_profiles.py checks the two agree). A profile states its own; a
+# probed device is guessed (guess_family). Device.family carries the one a device has.
+FAMILIES: tuple[str, ...] = (
+    "nvidia-hopper", "nvidia-blackwell", "nvidia-ampere-hbm", "nvidia-ada-dc", "nvidia-ada",
+    "nvidia-ampere-dc", "nvidia-ampere", "nvidia-older", "amd-cdna3", "amd-cdna2", "amd-rdna3",
+    "apple-ultra", "apple-max", "apple-pro", "apple-base", "mobile", "cpu", "default",
+)
+
+
+@lru_cache(maxsize=256)
+def guess_family(vendor: str, cls: str, arch: str, name: str, memory_type: str) -> str:
+    """Guess a probed device's family from its vendor, class, architecture, name and memory."""
+    arch_l, name_l = arch.lower(), name.lower()
+    if cls == "apple-silicon":
+        for tier in ("ultra", "max", "pro"):
+            if tier in name_l:
+                return f"apple-{tier}"
+        return "apple-base"
+    if cls == "mobile-soc":
+        return "mobile"
+    if cls == "cpu":
+        return "cpu"
+    if vendor == "nvidia":
+        if "hopper" in arch_l:
+            return "nvidia-hopper"
+        if "blackwell" in arch_l or "rubin" in arch_l:
+            return "nvidia-blackwell"
+        if "ampere" in arch_l and "hbm" in memory_type.lower():
+            return "nvidia-ampere-hbm"
+        if "ada" in arch_l:
+            return "nvidia-ada-dc" if cls == "datacenter-gpu" else "nvidia-ada"
+        if "ampere" in arch_l:
+            return "nvidia-ampere-dc" if cls == "datacenter-gpu" else "nvidia-ampere"
+        return "nvidia-older"
+    if vendor == "amd":
+        if "cdna 3" in arch_l or "cdna3" in arch_l:
+            return "amd-cdna3"
+        if "cdna" in arch_l:
+            return "amd-cdna2"
+        return "amd-rdna3"
+    return "default"
 
 
 class Strict(BaseModel):
@@ -267,3 +312,20 @@ class Device(Strict):
         False, description="The model name was inferred (from memory, ids or gfx target), not read"
     )
     notes: list[str] = Field(default_factory=list)
+    # Facts the stages after the probe read, set where the device is made (probe/detect.py via
+    # profiles.enrich_devices, profiles.device_from_profile, probe/target.cpu_device). They are
+    # not in the report: its JSON and schema stay as they were (a saved report gets them back
+    # from profiles.restore_facts when it is planned again).
+    family: str | None = Field(
+        None, exclude=True, description="The performance family the efficiency tables key on "
+        "(nvidia-hopper, apple-max ...): the profile file's for a planned device, guessed from "
+        "the probe's readings for a probed one; None: guessed where it is read (guessed_family)")
+    soc_part: str | None = Field(
+        None, exclude=True, description="The SoC's part number (Qualcomm SM8750 ...), from the "
+        "matched profile's name fragments: what a QNN build is compiled for")
+
+    def guessed_family(self) -> str:
+        """Return the family guessed from this device's vendor, class, architecture and name."""
+        cls = str(getattr(self.device_class, "value", self.device_class))
+        return guess_family(self.vendor, cls, self.architecture or "", self.name,
+                            self.memory_type or "")

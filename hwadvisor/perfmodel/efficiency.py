@@ -35,50 +35,14 @@ if TYPE_CHECKING:
 def device_family(device: Device) -> str:
     """Return the family key the efficiency tables use for this device.
 
-    A device planned from a profile has the family its file states (profiles/*.toml,
-    `family`); only a probed device is guessed from its architecture and name.
+    The device carries it, set where it was made: a device planned from a profile has the
+    family its file states (profiles/*.toml, `family`), a probed one is guessed from its
+    architecture and name (models/hardware.py guess_family). A device made without one (by
+    hand) is guessed here the same way.
     """
-    if device.source == "profile" and device.profile_id:
-        from hwadvisor import profiles
-
-        return profiles.get(device.profile_id).family
-    return guess_family(device.vendor,
-                        str(getattr(device.device_class, "value", device.device_class)),
-                        device.architecture or "", device.name, device.memory_type or "")
-
-
-@lru_cache(maxsize=256)
-def guess_family(vendor: str, cls: str, arch: str, name: str, memory_type: str) -> str:
-    """Guess a probed device's family from its vendor, class, architecture, name and memory."""
-    arch_l, name_l = arch.lower(), name.lower()
-    if cls == "apple-silicon":
-        for tier in ("ultra", "max", "pro"):
-            if tier in name_l:
-                return f"apple-{tier}"
-        return "apple-base"
-    if cls == "mobile-soc":
-        return "mobile"
-    if cls == "cpu":
-        return "cpu"
-    if vendor == "nvidia":
-        if "hopper" in arch_l:
-            return "nvidia-hopper"
-        if "blackwell" in arch_l or "rubin" in arch_l:
-            return "nvidia-blackwell"
-        if "ampere" in arch_l and "hbm" in memory_type.lower():
-            return "nvidia-ampere-hbm"
-        if "ada" in arch_l:
-            return "nvidia-ada-dc" if cls == "datacenter-gpu" else "nvidia-ada"
-        if "ampere" in arch_l:
-            return "nvidia-ampere-dc" if cls == "datacenter-gpu" else "nvidia-ampere"
-        return "nvidia-older"
-    if vendor == "amd":
-        if "cdna 3" in arch_l or "cdna3" in arch_l:
-            return "amd-cdna3"
-        if "cdna" in arch_l:
-            return "amd-cdna2"
-        return "amd-rdna3"
-    return "default"
+    if device.family is not None:
+        return device.family
+    return device.guessed_family()
 
 
 def _lookup(table: dict[str, float], family: str) -> float:

@@ -109,6 +109,7 @@ def cpu_device(host: HostInfo) -> Device:
         memory_bandwidth_gbps=None,
         compute_units=host.cpu_cores,
         source="probe",
+        family="cpu",  # the efficiency tables' row for CPUs (models/hardware.py guess_family)
         notes=[
             "no accelerator found: planning for the CPU with the host's RAM; memory bandwidth "
             "and peak FLOP/s are unknown"

@@ -28,7 +28,10 @@ from hwadvisor.profiles.devices import (
     mobile_app_memory_limit_bytes,
     mobile_os_of,
     npu_info,
+    restore_facts,
+    soc_part,
     unknown_device_hint,
+    with_family,
 )
 from hwadvisor.profiles.match import (
     MEMORY_MATCH_BAND,
@@ -61,6 +64,6 @@ __all__ = [
     "VariantChoice", "app_memory_limit_bytes", "app_memory_limit_for", "by_class",
     "choose_variant", "device_from_profile", "enrich_device", "enrich_devices", "get", "ids",
     "load_all", "low_precision", "match", "memory_fits", "mobile_app_memory_limit_bytes",
-    "mobile_os_of", "npu_info", "parse_pci_id", "parse_profile", "resolve_variant", "suggest",
-    "unknown_device_hint", "variant_ids",
+    "mobile_os_of", "npu_info", "parse_pci_id", "parse_profile", "resolve_variant",
+    "restore_facts", "soc_part", "suggest", "unknown_device_hint", "variant_ids", "with_family",
 ]

@@ -5,12 +5,13 @@ Also the per-app memory limit of phones, the hardware rule that goes with their 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from hwadvisor.models import Device, DeviceClass, Interconnect, NvLinkInfo, PcieLink
 from hwadvisor.models.hardware import NpuInfo
-from hwadvisor.profiles.catalog import get
+from hwadvisor.profiles.catalog import get, ids
 from hwadvisor.profiles.match import match, memory_fits, resolve_variant
 from hwadvisor.profiles.schema import GIB, Profile
 
@@ -159,9 +160,15 @@ def _device_app_memory_limit(device: Device, profile: Profile) -> int | None:
     return app_memory_limit_bytes(device, profile_fraction=fraction)
 
 
+def soc_part(profile: Profile) -> str | None:
+    """Return the Qualcomm SoC part number (SM8750 ...) among the profile's name fragments."""
+    return next((name for name in profile.match.names if re.fullmatch(r"SM\d{4}", name)), None)
+
+
 def _profile_extras(profile: Profile) -> dict[str, Any]:
     """Return the Device fields every device built or enriched from a profile carries."""
     return {
+        "soc_part": soc_part(profile),
         "status": profile.status if profile.status != "shipping" else None,
         "npu": npu_info(profile),
         "compute_paths": list(profile.compute),
@@ -200,6 +207,7 @@ def device_from_profile(profile_id: str, index: int = 0) -> Device:
         power_w=profile.power_w,
         source="profile",
         profile_id=profile.id,
+        family=profile.family,
         interconnect=_interconnect_from(profile),
         variant=profile.variant_name,
         notes=[f"planned from the datasheet profile {profile.id}; nothing was measured",
@@ -312,17 +320,50 @@ def low_precision(formats: list[str]) -> list[str]:
     return [f for f in dict.fromkeys(formats) if f != "fp32"]
 
 
+def with_family(device: Device) -> Device:
+    """Return the device with its family set: guessed from what it carries when it has none.
+
+    A probed device's family is guessed, not taken from its profile's file (the efficiency
+    tables were fitted that way); the guess reads the figures the profile filled in too.
+    """
+    if device.family is not None:
+        return device
+    return device.model_copy(update={"family": device.guessed_family()})
+
+
 def enrich_devices(devices: list[Device]) -> tuple[list[Device], list[str]]:
-    """Match probed devices to profiles and fill datasheet figures; return devices and hints."""
+    """Match probed devices to profiles and fill datasheet figures; return devices and hints.
+
+    Each device leaves with its family set (with_family), matched or not.
+    """
     enriched: list[Device] = []
     hints: list[str] = []
     for device in devices:
         profile = match(device)
         if profile is None:
-            enriched.append(device)
+            enriched.append(with_family(device))
             hint = unknown_device_hint(device)
             if hint not in hints:
                 hints.append(hint)
             continue
-        enriched.append(enrich_device(device, profile, device_count=len(devices)))
+        enriched.append(with_family(enrich_device(device, profile, device_count=len(devices))))
     return enriched, hints
+
+
+def restore_facts(device: Device) -> Device:
+    """Give a device read back from a report the facts its JSON leaves out (family, SoC part).
+
+    A planned device gets them from its profile's file, as device_from_profile set them; a
+    probed one its SoC part from the profile it matched and its family by the probe's guess.
+    An id no profile has any more leaves the SoC part unset (the engine's default applies).
+    """
+    if device.family is not None:
+        return device
+    update: dict[str, Any] = {}
+    profile_id = device.profile_id
+    if profile_id and device.source == "profile":
+        # a variant id resolves; an id unknown here is a UserError, as planning it would be
+        update["family"] = get(profile_id).family
+    if profile_id in ids() and device.soc_part is None:
+        update["soc_part"] = soc_part(get(profile_id))
+    return with_family(device.model_copy(update=update))

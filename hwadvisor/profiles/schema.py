@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hwadvisor.models import DeviceClass
-from hwadvisor.models.hardware import ComputePath, GpuLinkKind
+from hwadvisor.models.hardware import FAMILIES, ComputePath, GpuLinkKind
 
 GIB = 2**30
 # GPU and DRAM vendors count memory in binary units: the H200's "141 GB" reads 143771 MiB
@@ -25,13 +25,6 @@ SOURCE_GROUPS = (
     "npu", "system", "variants",
 )
 _ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-# The performance families the efficiency tables know (perfmodel/efficiency.py keys its rows
-# by these; tests/probe/test_profiles.py checks the two agree). A profile states its own.
-FAMILIES: tuple[str, ...] = (
-    "nvidia-hopper", "nvidia-blackwell", "nvidia-ampere-hbm", "nvidia-ada-dc", "nvidia-ada",
-    "nvidia-ampere-dc", "nvidia-ampere", "nvidia-older", "amd-cdna3", "amd-cdna2", "amd-rdna3",
-    "apple-ultra", "apple-max", "apple-pro", "apple-base", "mobile", "cpu", "default",
-)
 PCI_HEX_RE = re.compile(r"^[0-9a-f]{4}$")
 
 

@@ -180,14 +180,19 @@ def in_asked_order(trials: list[TrialResult], wanted: list[str]) -> None:
 
 
 def saved_recommendations(path: Path) -> Report:
-    """Read a saved recommend report to validate (validate --report); exit 2 without advice."""
+    """Read a saved recommend report to validate (validate --report); exit 2 without advice.
+
+    Its devices get back the facts the JSON leaves out (family, SoC part), as the probe or the
+    profile set them when the report was made, so the advice is predicted again the same way.
+    """
+    from hwadvisor.profiles import restore_facts
     from hwadvisor.report.io import load_report
 
     report = load_report(path)
     if not report.recommendations:
         raise UserError(f"{path} has no recommendations to validate",
                         hint="pass a report written by 'hwadvisor recommend --output FILE'")
-    return report
+    return report.model_copy(update={"devices": [restore_facts(d) for d in report.devices]})
 
 
 def failed_notes(trials: list[TrialResult]) -> list[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from script_loader import load_script
 from typer.testing import CliRunner
 
 from hwadvisor import profiles
@@ -256,7 +257,7 @@ def test_name_matching(name, memory_gib, expected):
 def test_unknown_device_keeps_its_readings_and_gets_a_hint():
     device = probed("NVIDIA A16", 15, memory_bandwidth_gbps=200.0, memory_bandwidth_source="probe")
     devices, hints = profiles.enrich_devices([device])
-    assert devices[0] == device
+    assert devices[0] == device.model_copy(update={"family": "nvidia-older"})  # its guess added
     assert devices[0].profile_id is None
     assert len(hints) == 1 and "NVIDIA A16" in hints[0] and "--device" in hints[0]
 
@@ -313,8 +314,10 @@ def test_device_from_profile():
     assert device.device_class == "datacenter-gpu" and device.compute_capability == "9.0"
     assert device.interconnect.nvlink.bandwidth_gbps == 450
     assert device.interconnect.pcie.generation_max == 5
-    # The planned device round-trips through JSON like any probed one.
-    assert Device.model_validate_json(device.model_dump_json()) == device
+    # The planned device round-trips through JSON like any probed one; the facts the JSON
+    # leaves out (family, SoC part) come back from its profile.
+    read = Device.model_validate_json(device.model_dump_json())
+    assert read.model_dump() == device.model_dump() and profiles.restore_facts(read) == device
 
 
 def test_device_from_phone_profile_marks_derived_bandwidth():
@@ -578,24 +581,55 @@ def test_desktop_cards_take_four_per_machine_and_datacenter_parts_keep_their_nod
 
 
 def test_a_profile_device_has_the_family_its_file_states(monkeypatch) -> None:
-    """The efficiency tables read the profile's family; only probed devices are guessed."""
+    """The device carries the profile's family; the efficiency tables read it from the device."""
     from hwadvisor.perfmodel import efficiency
+    from hwadvisor.profiles import devices
 
     device = profiles.device_from_profile("h200-sxm")
-    assert efficiency.device_family(device) == "nvidia-hopper"
+    assert device.family == efficiency.device_family(device) == "nvidia-hopper"
     stated = profiles.get("h200-sxm").model_copy(update={"family": "nvidia-blackwell"})
-    monkeypatch.setattr(profiles, "get", lambda _id: stated)
-    assert efficiency.device_family(device) == "nvidia-blackwell"
-    probed = device.model_copy(update={"source": "probe", "profile_id": None})
-    assert efficiency.device_family(probed) == "nvidia-hopper"  # guessed from Hopper
+    monkeypatch.setattr(devices, "get", lambda _id: stated)
+    planned = profiles.device_from_profile("h200-sxm")
+    assert planned.family == efficiency.device_family(planned) == "nvidia-blackwell"
+    by_hand = planned.model_copy(update={"source": "probe", "profile_id": None, "family": None})
+    assert efficiency.device_family(by_hand) == "nvidia-hopper"  # guessed from Hopper
+
+
+def test_a_probed_device_leaves_the_probe_with_its_guessed_family() -> None:
+    """Matched or not, a probed device's family is guessed from what it carries after the match."""
+    (h200, mystery), _ = profiles.enrich_devices([probed("NVIDIA H200", 140.4),
+                                                   probed("mystery board", 16)])
+    assert h200.profile_id == "h200-sxm" and h200.architecture  # the profile filled it in
+    assert h200.family == "nvidia-hopper" == h200.guessed_family()
+    assert mystery.profile_id is None and mystery.family == "nvidia-older"
+
+
+def test_the_soc_part_comes_from_the_profile_where_the_device_is_made() -> None:
+    assert profiles.device_from_profile("snapdragon-8-elite").soc_part == "SM8750"
+    assert profiles.device_from_profile("h200-sxm").soc_part is None
+    assert profiles.device_from_profile("m3-max-30c").soc_part is None
+
+
+def test_the_report_json_leaves_family_and_soc_part_out_and_a_reader_restores_them() -> None:
+    """Byte-identical reports: the facts are excluded; validate --report gets them back."""
+    from hwadvisor.models import Report
+
+    planned = profiles.device_from_profile("snapdragon-8-elite")
+    text = planned.model_dump_json()
+    assert '"family"' not in text and '"soc_part"' not in text
+    properties = Report.model_json_schema(mode="serialization")["$defs"]["Device"]["properties"]
+    assert "family" not in properties and "soc_part" not in properties
+    read = Device.model_validate_json(text)
+    assert read.family is None and read.soc_part is None
+    assert profiles.restore_facts(read) == planned
+    (phone,), _ = profiles.enrich_devices([Device(
+        index=0, vendor="qualcomm", device_class="mobile-soc", name="Snapdragon 8 Elite SM8750",
+        memory_total_bytes=12 * GIB, source="probe")])
+    again = profiles.restore_facts(Device.model_validate_json(phone.model_dump_json()))
+    assert (again.family, again.soc_part) == (phone.family, phone.soc_part) == ("mobile", "SM8750")
 
 
 def test_every_profile_file_states_a_known_family() -> None:
-    import subprocess
-    import sys
-
     assert all(p.family in profiles.FAMILIES for p in profiles.load_all())
-    root = Path(__file__).resolve().parents[2]
-    check = subprocess.run([sys.executable, "scripts/profile_families.py", "--check"],
-                           capture_output=True, text=True, check=False, cwd=root)
-    assert check.returncode == 0, check.stdout
+    # In-process, so the script reads this tree's hwadvisor (not an installed one).
+    assert load_script("scripts/profile_families.py").main(["--check"]) == 0

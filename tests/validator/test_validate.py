@@ -392,3 +392,18 @@ def test_others_excludes_self_and_handles_pid_namespaces():
     host_me = GpuProcess(pid=987654, name="python")
     assert v.others([host_me, other], {1}) == [other]
     assert v.others([host_me, other], None) == [host_me, other]
+
+
+def test_a_saved_report_is_planned_again_with_the_facts_its_json_leaves_out(tmp_path) -> None:
+    """validate --report: the devices' family and SoC part come back as the report was made."""
+    from hwadvisor import profiles
+    from hwadvisor.report.io import write_report
+    from hwadvisor.validator.measure import saved_recommendations
+
+    planned = profiles.device_from_profile("snapdragon-8-elite")
+    report = factory.validate_report().model_copy(update={"devices": [planned]})
+    path = tmp_path / "saved.json"
+    write_report(path, report)
+    assert '"soc_part"' not in path.read_text()
+    (device,) = saved_recommendations(path).devices
+    assert device == planned and (device.family, device.soc_part) == ("mobile", "SM8750")
