@@ -18,7 +18,8 @@ PACKAGE = ROOT / "hwadvisor"
 # package -> packages (and top modules) it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "probe": ("trials", "cli", "rules", "validator", "report", "cluster"),
-    "rules": ("trials", "validator", "cli", "report", "cluster"),
+    # the advice reads what it needs of a datasheet (SoC part, family) from the Device
+    "rules": ("trials", "validator", "cli", "report", "cluster", "profiles"),
     # a device carries what the model needs from its datasheet (family, figures): no lookup by id
     "perfmodel": ("rules", "trials", "validator", "cli", "probe", "cluster", "profiles"),
     # serving under load: reads the performance model and the engines, the rules read it

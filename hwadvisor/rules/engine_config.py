@@ -24,16 +24,11 @@ _DEFAULT_SOC = "SM8650"
 
 
 def _soc_model(device: Device) -> str:
-    """Return the Qualcomm SoC part number (SM8750 ...) of the planned device, from its profile."""
-    import re
+    """Return the Qualcomm SoC part number (SM8750 ...) of the planned device, else QNN's default.
 
-    from hwadvisor import profiles
-
-    if device.profile_id and device.profile_id in profiles.ids():
-        for name in profiles.get(device.profile_id).match.names:
-            if re.fullmatch(r"SM\d{4}", name):
-                return name
-    return _DEFAULT_SOC
+    The device carries it from its profile, set where it was made (profiles/devices.py).
+    """
+    return device.soc_part or _DEFAULT_SOC
 
 
 def _checkpoint_form(options: ModelOptions) -> str:
