@@ -12,19 +12,32 @@ tokens / s / GPU. Then the validator's H200 trials are compared with the model's
 for the trials' own shapes (benchmarks/trials_vs_model.py).
 
 Constants of perfmodel/constants.py marked "fit to the tune split" were fitted on the tune
-figures only; the check figures are held out and reported apart.
+figures only; the check figures are held out and reported apart. Each fitted constant names its
+tune figures in hwadvisor/perfmodel/fits.toml (tests/perfmodel/test_held_out.py checks that none
+of them is a check figure).
+
+The check split is frozen (benchmarks/published_check.json): its date, a digest of every check
+figure, and the check split's median and 90th-percentile |error| per class (datacenter,
+consumer-gpu, apple, phone, training, cpu) as recorded. A test fails when a check figure changes,
+appears or goes without a new freeze (`--freeze DATE`, a later date, on purpose), and when a
+class's check median or p90 rises above the recorded value; `--record` lowers the recorded values
+where the model improved and never raises them.
 
 Targets: median |error| <= 15% and worst <= 35% on the tune split, on the check split and over
 all; every training figure within 20% (reported per split); every trial within +-25%. Exit 1
 when a target is missed.
 
-Run: python benchmarks/published.py [--markdown] [--split tune|check] [--verbose]
+Run: python benchmarks/published.py [--markdown] [--split tune|check] [--by-class]
+     [--freeze YYYY-MM-DD | --record]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
+import math
 import re
 import statistics
 import sys
@@ -46,6 +59,14 @@ HERE = Path(__file__).resolve().parent
 GIB = 2**30
 FIGURES = HERE / "published_figures.toml"
 E2E = HERE / "data" / "h200_e2e_2026-12-01.json"
+CHECK_LOCK = HERE / "published_check.json"
+# The classes the check split is reported by (issue 42); training is its own class whatever the
+# device, the others follow the device's profile class.
+CLASSES = ("datacenter", "consumer-gpu", "apple", "phone", "training", "cpu")
+_CLASS_OF_DEVICE = {"datacenter-gpu": "datacenter", "consumer-gpu": "consumer-gpu",
+                    "apple-silicon": "apple", "mobile-soc": "phone", "cpu": "cpu"}
+# Slack on the recorded medians and p90s: float noise across platforms, not a tolerance.
+RECORD_SLACK = 1e-6
 MEDIAN_TARGET = 0.15
 WORST_TARGET = 0.35
 # Training figures (tokens/s/GPU, 1 to 512 GPUs): every one within 20%, per split.
@@ -449,14 +470,162 @@ def report(rows: list[Row], markdown: bool = False) -> tuple[list[str], bool]:
     return lines, ok
 
 
+# --- The held-out discipline: a frozen check split, per-class records ----------------------
+
+def figure_class(fig: Figure) -> str:
+    """The class a figure is reported in: training, or its device's class."""
+    if fig.phase == "training":
+        return "training"
+    try:
+        device_class = _device(fig).device_class
+    except Skip:
+        # no profile yet: the data file's own words for the device
+        return "cpu" if fig.device.startswith("core-") else "apple" if fig.device.startswith(
+            "m") else "consumer-gpu"
+    return _CLASS_OF_DEVICE[str(getattr(device_class, "value", device_class))]
+
+
+def figure_digest(fig: Figure) -> str:
+    """A digest of what defines a figure's run and value (every field but the notes)."""
+    fields = dataclasses.asdict(fig)
+    fields.pop("notes")
+    text = json.dumps(fields, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def p90(values: list[float]) -> float:
+    """The 90th percentile by nearest rank (the value at or below which 90% of them lie)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+
+
+def class_stats(rows: list[Row], split: str) -> dict[str, dict[str, float]]:
+    """Per class of a split: figures, median and p90 of |error| (rows that ran)."""
+    out: dict[str, dict[str, float]] = {}
+    for name in CLASSES:
+        errors = [abs(r.error) for r in rows if r.error is not None and r.fig.split == split
+                  and figure_class(r.fig) == name]
+        if errors:
+            out[name] = {"n": len(errors), "median": round(statistics.median(errors), 4),
+                         "p90": round(p90(errors), 4)}
+    return out
+
+
+def load_lock(path: Path = CHECK_LOCK) -> dict[str, Any]:
+    """The frozen check split: its date, each check figure's digest, the recorded stats."""
+    return dict(json.loads(path.read_text()))
+
+
+def check_digests(figures: list[Figure]) -> dict[str, str]:
+    """Each check figure's digest, by id."""
+    return {f.id: figure_digest(f) for f in figures if f.split == "check"}
+
+
+def frozen_drift(figures: list[Figure], lock: dict[str, Any]) -> list[str]:
+    """How the check split differs from the frozen one (empty when it does not)."""
+    now, then = check_digests(figures), dict(lock["figures"])
+    lines = [f"added to check: {i}" for i in sorted(set(now) - set(then))]
+    lines += [f"gone from check: {i}" for i in sorted(set(then) - set(now))]
+    lines += [f"changed: {i}" for i in sorted(set(now) & set(then)) if now[i] != then[i]]
+    return lines
+
+
+def worse_than_recorded(rows: list[Row], lock: dict[str, Any]) -> list[str]:
+    """Classes whose check median or p90 rose above the recorded value."""
+    recorded = lock["recorded"]["check"]
+    lines = []
+    for name, got in class_stats(rows, "check").items():
+        for key in ("median", "p90"):
+            was = recorded.get(name, {}).get(key)
+            if was is None or got[key] > was + RECORD_SLACK:
+                lines.append(f"check {name} {key} {got[key]:.1%} > recorded "
+                             + ("(none)" if was is None else f"{was:.1%}"))
+    return lines
+
+
+def freeze(rows: list[Row], figures: list[Figure], date: str,
+           lock: dict[str, Any] | None) -> dict[str, Any]:
+    """A new frozen check split at `date`, later than the one it replaces."""
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
+        raise ValueError(f"--freeze takes YYYY-MM-DD, not {date!r}")
+    if lock is not None and date <= str(lock["frozen"]):
+        raise ValueError(f"--freeze {date} is not later than the frozen {lock['frozen']}: a new "
+                         "check split needs a new date")
+    return {"frozen": date, "figures": check_digests(figures),
+            "recorded": {"check": class_stats(rows, "check"), "tune": class_stats(rows, "tune")}}
+
+
+def record(rows: list[Row], lock: dict[str, Any]) -> dict[str, Any]:
+    """The lock with its recorded check stats lowered where the model improved (never raised);
+    the tune stats are written as they are (they are reported, not held)."""
+    out = json.loads(json.dumps(lock))
+    for name, got in class_stats(rows, "check").items():
+        was = out["recorded"]["check"].setdefault(name, dict(got))
+        for key in ("median", "p90"):
+            was[key] = min(float(was[key]), got[key])
+        was["n"] = got["n"]
+    out["recorded"]["tune"] = class_stats(rows, "tune")
+    return out
+
+
+def class_lines(rows: list[Row], markdown: bool = False) -> list[str]:
+    """Median and p90 |error| per class and split."""
+    lines = (["| class | tune: n, median, p90 | check: n, median, p90 |", "|---|---|---|"]
+             if markdown else [])
+    tune, check = class_stats(rows, "tune"), class_stats(rows, "check")
+
+    def cell(got: dict[str, float] | None) -> str:
+        return "-" if got is None else f"{got['n']:.0f}, {got['median']:.1%}, {got['p90']:.1%}"
+
+    for name in CLASSES:
+        if name not in tune and name not in check:
+            continue
+        if markdown:
+            lines.append(f"| {name} | {cell(tune.get(name))} | {cell(check.get(name))} |")
+        else:
+            lines.append(f"{name:13s} tune {cell(tune.get(name)):22s} "
+                         f"check {cell(check.get(name))}")
+    return lines
+
+
+def _write_lock(lock: dict[str, Any]) -> None:
+    from hwadvisor.report.io import write_text
+
+    write_text(CHECK_LOCK, json.dumps(lock, indent=1, sort_keys=True) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the comparison; exit 1 when a target is missed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", action="store_true", help="print markdown tables")
     parser.add_argument("--split", choices=("tune", "check"), help="only this split")
     parser.add_argument("--no-trials", action="store_true", help="skip the trial comparison")
+    parser.add_argument("--by-class", action="store_true",
+                        help="median and p90 |error| per class and split, and the frozen check")
+    parser.add_argument("--freeze", metavar="YYYY-MM-DD",
+                        help="freeze the check split as it is now, at this (later) date")
+    parser.add_argument("--record", action="store_true",
+                        help="lower the recorded check medians / p90s where the model improved")
     args = parser.parse_args(argv)
     figures = load_figures() + e2e_figures()
+    if args.freeze or args.record:
+        rows = evaluate(figures)
+        lock = load_lock() if CHECK_LOCK.exists() else None
+        if args.freeze:
+            _write_lock(freeze(rows, figures, args.freeze, lock))
+        elif lock is not None:
+            _write_lock(record(rows, lock))
+        print("\n".join(class_lines(rows)))
+        return 0
+    if args.by_class:
+        rows = evaluate(figures)
+        lock = load_lock()
+        problems = frozen_drift(figures, lock) + worse_than_recorded(rows, lock)
+        print("\n".join(class_lines(rows, args.markdown)))
+        print(f"check split frozen {lock['frozen']}: "
+              + ("unchanged, no class worse than recorded" if not problems
+                 else "; ".join(problems)))
+        return 0 if not problems else 1
     if args.split:
         figures = [f for f in figures if f.split == args.split]
     lines, ok = report(evaluate(figures), args.markdown)
