@@ -1,7 +1,7 @@
 """The model's predictions against published measurements (and this project's own H200 runs).
 
-Figures: benchmarks/published_figures.toml (137 public figures; fields at its top; `split`
-tune / check, a third held out) plus the end-to-end runs of whole models in plain PyTorch on
+Figures: benchmarks/published_figures.toml (172 public figures; fields at its top; `split`
+tune / check, about half held out) plus the end-to-end runs of whole models in plain PyTorch on
 an H200 (benchmarks/data/h200_e2e_2026-12-01.json, from benchmarks/e2e_torch.py). For each
 figure the workload is built as the source ran it (preset, engine, weights, batch, lengths,
 GPUs and parallel layout, the engine's defaults from hwadvisor/engines/data/), `estimate` runs,
@@ -612,7 +612,12 @@ def main(argv: list[str] | None = None) -> int:
         rows = evaluate(figures)
         lock = load_lock() if CHECK_LOCK.exists() else None
         if args.freeze:
-            _write_lock(freeze(rows, figures, args.freeze, lock))
+            try:
+                new = freeze(rows, figures, args.freeze, lock)
+            except ValueError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+            _write_lock(new)
         elif lock is not None:
             _write_lock(record(rows, lock))
         print("\n".join(class_lines(rows)))
