@@ -10,15 +10,23 @@ def baseline_options(workload: Workload, device: Device | None = None) -> ModelO
 
     vLLM and SGLang start with fused attention, CUDA graphs, chunked prefill and tensor
     parallelism over several GPUs; plain transformers runs eagerly with SDPA attention;
-    torchtitan shards with FSDP2. Training on several GPUs with an engine that names no
-    strategy starts from data parallelism (DDP), what people reach for first; fp32 compute
-    means no mixed precision.
+    torchtitan shards with FSDP2; llama.cpp splits the layers over the GPUs (--split-mode
+    layer: a token runs the GPUs' stages one after the other). Training on several GPUs with an
+    engine that names no strategy starts from data parallelism (DDP), what people reach for
+    first; fp32 compute means no mixed precision.
     """
     from hwadvisor.engines.catalog import engine_for
 
     defaults = engine_for(workload).defaults
     training = workload.phase == "training"
     sharding = defaults.sharding if workload.gpus > 1 else "none"
+    layout: dict[str, int | None] = {}
+    if sharding == "layers":
+        # as pipeline stages that a token runs one after the other (perfmodel/compute.py
+        # _layer_share: inference sums the stages); tensor parallelism of one GPU each
+        sharding = "none" if training else "tp"
+        if not training:
+            layout = {"tp_size": 1, "pipeline_stages": workload.gpus}
     if sharding == "none" and workload.gpus > 1:
         sharding = "ddp" if training else "tp"
     if sharding == "tp" and training:
@@ -37,6 +45,7 @@ def baseline_options(workload: Workload, device: Device | None = None) -> ModelO
         "compiled": defaults.compiled,
         "fused_optimizer": defaults.fused_optimizer and training,
         "prefill_chunk_tokens": chunk,
+        **layout,
     })
 
 

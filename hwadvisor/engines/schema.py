@@ -211,7 +211,11 @@ class Defaults(_Strict):
         "benchmark (llama-bench, llama-batched-bench), or an engine without such work")
     checkpointing: Literal["none", "selective", "full"] = Field(
         "none", description="Training: the activation checkpointing level it applies unasked")
-    sharding: Literal["none", "ddp", "fsdp", "tp"] = "none"
+    sharding: Literal["none", "ddp", "fsdp", "tp", "layers"] = Field(
+        "none", description="How it spreads one model over several GPUs by default: tp (tensor "
+        "parallel), layers (each GPU holds a run of layers and a token passes them one after the "
+        "other: llama.cpp's --split-mode layer), ddp / fsdp (training); none: the usual default "
+        "(serving: tp, training: ddp)")
     max_concurrent_sequences: int | None = Field(None, ge=1)
     max_sequences_from_pool: bool = Field(
         False, description="The sequence limit follows the KV pool (SGLang's max_running_requests "

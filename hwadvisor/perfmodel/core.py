@@ -276,6 +276,33 @@ def _training(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | N
     )
 
 
+def layer_pipeline_share(setup: Setup, forwards: float) -> float:
+    """Share of a prefill's sequential time when an engine's layer split pipelines its chunks.
+
+    llama.cpp's --split-mode layer runs a token through the GPUs one after the other, but
+    llama_decode splits each logical batch (n_batch, the engine's step_tokens) into micro-batches
+    (n_ubatch, the prefill chunk) and queues them so that the GPUs work on different
+    micro-batches at once (PR #6017, "llama : add pipeline parallelism support", 2024-03; on by
+    default with every layer offloaded). A logical batch of k micro-batches over pp stages then
+    takes (k + pp - 1) stage times instead of k x pp: a 2048-token prompt in 512-token chunks on
+    two GPUs 5/8 of the sequential time; one chunk (or decode, one micro-batch a step) gains
+    nothing. 1.0 for every other case.
+    """
+    from hwadvisor.engines import engine_for
+
+    pp, chunk = setup.layout.pp, setup.options.prefill_chunk_tokens
+    if setup.training or pp <= 1 or not chunk or forwards <= 1:
+        return 1.0
+    defaults = engine_for(setup.workload).defaults
+    step = defaults.step_tokens
+    if defaults.sharding != "layers" or not step or step <= chunk:
+        return 1.0
+    per_batch = max(1, step // chunk)
+    full, rest = divmod(int(math.ceil(forwards)), per_batch)
+    stage_times = full * (per_batch + pp - 1) + ((rest + pp - 1) if rest else 0)
+    return min(1.0, stage_times / (pp * math.ceil(forwards)))
+
+
 def _draft_cost(setup: Setup) -> float:
     """Return the drafter's time per step as a share of the target forward (drafters.py)."""
     if setup.options.speculative_drafter is None:
@@ -292,7 +319,7 @@ def _inference(setup: Setup, memory: MemoryEstimate, fits: bool, busbw: float | 
     pre_t = step_time(setup, pre, forwards=forwards)
     dec_t = step_time(setup, dec, graphed=decode_graphed(setup))
     comm = communication(setup, {"prefill": pre_t.gpu_s, "decode": dec_t.gpu_s}, busbw)
-    prefill_s = pre_t.step_s + comm.prefill.exposed_s
+    prefill_s = pre_t.step_s * layer_pipeline_share(setup, forwards) + comm.prefill.exposed_s
     forward_s = dec_t.step_s + comm.decode.exposed_s
     t = setup.tokens_per_forward
     draft = 1.0 + (_draft_cost(setup) if t > 1 else 0.0)

@@ -197,8 +197,11 @@ def resolve_layout(workload: Workload, options: ModelOptions) -> Layout:
                      + (f", data parallel across {layout.dp} groups" if layout.dp > 1 else ""))
     elif strategy == "tp" and layout.dp > 1:
         notes.append(f"tensor parallel {layout.tp} x {layout.dp} replicas")
-    if pp > 1:
+    if pp > 1 and training:
         notes.append(f"{pp} pipeline stages ({workload.grad_accum} micro-batches per step)")
+    elif pp > 1:
+        notes.append(f"{pp} pipeline stages of layers: each token runs them one after the other "
+                     "(its time is the stages' sum)")
     if layout.attn_dp > 1:
         notes.append(f"data-parallel attention over {layout.attn_dp} GPUs with expert "
                      f"parallelism: each GPU attends {workload.batch} / {layout.attn_dp} of the "

@@ -360,3 +360,25 @@ def test_tensor_parallel_on_eight_pcie_h100s_is_slower_than_on_sxm():
     assert pcie.estimate is not None and sxm.estimate is not None
     assert pcie.estimate.times.communication_s > 1.5 * sxm.estimate.times.communication_s
     assert any("exceed the 2-GPU" in note for note in pcie.estimate.assumptions)
+
+
+# --- llama.cpp across GPUs: its default layer split, modelled and said -----------------------
+
+
+def test_llama_cpp_on_two_gpus_runs_its_layer_split_one_gpu_after_the_other():
+    """llama.cpp's default --split-mode layer: each GPU holds half the layers and a token runs
+    them one after the other, so a decode step streams the whole model at one GPU's bandwidth
+    (the parts' sum), not half of it as tensor parallelism would; the command says the split."""
+    report = plan("rtx-4090", B, model="llama-3-70b", weights_dtype="q4_k_m", batch=1,
+                  gpus=2, engine="llamacpp")
+    assert report.plan is not None
+    layout = report.plan.layout
+    assert (layout.pp, layout.tp) == (2, 1)
+    flags = cli_flags(config_text(report))
+    assert flags.get("--split-mode") == "layer"
+    # the estimate on the engine's defaults: the whole model's weights stream each step, at
+    # most at one GPU's datasheet bandwidth (tensor parallelism would read half a GPU each)
+    assert report.estimate is not None
+    step = report.estimate.times.decode_step_s
+    weights = report.estimate.memory.weights_bytes * 2  # per GPU x the two stages
+    assert step is not None and step >= weights / 1008e9
