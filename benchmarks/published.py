@@ -53,7 +53,7 @@ from hwadvisor.errors import UserError
 from hwadvisor.models import Device, Estimate, ModelOptions, NvidiaDetails, Workload
 from hwadvisor.perfmodel import estimate
 from hwadvisor.perfmodel.memory import reserved_peak_range
-from hwadvisor.workload import build_workload, list_presets
+from hwadvisor.workload import Sizing, WorkloadRequest, build_workload, list_presets
 
 HERE = Path(__file__).resolve().parent
 GIB = 2**30
@@ -235,14 +235,14 @@ def build(fig: Figure) -> tuple[Workload, Device, ModelOptions]:
     dp = max(1, fig.gpus // (tp * pp * cp))
     per_node = max(1, fig.gpus // max(1, fig.nodes))
     try:
-        workload = build_workload(
-            fig.model, phase="training" if training else "inference", batch=batch,
+        request = WorkloadRequest(
+            model=fig.model, phase="training" if training else "inference", batch=batch,
             prompt_len=max(1, fig.prompt_len), gen_len=fig.gen_len if fig.phase == "decode"
             else 0, weights_dtype=fig.weights_dtype, kv_dtype=fig.kv_dtype or None,
             gpus=fig.gpus, nodes=fig.nodes, gpus_per_node=per_node,
             grad_accum=_grad_accum(fig, dp) if training else None,
-            activation_checkpointing=fig.activation_checkpointing, engine=fig.engine,
-            device_memory_bytes=device.memory_total_bytes, device_class=device.device_class)
+            activation_checkpointing=fig.activation_checkpointing, engine=fig.engine)
+        workload = build_workload(request, Sizing(device.memory_total_bytes, device.device_class))
     except UserError as exc:
         raise Skip(str(exc)) from None
     release = _engine_release(fig)

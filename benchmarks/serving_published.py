@@ -40,7 +40,7 @@ from hwadvisor.models.serving import Lengths, Load
 from hwadvisor.perfmodel import estimate
 from hwadvisor.report.io import write_text
 from hwadvisor.serving import predict
-from hwadvisor.workload import build_workload
+from hwadvisor.workload import Sizing, WorkloadRequest, build_workload
 from hwadvisor.workload.settle import on_engine_defaults
 
 HERE = Path(__file__).resolve().parent
@@ -139,11 +139,11 @@ def is_tail(key: str) -> bool:
 def build(run: Run) -> tuple[Workload, Device, ModelOptions]:
     """The workload on its engine's defaults, the device and the options the source ran."""
     device = profiles.device_from_profile(run.device)
-    workload = build_workload(
-        run.model, phase="inference", batch=1, prompt_len=max(1, round(run.prompt_mean)),
+    request = WorkloadRequest(
+        model=run.model, phase="inference", batch=1, prompt_len=max(1, round(run.prompt_mean)),
         gen_len=max(1, round(run.output_mean)), weights_dtype=run.weights_dtype,
-        kv_dtype=run.kv_dtype or None, gpus=run.gpus, engine=run.engine,
-        device_memory_bytes=device.memory_total_bytes, device_class=device.device_class)
+        kv_dtype=run.kv_dtype or None, gpus=run.gpus, engine=run.engine)
+    workload = build_workload(request, Sizing(device.memory_total_bytes, device.device_class))
     if run.engine_version:  # the engine as that release ran it: its [[history]] defaults
         workload = workload.model_copy(update={"engine_version": run.engine_version})
     given: dict[str, Any] = {}

@@ -48,7 +48,7 @@ from hwadvisor.perfmodel.context import Setup
 from hwadvisor.perfmodel.layout import resolve_layout
 from hwadvisor.perfmodel.memory import checkpoint_working_bytes, training_activation_bytes
 from hwadvisor.perfmodel.resources import resolve
-from hwadvisor.workload import build_workload
+from hwadvisor.workload import WorkloadRequest, build_workload
 from hwadvisor.workload.params import workload_breakdown
 
 HERE = Path(__file__).resolve().parent
@@ -92,10 +92,11 @@ def _setup(device: Device, layers: int, *, weights: str = "bf16", batch: int = 1
            prompt: int = 2048, gen: int = 1, training: bool = False,
            options: ModelOptions | None = None, checkpointing: bool = False) -> Setup:
     """Build a Setup for a Llama-3-8B-wide stack of `layers` blocks (the trials' shapes)."""
-    base = build_workload("llama-3-8b", phase="training" if training else "inference",
-                          batch=batch, prompt_len=prompt, gen_len=0 if training else gen,
-                          weights_dtype=weights, engine="hf",
-                          activation_checkpointing=checkpointing)
+    base = build_workload(WorkloadRequest(model="llama-3-8b",
+                                          phase="training" if training else "inference",
+                                          batch=batch, prompt_len=prompt,
+                                          gen_len=0 if training else gen, weights_dtype=weights,
+                                          engine="hf", activation_checkpointing=checkpointing))
     assert base.spec is not None
     # the trial stack has no embedding and no lm_head: a token vocabulary of 8 stands for none
     spec = base.spec.model_copy(update={"num_layers": layers, "vocab_size": 8})

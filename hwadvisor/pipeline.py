@@ -21,17 +21,15 @@ if TYPE_CHECKING:  # the probe path must not import the workload package
     from hwadvisor.perfmodel.calibration import Calibration
     from hwadvisor.validator.found import Found
     from hwadvisor.validator.runner import Progress  # told (trial id, done, in all) as trials run
-    from hwadvisor.workload import WorkloadRequest
+    from hwadvisor.workload import Sizing, WorkloadRequest
 
 
-def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
-                   device_class: object, formats: list[str] | None = None) -> Workload:
+def build_workload(request: WorkloadRequest, sizing: Sizing) -> Workload:
     """Build the workload (workload/settle.py), any model type readable (the generic reader)."""
     from hwadvisor.validator.measure import read_any_model
     from hwadvisor.workload import settle
 
-    read_any_model()
-    return settle.build_workload(request, device_memory_bytes, device_class, formats)
+    return settle.build_workload(request, sizing, read_any_model)
 
 
 def probe_report(measure: bool = False, progress: Progress | None = None,
@@ -86,12 +84,13 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
     """
     from hwadvisor.perfmodel import estimate
     from hwadvisor.probe.target import MAX_PLANNED_DEVICES, resolve_target
+    from hwadvisor.workload import Sizing
     from hwadvisor.workload.settle import on_engine_defaults
 
     p = _planned(device_id, 1, request, calibration)
     target, device = p.target, p.device
-    workload = build_workload(p.request, device.memory_total_bytes, target.device_class,
-                              device.formats)
+    workload = build_workload(p.request, Sizing(device.memory_total_bytes, target.device_class,
+                                                device.formats))
     if device_id is not None and workload.gpus > 1:
         # The report lists the devices of one node (the plan's per-node GPUs).
         per_node = workload.gpus_per_node or workload.gpus // workload.nodes
@@ -117,6 +116,7 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     from hwadvisor.probe.target import MAX_PLANNED_DEVICES
     from hwadvisor.rules.advise import recommend
     from hwadvisor.rules.playbooks.goals import goal_spec
+    from hwadvisor.workload import Sizing
     from hwadvisor.workload.settle import planned_host, train_on_probed_gpus, workload_notes
 
     if request.phase is None:
@@ -128,8 +128,7 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     request, all_gpus = train_on_probed_gpus(p.request, len(target.devices), device_id is not None)
     notes = list(target.notes) + p.calibration_notes
     notes += [n for n in (p.split, host_note, all_gpus) if n]
-    workload = build_workload(request, device.memory_total_bytes, device.device_class,
-                              device.formats)
+    workload = build_workload(request, Sizing.of(device))
     outcome = recommend(workload, device, goal, host=target.host,
                         estimator=PerfModel(p.calibration) if p.calibration is not None else None,
                         min_tokens_per_s=min_tokens_per_s)

@@ -93,7 +93,8 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
         " Presets: "
         + ", ".join(list_presets()) + ".", str, _WORKLOAD_PANEL,
         "chosen for the device: llama-3-8b on a 24 GB+ GPU, else llama-3.2-1b", complete.models)),
-    Param("phase", _opt("--phase", " or ".join(PHASES), str, _WORKLOAD_PANEL, "inference")),
+    Param("phase", _opt("--phase", " or ".join(PHASES), str, _WORKLOAD_PANEL,
+                        workload_default("phase"))),
     Param("batch", _opt("--batch", "Sequences per step: in serving, per model instance; in "
                         "training, per data-parallel rank and micro-batch (a tensor- or "
                         "pipeline-parallel group shares them, as torchtitan's local batch)",
@@ -101,20 +102,23 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
     Param("prompt_len", _opt("--prompt-len", "Prompt tokens; the sequence length in training",
                              int, _WORKLOAD_PANEL, str(workload_default("prompt_len")))),
     Param("gen_len", _opt("--gen-len", "Generated tokens (inference)", int, _WORKLOAD_PANEL,
-                          "256; 0 in training")),
+                          f"{workload_default('gen_len')}; 0 in training")),
     Param("weights_dtype", _opt("--weights-dtype", f"Weights dtype: {_DTYPE_LIST}", str,
-                                _WORKLOAD_PANEL, "bf16")),
+                                _WORKLOAD_PANEL, workload_default("weights_dtype"))),
     Param("kv_dtype", _opt("--kv-dtype", f"KV-cache dtype: {_DTYPE_LIST}", str,
-                           _WORKLOAD_PANEL, "bf16; fp16/fp32 with such weights")),
+                           _WORKLOAD_PANEL, f"{workload_default('kv_dtype')}; fp16/fp32 with "
+                           "such weights")),
     Param("activation_dtype", _opt("--activation-dtype", f"Activation dtype: {_DTYPE_LIST}",
-                                   str, _WORKLOAD_PANEL, "bf16; fp16/fp32 with such weights")),
+                                   str, _WORKLOAD_PANEL, f"{workload_default('activation_dtype')}"
+                                   "; fp16/fp32 with such weights")),
     Param("optimizer", _opt("--optimizer", f"Training optimizer: {', '.join(OPTIMIZERS)}", str,
-                            _WORKLOAD_PANEL, "adamw")),
+                            _WORKLOAD_PANEL, workload_default("optimizer"))),
     Param("grad_accum", _opt("--grad-accum", "Gradient accumulation steps", int,
                              _WORKLOAD_PANEL, str(workload_default("grad_accum")))),
     Param("gpus", _opt("--gpus", "GPUs in all", int, _WORKLOAD_PANEL,
-                       "1, or nodes x gpus-per-node")),
-    Param("nodes", _opt("--nodes", "Nodes, for multi-node planning", int, _WORKLOAD_PANEL, "1")),
+                       f"{workload_default('gpus')}, or nodes x gpus-per-node")),
+    Param("nodes", _opt("--nodes", "Nodes, for multi-node planning", int, _WORKLOAD_PANEL,
+                        str(workload_default("nodes")))),
     Param("gpus_per_node", _opt("--gpus-per-node", "GPUs per node (sets --gpus = nodes x "
                                 "this)", int, _WORKLOAD_PANEL)),
     Param("inter_node_gbps", _opt("--inter-node-gbps", "Network bandwidth between nodes, GB/s "
@@ -135,7 +139,7 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
     Param("quality", _opt("--quality", "Quality budget: lossless (the checkpoint's own "
                           "precision), fp8, int8 or int4: the least precise weights and KV "
                           "cache a plan may pick for speed; less only when nothing else fits",
-                          str, _WORKLOAD_PANEL, "fp8")),
+                          str, _WORKLOAD_PANEL, workload_default("quality"))),
     Param("attention_kernel", _opt("--attention-kernel", "math or flash: the attention you run "
                                    "when it is not the engine's fused default (math = eager "
                                    "attention)", str, _WORKLOAD_PANEL, "the engine's")),

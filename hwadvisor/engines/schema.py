@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from hwadvisor.engines.values import PlanValues, sample_values
 from hwadvisor.models.hardware import DeviceClass
-from hwadvisor.models.workload import Phase
+from hwadvisor.models.workload import EngineId, Phase
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -98,12 +98,10 @@ ACCELERATORS: tuple[str, ...] = ("gpu", "cpu", "metal", "npu")
 VENDORS: tuple[str, ...] = ("nvidia", "amd", "apple", "qualcomm", "intel", "cpu")
 DEVICE_CLASSES: tuple[str, ...] = tuple(c.value for c in DeviceClass)
 PHASES: tuple[str, ...] = get_args(Phase)
-# The engines, one data file each (data/<id>.toml); the loader refuses other ids. Kept as
-# a constant so that naming them (e.g. in --help) does not read and validate the data file.
-ENGINE_IDS: tuple[str, ...] = (
-    "hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx", "executorch", "mlc-llm",
-    "litert", "qnn", "coreml", "torchtitan", "megatron", "deepspeed",
-)
+# The engines, one data file each (data/<id>.toml); the loader refuses other ids. Listed
+# once, as the workload's EngineId (models/workload.py), so the workload's --engine check and
+# the catalog read the same list; naming them (e.g. in --help) reads no data file.
+ENGINE_IDS: tuple[str, ...] = get_args(EngineId)
 
 Kind = Literal["serving", "on-device", "training"]
 Format = Literal["cli", "toml", "json", "python"]

@@ -14,7 +14,8 @@ Dtype = Literal[
 ]
 Phase = Literal["inference", "training"]
 Optimizer = Literal["adamw", "adamw-8bit", "sgd"]
-# The engines a workload can run on (hwadvisor/engines/data/<id>.toml describes each).
+# The engines a workload can run on, listed once (hwadvisor/engines/data/<id>.toml describes
+# each; engines.ENGINE_IDS and the --engine check read this list).
 EngineId = Literal[
     "hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx", "executorch", "mlc-llm",
     "litert", "qnn", "coreml", "torchtitan", "megatron", "deepspeed",

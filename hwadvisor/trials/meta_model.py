@@ -5,7 +5,8 @@ builds the causal-LM model from the config on torch's meta device (shapes only: 
 memory, no network, trust_remote_code off), and this module maps its module tree onto a
 ModelSpec: exact parameter counts by part, the attention shapes, MoE experts, and the
 per-sequence state of state-space and linear-attention layers. It lives in trials/ because it
-needs torch; workload/generic.py calls it only when the fast path refuses a model_type.
+needs torch; the pipeline hands it to the workload builder (validator/measure.read_any_model),
+which calls it only when the fast path refuses a model_type.
 """
 
 from __future__ import annotations

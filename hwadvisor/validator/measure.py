@@ -9,10 +9,10 @@ at call time (`base.cuda_ordinal`, `runner.run_trials`) so a test can stand in f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hwadvisor.errors import ExitCode, UserError
-from hwadvisor.models import Device, Report, TrialResult
+from hwadvisor.models import Device, ModelSpec, Report, TrialResult
 from hwadvisor.trials import base, registry
 from hwadvisor.trials.base import TrialContext
 from hwadvisor.trials.kit import environment
@@ -25,16 +25,17 @@ if TYPE_CHECKING:
     from hwadvisor.workload import WorkloadRequest
 
 
-def read_any_model() -> None:
-    """Fill the workload's generic-reader slot with the meta-device reader (trials/).
+def read_any_model(config: dict[str, Any], source: str) -> ModelSpec:
+    """Read any causal LM's config with the generic reader (trials/meta_model.py).
 
     A model_type the hand-written parsers lack is read from the module tree transformers
     builds on the meta device (torch and transformers load only then, never at start-up).
+    The pipeline hands this to the workload's builder, as it hands calibrate the cluster's
+    network reader.
     """
     from hwadvisor.trials.meta_model import describe_config
-    from hwadvisor.workload import generic
 
-    generic.use(describe_config)
+    return describe_config(config, source)
 
 
 def torch_missing() -> str | None:
@@ -163,12 +164,11 @@ def rank_trials(report: Report, device: Device | None, place: Place, ids: list[s
 
 def report_for(hardware: Report, device: Device | None, request: WorkloadRequest) -> Report:
     """Return a validate report of the probed hardware, its workload sized for device."""
-    from hwadvisor.workload import settle
+    from hwadvisor.workload import Sizing, settle
 
-    read_any_model()
     memory = device.memory_total_bytes if device else hardware.host.memory_total_bytes
-    workload = settle.build_workload(request, memory, device.device_class if device else
-                                     hardware.device_class)
+    sizing = Sizing(memory, device.device_class if device else hardware.device_class)
+    workload = settle.build_workload(request, sizing, read_any_model)
     return Report(kind="validate", host=hardware.host, devices=hardware.devices,
                   device_class=hardware.device_class, notes=list(hardware.notes),
                   workload=workload)

@@ -7,7 +7,6 @@ from hwadvisor.workload.build import (
     PHASES,
     build_workload,
     default_model,
-    default_workload,
     list_presets,
     load_spec,
     parse_choice,
@@ -15,10 +14,11 @@ from hwadvisor.workload.build import (
 )
 from hwadvisor.workload.configparse import parse_config, supported_model_types
 from hwadvisor.workload.params import count_params, moe_layer_count, param_breakdown
-from hwadvisor.workload.request import WORKLOAD_OPTIONS, WorkloadRequest
+from hwadvisor.workload.request import WORKLOAD_OPTIONS, Sizing, WorkloadRequest
 
 __all__ = [
     "WORKLOAD_OPTIONS",
+    "Sizing",
     "WorkloadRequest",
     "DTYPES",
     "ENGINES",
@@ -27,7 +27,6 @@ __all__ = [
     "build_workload",
     "count_params",
     "default_model",
-    "default_workload",
     "list_presets",
     "load_spec",
     "moe_layer_count",

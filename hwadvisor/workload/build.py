@@ -13,20 +13,24 @@ import os
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from pydantic import ValidationError
 
 from hwadvisor.errors import UserError
 from hwadvisor.models.workload import Dtype, EngineId, ModelSpec, Optimizer, Phase, Workload
 from hwadvisor.workload import checkpoint, limits
-from hwadvisor.workload.configparse import parse_config, read_config_file
+from hwadvisor.workload.configparse import ModelReader, parse_config, read_config_file
 from hwadvisor.workload.params import count_params
+from hwadvisor.workload.request import Sizing
+
+if TYPE_CHECKING:
+    from hwadvisor.workload.request import WorkloadRequest
 
 # What the package re-exports from here (parameter counts and config parsing live in params.py
 # and configparse.py and are re-exported from there).
 __all__ = ["DTYPES", "OPTIMIZERS", "PHASES", "build_workload", "default_model",
-           "default_workload", "list_presets", "load_spec", "preset_source"]
+           "list_presets", "load_spec", "preset_source"]
 
 PHASES: tuple[str, ...] = get_args(Phase)
 DTYPES: tuple[str, ...] = get_args(Dtype)
@@ -139,8 +143,11 @@ def preset_of(model: str) -> str | None:
     return _resolve_preset(model.strip()) if isinstance(model, str) else None
 
 
-def load_spec(model: str) -> ModelSpec:
-    """Resolve a preset id, a Hugging Face repo id of a preset, or a config.json path to a spec."""
+def load_spec(model: str, read_model: ModelReader | None = None) -> ModelSpec:
+    """Resolve a preset id, a Hugging Face repo id of a preset, or a config.json path to a spec.
+
+    read_model reads a config's model_type the hand-written parsers lack (configparse.py).
+    """
     if not isinstance(model, str) or not model.strip():
         raise UserError("--model must not be empty", hint=_presets_hint())
     model = model.strip()
@@ -148,20 +155,20 @@ def load_spec(model: str) -> ModelSpec:
     preset = _resolve_preset(model)
     # An explicit path wins over a preset of the same name; a bare name is a preset first.
     if path is not None and _looks_like_path(model):
-        return _load_path(path)
+        return _load_path(path, read_model)
     if preset is not None:
         return _load_preset(preset)
     if path is not None:
-        return _load_path(path)
+        return _load_path(path, read_model)
     if checkpoint.looks_like_repo_id(model):
-        return _load_path(checkpoint.cached_snapshot(model), name=model)
+        return _load_path(checkpoint.cached_snapshot(model), read_model, name=model)
     raise _unknown_model(model)
 
 
-def _load_path(path: Path, name: str | None = None) -> ModelSpec:
+def _load_path(path: Path, read_model: ModelReader | None, name: str | None = None) -> ModelSpec:
     """Read a config.json, or a model folder: its config.json plus its safetensors headers."""
     config_path = path / "config.json" if path.is_dir() else path
-    spec = parse_config(read_config_file(path), str(config_path))
+    spec = parse_config(read_config_file(path), str(config_path), read_model)
     if name is not None:
         spec = spec.model_copy(update={"name": name})
     if not path.is_dir():
@@ -243,33 +250,15 @@ def _unknown_model(model: str) -> UserError:
 # ---------------------------------------------------------------- building a workload
 
 
-def default_model(
-    phase: str = "inference",
-    device_memory_bytes: int | None = None,
-    device_class: object = None,
-) -> str:
+def default_model(phase: str, sizing: Sizing) -> str:
     """Pick the preset to run when no --model is given, from the device class and memory."""
-    klass = getattr(device_class, "value", device_class)
+    klass = getattr(sizing.device_class, "value", sizing.device_class)
     for classes, rule_phase, min_bytes, preset in _DEFAULT_RULES:
         if klass not in classes or (rule_phase is not None and rule_phase != phase):
             continue
-        if device_memory_bytes is not None and device_memory_bytes >= min_bytes:
+        if sizing.memory_bytes is not None and sizing.memory_bytes >= min_bytes:
             return preset
     return _SMALL_DEFAULT
-
-
-def default_workload(
-    phase: str = "inference",
-    device_memory_bytes: int | None = None,
-    device_class: object = None,
-) -> Workload:
-    """Build a sensible workload for the device when no model was given (is_default=True)."""
-    return build_workload(
-        model=None,
-        phase=phase,
-        device_memory_bytes=device_memory_bytes,
-        device_class=device_class,
-    )
 
 
 def parse_choice(option: str, value: str | None, default: str | None, choices: tuple[str, ...],
@@ -354,71 +343,66 @@ def _gpu_layout(gpus: int | None, nodes: int | None,
     return gpus, nodes_n, per_node
 
 
-# --quality: the least precise weights (and KV cache) a plan may choose for speed.
-QUALITY_BUDGETS: tuple[str, ...] = ("lossless", "fp8", "int8", "int4")
-
-
 def default_of(field: str) -> Any:
     """Return a Workload field's default: written once, on the model (models/workload.py)."""
     return Workload.model_fields[field].default
 
 
-def build_workload(
-    model: str | None = None,
-    phase: str | None = None,
-    batch: int | None = None,
-    prompt_len: int | None = None,
-    gen_len: int | None = None,
-    weights_dtype: str | None = None,
-    kv_dtype: str | None = None,
-    activation_dtype: str | None = None,
-    optimizer: str | None = None,
-    grad_accum: int | None = None,
-    gpus: int | None = None,
-    nodes: int | None = None,
-    gpus_per_node: int | None = None,
-    inter_node_gbps: float | None = None,
-    activation_checkpointing: bool | None = None,
-    engine: str | None = None,
-    engine_source: str | None = None,
-    attention_kernel: str | None = None,
-    quality: str | None = None,
-    device_memory_bytes: int | None = None,
-    device_class: object = None,
-) -> Workload:
-    """Validate the workload options, resolve the model and fill spec and parameter counts.
+def choices_of(field: str) -> tuple[str, ...]:
+    """Return the values of a Workload field typed Literal[...] (or Literal[...] | None)."""
+    annotation = Workload.model_fields[field].annotation
+    if type(None) in get_args(annotation):  # X | None: the choices are X's
+        annotation = get_args(annotation)[0]
+    return get_args(annotation)
 
-    None means "not given": the Workload default is used, and for model the device's default
-    model (is_default=True). A bad value raises UserError naming the option (exit 2).
+
+# --quality: the least precise weights (and KV cache) a plan may choose for speed.
+QUALITY_BUDGETS: tuple[str, ...] = choices_of("quality")
+ATTENTION_KERNELS: tuple[str, ...] = choices_of("attention_kernel")
+_UNSIZED = Sizing()  # no device known: the small default model
+
+
+def build_workload(request: WorkloadRequest, sizing: Sizing = _UNSIZED,
+                   read_model: ModelReader | None = None) -> Workload:
+    """Validate the request's options, resolve the model and fill spec and parameter counts.
+
+    None means "not given": the Workload default is used, and for model the default model for
+    `sizing`'s device (is_default=True). read_model reads a config's model_type the
+    hand-written parsers lack (configparse.py). A bad value raises UserError naming the option
+    (exit 2). The engine is only checked here: settle.py settles it for the device (--engine,
+    the format's or the default) and says why (engine_source).
     """
-    phase_v = _req_choice("--phase", phase, "inference", PHASES)
-    engine_v = _req_choice("--engine", engine, "hf", ENGINES)
-    weights_given = parse_choice("--weights-dtype", weights_dtype, None, DTYPES, _DTYPE_ALIASES)
-    opt_v = _req_choice("--optimizer", optimizer, "adamw", OPTIMIZERS, _OPTIMIZER_ALIASES)
-    batch_v = _int_or("--batch", batch, default_of("batch"))
-    prompt_v = _int_or("--prompt-len", prompt_len, default_of("prompt_len"))
-    gen_v = _int_or("--gen-len", gen_len, 0 if phase_v == "training" else 256, minimum=0)
-    accum_v = _int_or("--grad-accum", grad_accum, default_of("grad_accum"))
-    gpus_in = _int_opt("--gpus", gpus, None)
-    nodes_in = _int_opt("--nodes", nodes, None)
-    per_node_in = _int_opt("--gpus-per-node", gpus_per_node, None)
+    phase_v = _req_choice("--phase", request.phase, default_of("phase"), PHASES)
+    engine_v = _req_choice("--engine", request.engine, default_of("engine"), ENGINES)
+    weights_given = parse_choice("--weights-dtype", request.weights_dtype, None, DTYPES,
+                                 _DTYPE_ALIASES)
+    opt_v = _req_choice("--optimizer", request.optimizer, default_of("optimizer"), OPTIMIZERS,
+                        _OPTIMIZER_ALIASES)
+    batch_v = _int_or("--batch", request.batch, default_of("batch"))
+    prompt_v = _int_or("--prompt-len", request.prompt_len, default_of("prompt_len"))
+    gen_default = 0 if phase_v == "training" else default_of("gen_len")
+    gen_v = _int_or("--gen-len", request.gen_len, gen_default, minimum=0)
+    accum_v = _int_or("--grad-accum", request.grad_accum, default_of("grad_accum"))
+    gpus_in = _int_opt("--gpus", request.gpus, None)
+    nodes_in = _int_opt("--nodes", request.nodes, None)
+    per_node_in = _int_opt("--gpus-per-node", request.gpus_per_node, None)
     gpus_v, nodes_v, per_node_v = _gpu_layout(gpus_in, nodes_in, per_node_in)
-    limits.check("--inter-node-gbps", inter_node_gbps)
+    limits.check("--inter-node-gbps", request.inter_node_gbps)
     # An empty --model (an unset "$MODEL" in CI, say) is refused by load_spec, not
     # silently replaced by the default model.
-    is_default = model is None
+    is_default = request.model is None
     if is_default:
-        model_v = default_model(phase_v, device_memory_bytes, device_class)
+        model_v = default_model(phase_v, sizing)
     else:
-        model_v = str(model).strip()
-    spec = load_spec(model_v)
+        model_v = str(request.model).strip()
+    spec = load_spec(model_v, read_model)
     weights_v, weights_source = _weights_dtype(weights_given, spec, phase_v)
     # Unless told otherwise, fp16/fp32 weights imply the same for activations and KV cache;
     # anything else (bf16, fp8, int4, GGUF ...) computes and caches in bf16.
     compute_default = weights_v if weights_v in ("fp16", "fp32") else "bf16"
-    act_v = _req_choice("--activation-dtype", activation_dtype, compute_default, DTYPES,
+    act_v = _req_choice("--activation-dtype", request.activation_dtype, compute_default, DTYPES,
                         _DTYPE_ALIASES)
-    kv_v = _req_choice("--kv-dtype", kv_dtype, compute_default, DTYPES, _DTYPE_ALIASES)
+    kv_v = _req_choice("--kv-dtype", request.kv_dtype, compute_default, DTYPES, _DTYPE_ALIASES)
     preset = _resolve_preset(model_v)
     if preset is not None and not (_looks_like_path(model_v) and _user_path(model_v)):
         model_v = preset
@@ -433,10 +417,11 @@ def build_workload(
             weights_dtype=cast(Dtype, weights_v),
             weights_dtype_source=weights_source,
             engine=cast(EngineId, engine_v),
-            attention_kernel=cast(Any, parse_choice("--attention-kernel", attention_kernel, None,
-                                                   ("math", "flash"))),
-            quality=cast(Any, parse_choice("--quality", quality, "fp8", QUALITY_BUDGETS)),
-            engine_source=engine_source or ("--engine" if engine is not None else None),
+            attention_kernel=cast(Any, parse_choice("--attention-kernel",
+                                                   request.attention_kernel, None,
+                                                   ATTENTION_KERNELS)),
+            quality=cast(Any, parse_choice("--quality", request.quality, default_of("quality"),
+                                           QUALITY_BUDGETS)),
             activation_dtype=cast(Dtype, act_v),
             kv_dtype=cast(Dtype, kv_v),
             optimizer=cast(Optimizer, opt_v),
@@ -444,8 +429,9 @@ def build_workload(
             gpus=gpus_v,
             nodes=nodes_v,
             gpus_per_node=per_node_v,
-            inter_node_bandwidth_gbps=float(inter_node_gbps) if inter_node_gbps else None,
-            activation_checkpointing=bool(activation_checkpointing),
+            inter_node_bandwidth_gbps=(float(request.inter_node_gbps) if request.inter_node_gbps
+                                       else None),
+            activation_checkpointing=bool(request.activation_checkpointing),
             params_total=total,
             params_active=active,
             spec=spec,

@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from hwadvisor.errors import UserError
 from hwadvisor.models.workload import ModelSpec
-from hwadvisor.workload import generic
 from hwadvisor.workload.native import native_weights_dtype
+
+# The generic model reader, for model types the hand-written parsers lack: (config, source) ->
+# spec. It builds the model's shapes with transformers on torch's meta device, so it lives with
+# the other torch code (trials/meta_model.py, reached through validator/measure.read_any_model);
+# the workload package may not import it. The caller hands it in, as perfmodel's calibrate is
+# handed the cluster's network reader, so `recommend` and `estimate` on a known family never
+# import transformers or torch (the fast path); without one, such a model type is refused.
+ModelReader = Callable[[dict[str, Any], str], ModelSpec]
 
 # A config.json is a few KB; refuse anything absurd before reading it into memory.
 MAX_CONFIG_BYTES = 8 * 1024 * 1024
@@ -234,8 +242,11 @@ class _Fields:
         return value
 
 
-def parse_config(data: object, source: str) -> ModelSpec:
-    """Build a ModelSpec from a parsed config.json; source names it in errors and in the spec."""
+def parse_config(data: object, source: str, read_model: ModelReader | None = None) -> ModelSpec:
+    """Build a ModelSpec from a parsed config.json; source names it in errors and in the spec.
+
+    read_model reads a model_type the hand-written parsers lack (None: such a type is refused).
+    """
     label = source
     if not isinstance(data, dict):
         raise UserError(
@@ -249,18 +260,18 @@ def parse_config(data: object, source: str) -> ModelSpec:
             hint=f"set model_type to one of: {', '.join(supported_model_types())}",
         )
     if not isinstance(model_type, str) or model_type not in FAMILIES:
-        return _generic(data, label, model_type)
+        return _generic(data, label, model_type, read_model)
     family = FAMILIES[model_type]
     f = _Fields(data, label, model_type)
     return _build_spec(f, family, _name(data, source))
 
 
-def _generic(data: dict[str, Any], label: str, model_type: object) -> ModelSpec:
+def _generic(data: dict[str, Any], label: str, model_type: object,
+             read_model: ModelReader | None) -> ModelSpec:
     """Read a model_type the fast path lacks with the generic reader, or refuse it by name."""
     shown = repr(model_type)[:60]
-    read = generic.reader()
-    if isinstance(model_type, str) and read is not None:
-        spec = read(data, label)
+    if isinstance(model_type, str) and read_model is not None:
+        spec = read_model(data, label)
         return spec.model_copy(update={"name": _name(data, label)})
     close = difflib.get_close_matches(str(model_type), list(FAMILIES), n=3)
     hint = (f"model types read without transformers: {', '.join(supported_model_types())}; "

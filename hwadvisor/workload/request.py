@@ -1,12 +1,18 @@
-"""The workload as a user asked for it: each option given or not (None), before any default."""
+"""The workload as a user asked for it: each option given or not (None), before any default.
+
+workload/build.py turns a request into a Workload (the defaults are the Workload model's, each
+written once); workload/settle.py settles its engine and precision for the planned hardware.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hwadvisor.models.workload import Workload
+if TYPE_CHECKING:
+    from hwadvisor.models import Device
 
 
 @dataclass(frozen=True)
@@ -31,7 +37,7 @@ class WorkloadRequest:
     engine: str | None = None  # an id, or id==version (--engine vllm==0.6.0)
     engine_options: tuple[str, ...] = ()  # --engine-option KEY=VALUE, as typed
     attention_kernel: str | None = None
-    quality: str | None = None  # --quality: lossless, fp8, int8 or int4 (the default fp8)
+    quality: str | None = None  # --quality: lossless, fp8, int8 or int4
     host_memory_gb: float | None = None  # the planned host's RAM (not a Workload field)
 
     def with_changes(self, **changes: Any) -> WorkloadRequest:
@@ -69,20 +75,23 @@ class WorkloadRequest:
             return (self.nodes or 1) * self.gpus_per_node
         return 1
 
-    def build(self, device_memory_bytes: int | None = None,
-              device_class: object = None) -> Workload:
-        """Validate the options, fill the defaults for the device, and return the Workload.
 
-        The engine is settled afterwards (workload/settle.py): --engine, or the device
-        class's default with the reason it was chosen.
-        """
-        from hwadvisor.workload.build import build_workload
+@dataclass(frozen=True)
+class Sizing:
+    """The hardware a workload is sized for; None where it is not known.
 
-        values = dataclasses.asdict(self)
-        values.pop("host_memory_gb")
-        values.pop("engine_options")  # settle.py applies them with the engine's data
-        return build_workload(**values, device_memory_bytes=device_memory_bytes,
-                              device_class=device_class)
+    memory_bytes and device_class choose the default model, device_class the default engine;
+    formats, the number formats the device computes in, decide bf16 or fp16 (settle.py).
+    """
+
+    memory_bytes: int | None = None
+    device_class: object = None
+    formats: Sequence[str] | None = None
+
+    @classmethod
+    def of(cls, device: Device) -> Sizing:
+        """Return the sizing of one device: its memory, class and formats."""
+        return cls(device.memory_total_bytes, device.device_class, device.formats)
 
 
 WORKLOAD_OPTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WorkloadRequest))

@@ -8,19 +8,22 @@ user, a note that says so.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from hwadvisor.errors import UserError
 from hwadvisor.models import Device, ModelOptions, Report, Workload
-from hwadvisor.workload import limits
-from hwadvisor.workload.request import WorkloadRequest
+from hwadvisor.workload import build, limits
+from hwadvisor.workload.configparse import ModelReader
+from hwadvisor.workload.request import Sizing, WorkloadRequest
 
 
-def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
-                   device_class: object, formats: list[str] | None = None) -> Workload:
+def build_workload(request: WorkloadRequest, sizing: Sizing,
+                   read_model: ModelReader | None = None) -> Workload:
     """Build the workload and settle its engine: --engine, the format's, or the default.
 
     The engine's release (--engine vllm==0.6.0) and the user's --engine-option changes ride
-    on the workload, so every stage reads the same engine (engines.engine_for).
+    on the workload, so every stage reads the same engine (engines.engine_for). read_model
+    reads a model_type the hand-written parsers lack (workload/configparse.py).
     """
     from hwadvisor.engines import (
         defaults_text,
@@ -30,17 +33,17 @@ def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
         split_engine_spec,
     )
 
-    cls = str(getattr(device_class, "value", device_class) or "cpu")
+    cls = str(getattr(sizing.device_class, "value", sizing.device_class) or "cpu")
     name, version = split_engine_spec(request.engine) if request.engine else (None, None)
-    draft = request.with_changes(engine=name).build(device_memory_bytes, device_class)
+    draft = build.build_workload(request.with_changes(engine=name), sizing, read_model)
     given_dtype = draft.weights_dtype if request.weights_dtype is not None else None
-    engine, why = pick_engine(name, given_dtype, cls, draft.phase, formats)
+    engine, why = pick_engine(name, given_dtype, cls, draft.phase, sizing.formats)
     options = parse_options(request.engine_options)
     chosen = get_engine(engine, version, options)  # checks the version and the options
     update: dict[str, object] = {
         "engine": engine, "engine_source": why, "engine_version": version,
         "engine_options": options, "engine_defaults": defaults_text(chosen, options)}
-    update.update(_half_precision(request, draft, cls, formats))
+    update.update(_half_precision(request, draft, cls, sizing.formats))
     if given_dtype is None and draft.weights_dtype not in chosen.weight_formats:
         # The checkpoint's own format (an FP8 release, say) is not one this engine runs.
         update["weights_dtype"] = "bf16"
@@ -51,7 +54,7 @@ def build_workload(request: WorkloadRequest, device_memory_bytes: int | None,
 
 
 def _half_precision(request: WorkloadRequest, draft: Workload, device_class: str,
-                    formats: list[str] | None) -> dict[str, object]:
+                    formats: Sequence[str] | None) -> dict[str, object]:
     """On a GPU without bf16 (T4, V100), compute in fp16 where the user named no dtype.
 
     What people run there: fp16 mixed precision with loss scaling for training, --dtype half

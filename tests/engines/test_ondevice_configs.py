@@ -108,12 +108,12 @@ def test_core_ml_on_the_neural_engine_plans_on_the_profiles_ane_figure() -> None
     from hwadvisor import profiles
     from hwadvisor.engines import baseline_options
     from hwadvisor.perfmodel import estimate
-    from hwadvisor.workload import build_workload
+    from hwadvisor.workload import Sizing, build_workload
 
     device = profiles.device_from_profile("a17-pro")
-    workload = build_workload("llama-3.2-1b", weights_dtype="int4", prompt_len=512, gen_len=64,
-                              engine="coreml", device_memory_bytes=device.memory_total_bytes,
-                              device_class=device.device_class)
+    workload = build_workload(WorkloadRequest(model="llama-3.2-1b", weights_dtype="int4",
+                                              prompt_len=512, gen_len=64, engine="coreml"),
+                              Sizing(device.memory_total_bytes, device.device_class))
     npu = workload.model_copy(update={"engine_options": {"compute_unit": "npu"}})
     est = estimate(npu, device, baseline_options(npu, device))
     assert any("npu via Apple Neural Engine" in a for a in est.assumptions)

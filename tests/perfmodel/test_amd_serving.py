@@ -15,8 +15,7 @@ from hwadvisor.models import ModelOptions
 from hwadvisor.perfmodel import efficiency as E
 from hwadvisor.pipeline import estimate_report
 from hwadvisor.rules.playbooks.facts import _four_bit_words
-from hwadvisor.workload import build_workload
-from hwadvisor.workload.request import WorkloadRequest
+from hwadvisor.workload import WorkloadRequest, build_workload
 
 
 def _ttft(device: str, weights: str) -> float:
@@ -41,7 +40,8 @@ def test_fp8_prefill_gains_like_on_hopper() -> None:
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_int4_on_rocm_is_not_called_marlin(engine: str) -> None:
-    workload = build_workload(model="llama-3.1-8b", phase="inference", engine=engine)
+    workload = build_workload(WorkloadRequest(model="llama-3.1-8b", phase="inference",
+                                              engine=engine))
     words = _four_bit_words(workload, profiles.device_from_profile("mi300x"))
     assert not words.startswith("Marlin") and "Triton" in words
     nvidia = _four_bit_words(workload, profiles.device_from_profile("h100-sxm"))
@@ -49,8 +49,8 @@ def test_int4_on_rocm_is_not_called_marlin(engine: str) -> None:
 
 
 def test_vllm_on_rocm_runs_its_own_int4_and_fp8_kernels() -> None:
-    kernels = engine_for(build_workload(model="llama-3.1-8b", phase="inference",
-                                        engine="vllm")).kernels
+    kernels = engine_for(build_workload(WorkloadRequest(model="llama-3.1-8b", phase="inference",
+                                        engine="vllm"))).kernels
     assert E.quant_kernel("int4", kernels, "amd-cdna3", None) == "exllamav2"
     assert E.quant_kernel("fp8", kernels, "amd-cdna3", None) == "torch-scaled-mm"
     assert E.quant_kernel("int4", kernels, "nvidia-hopper", None) == "marlin"

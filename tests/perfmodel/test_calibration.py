@@ -62,7 +62,7 @@ def test_device_matching() -> None:
 
 
 def test_estimate_says_which_figures_were_measured(h200_report: Report) -> None:
-    w = build_workload("llama-3-8b", engine="vllm")
+    w = build_workload(WorkloadRequest(model="llama-3-8b", engine="vllm"))
     plain = estimate(w, dev("h200-sxm"), ModelOptions(cuda_graphs=True))
     assert plain.calibration == {"memory_bandwidth": "datasheet", "bf16_peak": "datasheet",
                                  "launch_latency": "model", "attention": "model",
@@ -80,7 +80,7 @@ def test_estimate_says_which_figures_were_measured(h200_report: Report) -> None:
 def test_device_measured_alone_is_used_and_said() -> None:
     d = dev("h200-sxm").model_copy(update={"measured": Measured(
         memory_bandwidth_gbps=3000.0, matmul_tflops={"bf16": 600.0}, trial_ids=["x"])})
-    est = estimate(build_workload("llama-3-8b"), d)
+    est = estimate(build_workload(WorkloadRequest(model="llama-3-8b")), d)
     assert est.calibration["memory_bandwidth"] == "measured"
     assert est.calibration["bf16_peak"] == "measured"
     assert est.calibration["launch_latency"] == "model"
@@ -92,7 +92,7 @@ def test_bus_bandwidth_from_a_collectives_trial() -> None:
                                         effects=named_effects({"busbw_gbps": 330.0}))])
     cal = from_report(report, dev("h200-sxm"))
     assert cal is not None and cal.busbw_gbps == 330.0
-    w = build_workload("llama-3-8b", phase="training", gpus=8)
+    w = build_workload(WorkloadRequest(model="llama-3-8b", phase="training", gpus=8))
     est = estimate(w, dev("h200-sxm"), ModelOptions(sharding="fsdp"), calibration=cal)
     assert est.communication["bus_bandwidth_gbps"] == 330.0
     assert est.calibration["bus_bandwidth"] == "measured"

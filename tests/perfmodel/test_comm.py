@@ -10,7 +10,7 @@ from hwadvisor.perfmodel import constants as C
 from hwadvisor.perfmodel import estimate
 from hwadvisor.perfmodel.comm import Link, allreduce_s, gather_s, intra_node_link
 from hwadvisor.perfmodel.efficiency import collective_protocol_s
-from hwadvisor.workload import build_workload
+from hwadvisor.workload import WorkloadRequest, build_workload
 
 GB = 1e9
 
@@ -20,7 +20,8 @@ def dev(profile_id: str) -> Device:
 
 
 def train(gpus=8, **kw):
-    return build_workload("llama-3-8b", phase="training", batch=1, gpus=gpus, **kw)
+    return build_workload(WorkloadRequest(model="llama-3-8b", phase="training", batch=1, gpus=gpus,
+                                          **kw))
 
 
 def test_single_gpu_has_no_communication():
@@ -96,19 +97,21 @@ def test_measured_bus_bandwidth_is_used():
 def test_multi_node_uses_the_network():
     d = dev("h100-sxm")
     one_node = estimate(train(gpus=8), d, ModelOptions(sharding="fsdp"))
-    two_nodes = estimate(build_workload("llama-3-8b", phase="training", batch=1, nodes=2,
-                                        gpus_per_node=8), d, ModelOptions(sharding="fsdp"))
+    two_nodes = estimate(build_workload(WorkloadRequest(model="llama-3-8b", phase="training",
+                                                        batch=1, nodes=2, gpus_per_node=8)),
+                         d, ModelOptions(sharding="fsdp"))
     assert two_nodes.communication["bus_bandwidth_gbps"] == C.INTER_NODE_DEFAULT_GBPS
     assert two_nodes.times.communication_s > one_node.times.communication_s
-    slower = estimate(build_workload("llama-3-8b", phase="training", batch=1, nodes=2,
-                                     gpus_per_node=8, inter_node_gbps=25.0), d,
+    slower = estimate(build_workload(WorkloadRequest(model="llama-3-8b", phase="training", batch=1,
+                                                     nodes=2, gpus_per_node=8,
+                                                     inter_node_gbps=25.0)), d,
                       ModelOptions(sharding="fsdp"))
     assert slower.communication["bus_bandwidth_gbps"] == 25.0
     assert slower.times.communication_s > two_nodes.times.communication_s
 
 
 def test_tensor_parallel_decode_pays_latency_per_layer():
-    est = estimate(build_workload("llama-3-70b", gpus=8), dev("h100-sxm"),
+    est = estimate(build_workload(WorkloadRequest(model="llama-3-70b", gpus=8)), dev("h100-sxm"),
                    ModelOptions(sharding="tp"))
     layers = 80
     assert est.communication["tp_decode_s"] >= layers * 2 * C.COLLECTIVE_LATENCY_S["nvlink"]
@@ -118,7 +121,8 @@ def test_tensor_parallel_decode_pays_latency_per_layer():
 
 
 def test_tensor_parallel_across_nodes_is_exposed_even_with_overlap():
-    w = build_workload("llama-3-70b", nodes=2, gpus_per_node=8, engine="vllm")
+    w = build_workload(WorkloadRequest(model="llama-3-70b", nodes=2, gpus_per_node=8,
+                                       engine="vllm"))
     est = estimate(w, dev("h100-sxm"), ModelOptions(sharding="tp", comm_overlap=True,
                                                      cuda_graphs=True))
     assert est.times.communication_exposed_s == est.times.communication_s > 0
@@ -151,7 +155,8 @@ def test_tp_and_ddp_training_compare_at_equal_global_batch():
 
 
 def test_tp_training_across_nodes_keeps_tp_inside_the_node():
-    w = build_workload("llama-3-8b", phase="training", batch=1, nodes=2, gpus_per_node=8)
+    w = build_workload(WorkloadRequest(model="llama-3-8b", phase="training", batch=1, nodes=2,
+                                       gpus_per_node=8))
     est = estimate(w, dev("h100-sxm"), ModelOptions(sharding="tp"))
     assert est.communication["tp_bus_bandwidth_gbps"] == pytest.approx(450 * 0.8)
     assert est.communication["bus_bandwidth_gbps"] == C.INTER_NODE_DEFAULT_GBPS
@@ -164,7 +169,8 @@ def test_tp_training_across_nodes_keeps_tp_inside_the_node():
 def test_default_strategy_when_gpus_given_without_sharding():
     train_est = estimate(train(), dev("h100-sxm"))
     assert "ddp_allreduce_bytes" in train_est.communication
-    infer_est = estimate(build_workload("llama-3-70b", gpus=8), dev("h100-sxm"))
+    infer_est = estimate(build_workload(WorkloadRequest(model="llama-3-70b", gpus=8)),
+                         dev("h100-sxm"))
     assert "tp_decode_bytes" in infer_est.communication
 
 
@@ -172,26 +178,27 @@ def test_multi_node_takes_the_network_from_the_profile_unless_given():
     two_nodes = {"phase": "training", "batch": 1, "nodes": 2, "gpus_per_node": 8}
     a100 = dev("a100-80gb")  # DGX A100: one 200 Gb/s HDR NIC per GPU = 25 GB/s
     assert a100.interconnect is not None and a100.interconnect.network_gbps == 25.0
-    planned = estimate(build_workload("llama-3-8b", **two_nodes), a100,
+    planned = estimate(build_workload(WorkloadRequest(model="llama-3-8b", **two_nodes)), a100,
                        ModelOptions(sharding="fsdp"))
     assert planned.communication["bus_bandwidth_gbps"] == 25.0
     assert any("profile's reference system" in a for a in planned.assumptions)
-    given = estimate(build_workload("llama-3-8b", inter_node_gbps=100.0, **two_nodes), a100,
+    given = estimate(build_workload(WorkloadRequest(model="llama-3-8b", inter_node_gbps=100.0,
+                                                    **two_nodes)), a100,
                      ModelOptions(sharding="fsdp"))
     assert given.communication["bus_bandwidth_gbps"] == 100.0
     h100 = dev("h100-sxm")  # the same NVLink GPU with no reference-system network: assumed
     assert h100.interconnect is not None
     bare = h100.model_copy(update={"interconnect": h100.interconnect.model_copy(
         update={"network_gbps": None})})
-    assumed = estimate(build_workload("llama-3-8b", **two_nodes), bare,
+    assumed = estimate(build_workload(WorkloadRequest(model="llama-3-8b", **two_nodes)), bare,
                        ModelOptions(sharding="fsdp"))
     assert assumed.communication["bus_bandwidth_gbps"] == C.INTER_NODE_DEFAULT_GBPS
     assert any("assumed 400 Gb/s" in a for a in assumed.assumptions)
 
 
 def _fsdp_pp(grad_accum: int, stages: int) -> dict[str, float]:
-    wl = build_workload("llama-3-8b", phase="training", batch=1, gpus=8, grad_accum=grad_accum,
-                        engine="torchtitan")
+    wl = build_workload(WorkloadRequest(model="llama-3-8b", phase="training", batch=1, gpus=8,
+                                        grad_accum=grad_accum, engine="torchtitan"))
     opts = ModelOptions(sharding="fsdp", pipeline_stages=stages)
     return estimate(wl, dev("h100-sxm"), opts).communication
 
@@ -208,8 +215,9 @@ def test_fsdp_with_pipeline_stages_gathers_once_per_step_not_per_micro_batch():
 
 
 def _tp_fsdp(engine: str, overlap: bool):
-    wl = build_workload("llama-3.1-70b", phase="training", batch=4, prompt_len=8192, gpus=16,
-                        nodes=2, gpus_per_node=8, engine=engine, activation_checkpointing=True)
+    wl = build_workload(WorkloadRequest(model="llama-3.1-70b", phase="training", batch=4,
+                                        prompt_len=8192, gpus=16, nodes=2, gpus_per_node=8,
+                                        engine=engine, activation_checkpointing=True))
     opts = ModelOptions(sharding="fsdp", tp_size=8, comm_overlap=overlap, compiled=True)
     return estimate(wl, dev("h100-sxm"), opts)
 
@@ -217,7 +225,8 @@ def _tp_fsdp(engine: str, overlap: bool):
 def test_async_tp_hides_part_of_the_tp_traffic_and_none_of_fsdp():
     from hwadvisor.engines import engine_for
 
-    wl_engine = engine_for(build_workload("llama-3-8b", phase="training", engine="torchtitan"))
+    wl_engine = engine_for(build_workload(WorkloadRequest(model="llama-3-8b", phase="training",
+                                                          engine="torchtitan")))
     hidden = wl_engine.costs.tp_overlap_hidden
     assert 0.0 < hidden < 1.0
     vanilla, asynctp = _tp_fsdp("torchtitan", False), _tp_fsdp("torchtitan", True)

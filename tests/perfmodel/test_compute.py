@@ -6,16 +6,16 @@ from hwadvisor import profiles
 from hwadvisor.engines import baseline_options
 from hwadvisor.models import ModelOptions
 from hwadvisor.perfmodel import estimate
-from hwadvisor.workload import build_workload
+from hwadvisor.workload import Sizing, WorkloadRequest, build_workload
 
 
 def _decode(model: str, batch: int, graphs: bool, gpus: int = 8) -> tuple[float, float]:
     """(tokens/s, decode kernels) of SGLang serving `model` on 8 x H200 at TP8."""
     device = profiles.device_from_profile("h200-sxm")
-    wl = build_workload(model, phase="inference", batch=batch, prompt_len=128, gen_len=256,
-                        weights_dtype="fp8", gpus=gpus, nodes=1, gpus_per_node=gpus,
-                        engine="sglang", device_memory_bytes=device.memory_total_bytes,
-                        device_class=device.device_class)
+    wl = build_workload(WorkloadRequest(model=model, phase="inference", batch=batch, prompt_len=128,
+                                        gen_len=256, weights_dtype="fp8", gpus=gpus, nodes=1,
+                                        gpus_per_node=gpus, engine="sglang"),
+                        Sizing(device.memory_total_bytes, device.device_class))
     opts = baseline_options(wl, device).model_dump()
     opts.update(sharding="tp", tp_size=gpus, cuda_graphs=graphs)
     est = estimate(wl, device, ModelOptions.model_validate(opts))

@@ -11,7 +11,7 @@ from hwadvisor.perfmodel import efficiency as E
 from hwadvisor.perfmodel import estimate
 from hwadvisor.perfmodel.comm import Link, allreduce_s
 from hwadvisor.perfmodel.resources import resolve
-from hwadvisor.workload import build_workload
+from hwadvisor.workload import WorkloadRequest, build_workload
 
 
 def dev(profile_id: str) -> Device:
@@ -48,7 +48,7 @@ def test_achievable_bandwidth_never_exceeds_the_datasheet(profile_id: str) -> No
     device = dev(profile_id)
     family = E.device_family(device)
     assert 0 < E.stream_fraction(family) <= 1.0
-    res = resolve(build_workload("llama-3.2-1b"), device, ModelOptions())
+    res = resolve(build_workload(WorkloadRequest(model="llama-3.2-1b")), device, ModelOptions())
     assert res.stream_gbps <= res.bandwidth_gbps
     assert res.gemm_tflops <= res.peak_tflops
 
@@ -116,20 +116,24 @@ INFER = [("llama-3-8b", "hf", "h200-sxm"), ("llama-3-8b", "vllm", "h100-sxm"),
 @pytest.mark.parametrize("model,engine,device", INFER)
 def test_time_never_falls_as_tokens_grow(model: str, engine: str, device: str) -> None:
     d = dev(device)
-    prefill = [estimate(build_workload(model, prompt_len=p, gen_len=0, engine=engine), d)
+    prefill = [estimate(build_workload(WorkloadRequest(model=model, prompt_len=p, gen_len=0,
+                                                       engine=engine)), d)
                .times.prefill_s for p in (16, 128, 512, 2048, 8192)]
     assert prefill == sorted(prefill)
-    decode = [estimate(build_workload(model, batch=b, engine=engine), d).times.decode_step_s
+    decode = [estimate(build_workload(WorkloadRequest(model=model, batch=b,
+                                                      engine=engine)), d).times.decode_step_s
               for b in (1, 2, 8, 32, 128)]
     assert decode == sorted(decode)
-    context = [estimate(build_workload(model, prompt_len=p, engine=engine), d).times.decode_step_s
+    context = [estimate(build_workload(WorkloadRequest(model=model, prompt_len=p,
+                                                       engine=engine)), d).times.decode_step_s
                for p in (16, 1024, 8192)]
     assert context == sorted(context)
 
 
 def test_training_time_never_falls_as_tokens_grow() -> None:
     d = dev("h200-sxm")
-    steps = [estimate(build_workload("llama-3.2-1b", phase="training", batch=b), d)
+    steps = [estimate(build_workload(WorkloadRequest(model="llama-3.2-1b", phase="training",
+                                                     batch=b)), d)
              .times.train_step_s for b in (1, 2, 4, 8)]
     assert steps == sorted(steps)
 
@@ -147,7 +151,7 @@ CASES = [("llama-3-8b", dict(batch=1)), ("llama-3-8b", dict(batch=32, prompt_len
 ])
 def test_compiling_or_graphs_are_never_slower(flag: str, other: str, model: str, kw: dict,
                                               device: str) -> None:
-    w = build_workload(model, **kw)
+    w = build_workload(WorkloadRequest(model=model, **kw))
     d = dev(device)
     for setting in (False, True):
         before = estimate(w, d, ModelOptions(**{other: setting}))
@@ -163,8 +167,9 @@ def test_compiling_or_graphs_are_never_slower(flag: str, other: str, model: str,
 def test_ultra_chips_reach_a_smaller_share_of_their_bandwidth_with_llamacpp() -> None:
     def share(profile_id: str) -> float:
         d = dev(profile_id)
-        est = estimate(build_workload("llama-2-7b", weights_dtype="q4_0", prompt_len=1,
-                                      gen_len=128, engine="llamacpp"), d)
+        est = estimate(build_workload(WorkloadRequest(model="llama-2-7b", weights_dtype="q4_0",
+                                                      prompt_len=1, gen_len=128,
+                                                      engine="llamacpp")), d)
         assert est.bytes_per_decode_step and est.tokens_per_s and d.memory_bandwidth_gbps
         return est.bytes_per_decode_step * est.tokens_per_s / (d.memory_bandwidth_gbps * 1e9)
 
@@ -176,10 +181,11 @@ def test_int4_torch_kernel_loses_its_gain_as_batch_grows() -> None:
     d = dev("h200-sxm")
     gains = []
     for batch in (1, 4, 16, 64):
-        bf16 = estimate(build_workload("llama-3-8b", batch=batch, engine="hf"), d,
+        bf16 = estimate(build_workload(WorkloadRequest(model="llama-3-8b", batch=batch,
+                                                       engine="hf")), d,
                         ModelOptions(cuda_graphs=True))
-        int4 = estimate(build_workload("llama-3-8b", batch=batch, engine="hf",
-                                       weights_dtype="int4"), d, ModelOptions(cuda_graphs=True))
+        int4 = estimate(build_workload(WorkloadRequest(model="llama-3-8b", batch=batch, engine="hf",
+                                       weights_dtype="int4")), d, ModelOptions(cuda_graphs=True))
         gains.append(bf16.times.decode_step_s / int4.times.decode_step_s)
     assert gains == sorted(gains, reverse=True)
     assert gains[0] > 1.2 and gains[-1] < 1.0
@@ -190,6 +196,6 @@ def test_power_cap_slows_compute_not_memory() -> None:
 
     d = dev("h100-sxm")
     capped = d.model_copy(update={"nvidia": NvidiaDetails(power_limit_w=500.0)})
-    w = build_workload("llama-3-8b", gen_len=0, batch=8)
+    w = build_workload(WorkloadRequest(model="llama-3-8b", gen_len=0, batch=8))
     assert estimate(w, capped).times.prefill_compute_s > estimate(w, d).times.prefill_compute_s
     assert estimate(w, capped).bandwidth_gbps_used == estimate(w, d).bandwidth_gbps_used

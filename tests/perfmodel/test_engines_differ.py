@@ -14,12 +14,12 @@ from hwadvisor.engines import baseline_options, engine_for
 from hwadvisor.engines.schema import graph_batch_limit
 from hwadvisor.models import ModelOptions
 from hwadvisor.pipeline import estimate_report
-from hwadvisor.workload import build_workload
-from hwadvisor.workload.request import WorkloadRequest
+from hwadvisor.workload import WorkloadRequest, build_workload
 
 
 def _limit(engine: str, memory_gib: float, tp: int) -> int | None:
-    workload = build_workload(model="llama-3.2-1b", phase="inference", engine=engine)
+    workload = build_workload(WorkloadRequest(model="llama-3.2-1b", phase="inference",
+                                              engine=engine))
     return graph_batch_limit(engine_for(workload).costs.graph_limits, memory_gib, tp)
 
 
@@ -55,7 +55,8 @@ def test_above_both_engines_graphs_they_run_alike() -> None:
 
 
 def _chunk(engine: str, device: str, options: dict[str, str] | None = None) -> int | None:
-    workload = build_workload(model="llama-3.1-8b", phase="inference", engine=engine)
+    workload = build_workload(WorkloadRequest(model="llama-3.1-8b", phase="inference",
+                                              engine=engine))
     if options:
         workload = workload.model_copy(update={"engine_options": options})
     opts = baseline_options(workload, profiles.device_from_profile(device))

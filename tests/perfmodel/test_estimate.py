@@ -9,7 +9,7 @@ from hwadvisor.models import Device, HostInfo, Measured, ModelOptions
 from hwadvisor.perfmodel import estimate
 from hwadvisor.perfmodel.memory import kv_bytes_per_token_per_layer, kv_cache_bytes
 from hwadvisor.probe.target import cpu_device
-from hwadvisor.workload import build_workload, list_presets, load_spec
+from hwadvisor.workload import WorkloadRequest, build_workload, list_presets, load_spec
 
 GB = 1e9
 
@@ -19,7 +19,7 @@ def dev(profile_id: str) -> Device:
 
 
 def wl(model: str = "llama-3-8b", **kw):
-    return build_workload(model, **kw)
+    return build_workload(WorkloadRequest(model=model, **kw))
 
 
 # --------------------------------------------------------------------- known answers
@@ -265,8 +265,9 @@ KNOBS = [
 def test_knob_moves_metric_in_right_direction(case):
     _id, base, before_opts, after_opts, changes, metric, direction = case
     device = dev("h200-sxm")
-    before = estimate(build_workload(**base), device, ModelOptions(**before_opts))
-    after = estimate(build_workload(**{**base, **changes}), device, ModelOptions(**after_opts))
+    before = estimate(build_workload(WorkloadRequest(**base)), device, ModelOptions(**before_opts))
+    after = estimate(build_workload(WorkloadRequest(**{**base, **changes})), device,
+                     ModelOptions(**after_opts))
     b, a = _get(before, metric), _get(after, metric)
     assert b is not None and a is not None
     if direction == "down":
@@ -292,8 +293,8 @@ def test_every_preset_on_every_profile_estimates():
     devices = [dev(i) for i in profiles.ids()]
     workloads = []
     for preset in list_presets():
-        workloads.append(build_workload(preset))
-        workloads.append(build_workload(preset, phase="training", gpus=8))
+        workloads.append(build_workload(WorkloadRequest(model=preset)))
+        workloads.append(build_workload(WorkloadRequest(model=preset, phase="training", gpus=8)))
     for w in workloads:
         for d in devices:
             for sharding in ("none", "fsdp"):

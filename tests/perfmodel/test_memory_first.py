@@ -12,7 +12,7 @@ from hwadvisor.perfmodel import PerfModel, estimate, estimate_memory
 from hwadvisor.pipeline import build_workload
 from hwadvisor.probe.target import primary_device, resolve_target
 from hwadvisor.rules.judge import new_context
-from hwadvisor.workload import WorkloadRequest
+from hwadvisor.workload import Sizing, WorkloadRequest
 
 MODELS = ["llama-3.2-1b", "llama-3-8b", "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"]
 OPTIONS = [
@@ -27,8 +27,7 @@ def _setup(profile: str, model: str, phase: str, gpus: int, batch: int):
     target = resolve_target(profile, min(gpus, 8))
     device = primary_device(target)
     request = WorkloadRequest(model=model, phase=phase, gpus=gpus, batch=batch)
-    workload = build_workload(request, device.memory_total_bytes, device.device_class,
-                              device.formats)
+    workload = build_workload(request, Sizing.of(device))
     return workload, device, target.host
 
 
@@ -114,8 +113,9 @@ def _offloaded(engine: str, gpus: int = 8, grad_accum: int = 1):
     from hwadvisor.perfmodel import estimate
     from hwadvisor.workload import build_workload
 
-    wl = build_workload("llama-3-8b", phase="training", batch=1, prompt_len=2048, gpus=gpus,
-                        engine=engine, grad_accum=grad_accum)
+    wl = build_workload(WorkloadRequest(model="llama-3-8b", phase="training", batch=1,
+                                        prompt_len=2048, gpus=gpus, engine=engine,
+                                        grad_accum=grad_accum))
     device = profiles.device_from_profile("h100-sxm")
     base = ModelOptions(sharding="fsdp", fused_optimizer=True)
     return (estimate(wl, device, base),

@@ -6,14 +6,14 @@ from hwadvisor import profiles
 from hwadvisor.engines import baseline_options
 from hwadvisor.models import Estimate
 from hwadvisor.perfmodel import estimate
-from hwadvisor.workload import build_workload
+from hwadvisor.workload import Sizing, WorkloadRequest, build_workload
 
 
 def _decode(device_id: str, unit: str) -> Estimate:
     device = profiles.device_from_profile(device_id)
-    wl = build_workload("llama-2-7b", weights_dtype="int4", prompt_len=64, gen_len=80,
-                        engine="coreml", device_memory_bytes=device.memory_total_bytes,
-                        device_class=device.device_class)
+    wl = build_workload(WorkloadRequest(model="llama-2-7b", weights_dtype="int4", prompt_len=64,
+                                        gen_len=80, engine="coreml"),
+                        Sizing(device.memory_total_bytes, device.device_class))
     wl = wl.model_copy(update={"engine_options": {"compute_unit": unit}})
     return estimate(wl, device, baseline_options(wl, device))
 

@@ -7,7 +7,7 @@ from hwadvisor.engines import baseline_options
 from hwadvisor.models import Estimate, Plan
 from hwadvisor.perfmodel import estimate
 from hwadvisor.rules.advise import recommend
-from hwadvisor.workload import build_workload
+from hwadvisor.workload import Sizing, WorkloadRequest, build_workload
 
 MIB = 2**20
 
@@ -15,9 +15,9 @@ MIB = 2**20
 def _run(device_id: str, model: str, engine: str, weights: str, prompt: int = 64,
          gen: int = 128) -> Estimate:
     device = profiles.device_from_profile(device_id)
-    wl = build_workload(model, weights_dtype=weights, prompt_len=prompt, gen_len=gen,
-                        engine=engine, device_memory_bytes=device.memory_total_bytes,
-                        device_class=device.device_class)
+    wl = build_workload(WorkloadRequest(model=model, weights_dtype=weights, prompt_len=prompt,
+                                        gen_len=gen, engine=engine),
+                        Sizing(device.memory_total_bytes, device.device_class))
     return estimate(wl, device, baseline_options(wl, device))
 
 
@@ -49,7 +49,7 @@ def test_executorch_int4_sizes_match_metas_published_files() -> None:
     # Published PTE files (ExecuTorch Llama README): 1B SpinQuant 1,083 MiB, 3B 2,435 MiB; Meta
     # ships these checkpoints prequantised, so their recipe is kept for them.
     for model, published_mib in (("llama-3.2-1b", 1083), ("llama-3.2-3b", 2435)):
-        wl = build_workload(model, weights_dtype="int4", engine="executorch")
+        wl = build_workload(WorkloadRequest(model=model, weights_dtype="int4", engine="executorch"))
         est = estimate(wl, profiles.device_from_profile("snapdragon-8-gen-3"),
                        baseline_options(wl))
         assert abs(est.memory.weights_bytes / MIB / published_mib - 1) <= 0.003, model
@@ -71,7 +71,7 @@ def _llama3_8b_ptq_bytes() -> float:
 
 def test_the_8b_takes_executorchs_ptq_recipe_not_the_prequantised_one() -> None:
     for model in ("llama-3-8b", "llama-3.1-8b"):
-        wl = build_workload(model, weights_dtype="int4", engine="executorch")
+        wl = build_workload(WorkloadRequest(model=model, weights_dtype="int4", engine="executorch"))
         est = estimate(wl, profiles.device_from_profile("snapdragon-8-gen-3"),
                        baseline_options(wl))
         assert abs(est.memory.weights_bytes / _llama3_8b_ptq_bytes() - 1) <= 0.05, model
@@ -79,9 +79,9 @@ def test_the_8b_takes_executorchs_ptq_recipe_not_the_prequantised_one() -> None:
 
 def test_the_8b_fits_a_12_gb_phone_in_4_bits() -> None:
     device = profiles.device_from_profile("snapdragon-8-gen-3")
-    wl = build_workload("llama-3-8b", weights_dtype="int4", engine="executorch",
-                        prompt_len=512, gen_len=256, device_memory_bytes=device.memory_total_bytes,
-                        device_class=device.device_class)
+    wl = build_workload(WorkloadRequest(model="llama-3-8b", weights_dtype="int4",
+                                        engine="executorch", prompt_len=512, gen_len=256),
+                        Sizing(device.memory_total_bytes, device.device_class))
     est = estimate(wl, device, baseline_options(wl, device))
     assert device.app_memory_limit_bytes and est.memory.total_bytes < \
         device.app_memory_limit_bytes
@@ -114,8 +114,8 @@ def test_the_emitted_export_follows_the_recipe_of_the_checkpoint() -> None:
 def _plan(device_id: str, model: str, engine: str | None = None,
           floor: float | None = None) -> Plan:
     device = profiles.device_from_profile(device_id)
-    wl = build_workload(model, engine=engine, device_memory_bytes=device.memory_total_bytes,
-                        device_class=device.device_class)
+    wl = build_workload(WorkloadRequest(model=model, engine=engine),
+                        Sizing(device.memory_total_bytes, device.device_class))
     return recommend(wl, device, "inference-latency", min_tokens_per_s=floor).plan
 
 

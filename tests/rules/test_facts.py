@@ -14,7 +14,7 @@ from hwadvisor.probe.target import primary_device, resolve_target
 from hwadvisor.rules.judge import default_estimator, new_context
 from hwadvisor.rules.playbooks import conditions, facts
 from hwadvisor.rules.playbooks.facts import FACT_FIELDS, Facts
-from hwadvisor.workload import WorkloadRequest
+from hwadvisor.workload import Sizing, WorkloadRequest
 
 
 def _documented_fields() -> dict[str, str]:
@@ -47,8 +47,8 @@ def test_every_condition_reads_the_facts_of_a_real_state() -> None:
     """Each condition runs on built facts without a missing field (values: the facts' own)."""
     report = resolve_target("h200-sxm")
     device = primary_device(report)
-    workload = build_workload(WorkloadRequest(model="llama-3-8b"), device.memory_total_bytes,
-                              device.device_class)
+    workload = build_workload(WorkloadRequest(model="llama-3-8b"),
+                              Sizing(device.memory_total_bytes, device.device_class))
     start, options = baseline(workload, device)
     ctx = new_context(start, device, report.host, options, default_estimator())
     assert isinstance(ctx.facts, Facts)

@@ -13,7 +13,7 @@ from hwadvisor.pipeline import build_workload
 from hwadvisor.probe.target import primary_device, resolve_target
 from hwadvisor.rules.advise import recommend
 from hwadvisor.rules.judge import default_estimator, new_context
-from hwadvisor.workload import WorkloadRequest
+from hwadvisor.workload import Sizing, WorkloadRequest
 
 MODELS = ["llama-3.2-1b", "llama-3-8b", "qwen3-8b", "mixtral-8x7b", "llama-3-70b",
           "qwen3-30b-a3b"]
@@ -41,8 +41,7 @@ def _outcome(profile: str, goal: str, workload: dict):
     report = resolve_target(profile, workload["gpus"])
     device = primary_device(report)
     try:
-        built = build_workload(WorkloadRequest(**workload), device.memory_total_bytes,
-                               device.device_class, device.formats)
+        built = build_workload(WorkloadRequest(**workload), Sizing.of(device))
     except UserError:
         return None, None, None  # an engine that cannot run this phase here: refused, fine
     return recommend(built, device, goal, host=report.host), built, report

@@ -29,7 +29,7 @@ from hwadvisor.rules.playbooks.schema import (
     rules_for_goal,
     template_fields,
 )
-from hwadvisor.workload import WorkloadRequest
+from hwadvisor.workload import Sizing, WorkloadRequest
 
 A, B, C = "training-throughput", "inference-latency", "memory-footprint"
 
@@ -55,8 +55,8 @@ PLAYBOOKS = {
 def _target(profile: str, workload: dict):
     report = resolve_target(profile, workload.get("gpus", 1))
     device = primary_device(report)
-    built = pipeline_workload(WorkloadRequest(**workload), device.memory_total_bytes,
-                              device.device_class)
+    built = pipeline_workload(WorkloadRequest(**workload),
+                              Sizing(device.memory_total_bytes, device.device_class))
     return report, device, built
 
 

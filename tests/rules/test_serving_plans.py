@@ -15,7 +15,7 @@ from hwadvisor.models import ModelOptions, Report
 from hwadvisor.perfmodel import estimate
 from hwadvisor.perfmodel.drafters import DRAFTERS
 from hwadvisor.pipeline import recommend_report
-from hwadvisor.workload import WorkloadRequest, build_workload
+from hwadvisor.workload import Sizing, WorkloadRequest, build_workload
 
 B, C = "inference-latency", "memory-footprint"
 
@@ -42,9 +42,9 @@ def _speedup(batch: int, drafter: str, model: str = "llama-3.1-8b",
              device: str = "h100-sxm") -> float:
     """Request latency without speculation over with it, at this batch."""
     dev = profiles.device_from_profile(device)
-    wl = build_workload(model, phase="inference", batch=batch, prompt_len=1024, gen_len=256,
-                        engine="vllm", device_memory_bytes=dev.memory_total_bytes,
-                        device_class=dev.device_class)
+    wl = build_workload(WorkloadRequest(model=model, phase="inference", batch=batch,
+                                        prompt_len=1024, gen_len=256, engine="vllm"),
+                        Sizing(dev.memory_total_bytes, dev.device_class))
     base = baseline_options(wl, dev)
     d = DRAFTERS[drafter]
     spec = base.model_copy(update={"speculative_drafter": drafter,
@@ -204,7 +204,7 @@ def test_a_bad_quality_is_a_usage_error():
     from hwadvisor.errors import UserError
 
     with pytest.raises(UserError, match="--quality"):
-        build_workload("llama-3.1-8b", quality="int3")
+        build_workload(WorkloadRequest(model="llama-3.1-8b", quality="int3"))
 
 
 # --- 4. AMD as it is --------------------------------------------------------------------------
@@ -231,9 +231,9 @@ def test_no_marlin_on_rocm():
 
 def _moe_estimate(batch: int, model: str = "deepseek-v3", **extra: object):  # noqa: ANN202
     dev = profiles.device_from_profile("h200-sxm")
-    wl = build_workload(model, phase="inference", batch=batch, gpus=8, engine="vllm",
-                        device_memory_bytes=dev.memory_total_bytes,
-                        device_class=dev.device_class)
+    wl = build_workload(WorkloadRequest(model=model, phase="inference", batch=batch, gpus=8,
+                                        engine="vllm"),
+                        Sizing(dev.memory_total_bytes, dev.device_class))
     opts = baseline_options(wl, dev).model_copy(update={"sharding": "tp", **extra})
     return estimate(wl, dev, opts)
 
@@ -274,7 +274,7 @@ def test_mla_kv_is_replicated_under_tp_and_split_under_dp_attention():
 def test_expert_parallelism_waits_for_the_busiest_gpu():
     from hwadvisor.workload.params import busiest_rank_experts
 
-    spec = build_workload("deepseek-v3").spec
+    spec = build_workload(WorkloadRequest(model="deepseek-v3")).spec
     assert spec is not None
     # one token: 8 experts over 8 GPUs land 2.5 on the busiest; TP reads one expert's worth
     assert busiest_rank_experts(spec, 1, 8) == pytest.approx(2.54, abs=0.05)
@@ -290,10 +290,10 @@ def test_all_to_all_crosses_the_network_between_nodes():
     dev = profiles.device_from_profile("h200-sxm")
     times = []
     for nodes in (1, 2):
-        wl = build_workload("deepseek-v3", phase="inference", batch=256, gpus=8 * nodes,
-                            nodes=nodes, gpus_per_node=8,
-                            engine="vllm", device_memory_bytes=dev.memory_total_bytes,
-                            device_class=dev.device_class)
+        wl = build_workload(WorkloadRequest(model="deepseek-v3", phase="inference", batch=256,
+                                            gpus=8 * nodes, nodes=nodes, gpus_per_node=8,
+                                            engine="vllm"),
+                            Sizing(dev.memory_total_bytes, dev.device_class))
         opts = baseline_options(wl, dev).model_copy(update={
             "sharding": "tp", "dp_attention": True, "expert_parallel": True})
         times.append(estimate(wl, dev, opts).communication["ep_decode_s"])

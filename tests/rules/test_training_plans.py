@@ -10,7 +10,7 @@ from hwadvisor import profiles
 from hwadvisor.models import ModelOptions, Report
 from hwadvisor.perfmodel import estimate
 from hwadvisor.pipeline import estimate_report, recommend_report
-from hwadvisor.workload import WorkloadRequest, build_workload
+from hwadvisor.workload import Sizing, WorkloadRequest, build_workload
 
 A, C = "training-throughput", "memory-footprint"
 
@@ -69,8 +69,7 @@ def test_selective_checkpointing_keeps_more_than_full():
     def activations(engine: str, selective: bool) -> int:
         workload = build_workload(WorkloadRequest(
             model="llama-3-8b", phase="training", batch=2, prompt_len=4096, engine=engine,
-            activation_checkpointing=True), device.memory_total_bytes, device.device_class,
-            device.formats)
+            activation_checkpointing=True), Sizing.of(device))
         options = ModelOptions(selective_checkpointing=selective)
         return estimate(workload, device, options).memory.activations_bytes
 
@@ -84,9 +83,9 @@ def test_selective_checkpointing_keeps_more_than_full():
 def test_torchtitans_256_gpu_70b_run_fits_with_full_checkpointing():
     # torchtitan's published Llama-3.1-70B run: 256 H100, FSDP 32 x TP 8, local batch 16 x 8k,
     # full activation checkpointing (docs/performance.md). Selective, the default, is not enough.
-    wl = build_workload("llama-3.1-70b", phase="training", batch=16, prompt_len=8192,
-                        gpus=256, nodes=32, gpus_per_node=8, engine="torchtitan",
-                        activation_checkpointing=True)
+    wl = build_workload(WorkloadRequest(model="llama-3.1-70b", phase="training", batch=16,
+                                        prompt_len=8192, gpus=256, nodes=32, gpus_per_node=8,
+                                        engine="torchtitan", activation_checkpointing=True))
     device = profiles.device_from_profile("h100-sxm")
     published = ModelOptions(sharding="fsdp", tp_size=8, compiled=True, fused_optimizer=True)
     assert estimate(wl, device, published).fits
@@ -194,8 +193,7 @@ def test_the_chunked_loss_holds_far_less_than_the_full_logits():
 
     device = primary_device(resolve_target("h100-sxm", 1))
     workload = build_workload(WorkloadRequest(model="llama-3.2-1b", phase="training", batch=1,
-                                              prompt_len=16384), device.memory_total_bytes,
-                              device.device_class, device.formats)
+                                              prompt_len=16384), Sizing.of(device))
     plain = estimate(workload, device, ModelOptions())
     fused = estimate(workload, device, ModelOptions(cross_entropy="fused"))
     chunked = estimate(workload, device, ModelOptions(cross_entropy="chunked"))
@@ -273,8 +271,9 @@ def test_a_context_parallel_plan_keeps_the_global_batch():
 
 
 def _megatron_8b(batch: int = 2):
-    return build_workload("llama-3.1-8b", phase="training", batch=batch, prompt_len=8192, gpus=8,
-                          engine="megatron", activation_checkpointing=True)
+    return build_workload(WorkloadRequest(model="llama-3.1-8b", phase="training", batch=batch,
+                                          prompt_len=8192, gpus=8, engine="megatron",
+                                          activation_checkpointing=True))
 
 
 def test_checkpointing_fewer_layers_keeps_more_memory_and_recomputes_less():
@@ -328,8 +327,8 @@ def _final_state(engine: str, prompt_len: int):
     from hwadvisor.rules.playbooks.schema import rules_for_goal
     from hwadvisor.rules.search import search
 
-    workload = build_workload("llama-3.2-3b", phase="training", batch=1, prompt_len=prompt_len,
-                              engine=engine)
+    workload = build_workload(WorkloadRequest(model="llama-3.2-3b", phase="training", batch=1,
+                                              prompt_len=prompt_len, engine=engine))
     device = profiles.device_from_profile("h100-sxm")
     start, options = baseline(workload, device)
     return search(A, rules_for_goal(A), start, device, None, options,

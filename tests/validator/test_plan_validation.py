@@ -183,9 +183,9 @@ def _run(request: dict, **ctx_args) -> TrialResult:
     from hwadvisor.pipeline import build_workload
     from hwadvisor.trials.base import TrialContext
     from hwadvisor.trials.plan_step import PlanStepTrial
-    from hwadvisor.workload.request import WorkloadRequest
+    from hwadvisor.workload.request import Sizing, WorkloadRequest
 
-    wl = build_workload(WorkloadRequest(model="llama-3-8b"), None, "cpu")
+    wl = build_workload(WorkloadRequest(model="llama-3-8b"), Sizing(None, "cpu"))
     ctx = TrialContext(workload=wl, quick=True, budget_s=1.0, plan_spec=request,
                        **ctx_args)
     return PlanStepTrial().run(ctx)

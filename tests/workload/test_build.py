@@ -14,10 +14,10 @@ from hwadvisor.cli.app import HwGroup
 from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.models import Workload
 from hwadvisor.workload import (
+    Sizing,
     WorkloadRequest,
     build_workload,
     default_model,
-    default_workload,
     list_presets,
     load_spec,
 )
@@ -37,8 +37,9 @@ def test_list_presets_has_the_required_models() -> None:
 
 
 def test_build_workload_fills_spec_and_params() -> None:
-    wl = build_workload("mixtral-8x7b", phase="training", batch=4, prompt_len=4096,
-                        optimizer="adamw-8bit", grad_accum=8, activation_checkpointing=True)
+    wl = build_workload(WorkloadRequest(model="mixtral-8x7b", phase="training", batch=4,
+                                        prompt_len=4096, optimizer="adamw-8bit", grad_accum=8,
+                                        activation_checkpointing=True))
     assert isinstance(wl, Workload) and wl.spec is not None
     assert wl.model == "mixtral-8x7b" and wl.phase == "training" and not wl.is_default
     assert wl.params_total > wl.params_active > 0
@@ -49,10 +50,11 @@ def test_build_workload_fills_spec_and_params() -> None:
 
 
 def test_aliases_and_case_are_accepted() -> None:
-    wl = build_workload("Llama-3-8B", weights_dtype="bfloat16", kv_dtype="FP8", optimizer="adam")
+    wl = build_workload(WorkloadRequest(model="Llama-3-8B", weights_dtype="bfloat16",
+                                        kv_dtype="FP8", optimizer="adam"))
     assert wl.model == "llama-3-8b" and wl.weights_dtype == "bf16" and wl.kv_dtype == "fp8"
     assert wl.optimizer == "adamw"
-    assert build_workload("meta-llama/Meta-Llama-3-8B").model == "llama-3-8b"
+    assert build_workload(WorkloadRequest(model="meta-llama/Meta-Llama-3-8B")).model == "llama-3-8b"
 
 
 @pytest.mark.parametrize(
@@ -81,25 +83,25 @@ def test_aliases_and_case_are_accepted() -> None:
 )
 def test_bad_options_name_the_option(kwargs: dict, option: str) -> None:
     with pytest.raises(UserError) as info:
-        build_workload("llama-3-8b", **kwargs)
+        build_workload(WorkloadRequest(model="llama-3-8b", **kwargs))
     assert option in info.value.message
     assert info.value.code == ExitCode.USAGE and info.value.hint
 
 
 def test_choice_errors_list_the_valid_values() -> None:
     with pytest.raises(UserError) as info:
-        build_workload("llama-3-8b", optimizer="lion")
+        build_workload(WorkloadRequest(model="llama-3-8b", optimizer="lion"))
     assert all(v in info.value.hint for v in ("adamw", "adamw-8bit", "sgd"))
 
 
 def test_multi_node_layout() -> None:
-    wl = build_workload("llama-3-70b", phase="training", nodes=4, gpus_per_node=8,
-                        inter_node_gbps=50)
+    wl = build_workload(WorkloadRequest(model="llama-3-70b", phase="training", nodes=4,
+                                        gpus_per_node=8, inter_node_gbps=50))
     assert (wl.gpus, wl.nodes, wl.gpus_per_node) == (32, 4, 8)
     assert wl.inter_node_bandwidth_gbps == 50.0
-    wl = build_workload("llama-3-70b", gpus=16, nodes=2)
+    wl = build_workload(WorkloadRequest(model="llama-3-70b", gpus=16, nodes=2))
     assert (wl.gpus, wl.nodes, wl.gpus_per_node) == (16, 2, 8)
-    wl = build_workload("llama-3-70b", gpus=8)
+    wl = build_workload(WorkloadRequest(model="llama-3-70b", gpus=8))
     assert (wl.gpus, wl.nodes, wl.gpus_per_node) == (8, 1, None)
 
 
@@ -118,7 +120,7 @@ def test_unknown_model_suggests_close_presets() -> None:
                                    "bad\x00name", "/does/not/exist/config.json", ".", "/"])
 def test_odd_model_strings_are_user_errors(model: str) -> None:
     with pytest.raises(UserError) as info:
-        build_workload(model)
+        build_workload(WorkloadRequest(model=model))
     assert len(info.value.message) < 400 and info.value.hint
 
 
@@ -126,8 +128,8 @@ def test_config_path_and_directory(tmp_path: Path) -> None:
     model_dir = tmp_path / "tiny"
     model_dir.mkdir()
     (model_dir / "config.json").write_text(json.dumps(TINY))
-    by_dir = build_workload(str(model_dir))
-    by_file = build_workload(str(model_dir / "config.json"))
+    by_dir = build_workload(WorkloadRequest(model=str(model_dir)))
+    by_file = build_workload(WorkloadRequest(model=str(model_dir / "config.json")))
     assert by_dir.spec.name == by_file.spec.name == "tiny"
     assert by_dir.params_total == by_file.params_total
     assert by_file.model == str(model_dir / "config.json")
@@ -135,7 +137,7 @@ def test_config_path_and_directory(tmp_path: Path) -> None:
     preset_named = tmp_path / "llama-3-8b"
     preset_named.mkdir()
     (preset_named / "config.json").write_text(json.dumps(TINY))
-    assert build_workload(str(preset_named)).spec.hidden_size == 64
+    assert build_workload(WorkloadRequest(model=str(preset_named))).spec.hidden_size == 64
 
 
 @pytest.mark.parametrize(
@@ -155,15 +157,15 @@ def test_config_path_and_directory(tmp_path: Path) -> None:
 def test_default_model(
     phase: str, memory: int | None, device_class: str | None, expected: str
 ) -> None:
-    assert default_model(phase, memory, device_class) == expected
+    assert default_model(phase, Sizing(memory, device_class)) == expected
 
 
 def test_default_workload_is_marked() -> None:
     from hwadvisor.models import DeviceClass
 
-    wl = default_workload("inference", 80 * GiB, DeviceClass.DATACENTER_GPU)
+    wl = build_workload(WorkloadRequest(), Sizing(80 * GiB, DeviceClass.DATACENTER_GPU))
     assert wl.is_default and wl.model == "llama-3-8b" and wl.spec is not None
-    assert build_workload(None, device_class="cpu").is_default
+    assert build_workload(WorkloadRequest(), Sizing(device_class="cpu")).is_default
 
 
 # ------------------------------------------------------------------ the shared CLI options
@@ -180,7 +182,7 @@ def _app() -> typer.Typer:
     @opts.workload_options
     def wl(request: WorkloadRequest) -> None:
         """Print the workload as JSON."""
-        workload = request.build(device_class="cpu")
+        workload = build_workload(request, Sizing(device_class="cpu"))
         typer.echo(workload.model_dump_json())
 
     return app

@@ -9,7 +9,7 @@ import pytest
 
 from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.perfmodel.formats import weight_bytes
-from hwadvisor.workload import build_workload, load_spec
+from hwadvisor.workload import WorkloadRequest, build_workload, load_spec
 from hwadvisor.workload.checkpoint import read_checkpoint, read_header
 from hwadvisor.workload.params import breakdown
 
@@ -106,7 +106,7 @@ def test_folder_weight_bytes_match_the_files(tmp_path: Path, kind: str) -> None:
     planned = weight_bytes(breakdown(spec), spec, spec.native_weights_dtype)
     assert planned == pytest.approx(files, rel=1e-3)
     # The plan runs in the checkpoint's own format.
-    workload = build_workload(model=str(folder))
+    workload = build_workload(WorkloadRequest(model=str(folder)))
     assert workload.weights_dtype == EXPECTED[kind]
     assert workload.params_total == breakdown(spec).total
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from hwadvisor.errors import ExitCode, UserError
 from hwadvisor.models import ModelSpec, Workload
-from hwadvisor.workload import build_workload, count_params, list_presets
+from hwadvisor.workload import Sizing, WorkloadRequest, build_workload, count_params, list_presets
 from hwadvisor.workload.configparse import FAMILIES, parse_config, parse_json_text
 
 SETTINGS = settings(max_examples=200, deadline=None,
@@ -143,9 +143,11 @@ maybe_str = st.one_of(st.none(), st.text(max_size=8),
     device_class=st.one_of(st.none(), st.sampled_from(
         ["datacenter-gpu", "consumer-gpu", "apple-silicon", "mobile-soc", "cpu"])),
 )
-def test_any_options_give_a_workload_or_a_user_error(**kwargs: object) -> None:
+def test_any_options_give_a_workload_or_a_user_error(
+        device_memory_bytes: int | None, device_class: str | None, **options: object) -> None:
     try:
-        wl = build_workload(**kwargs)  # type: ignore[arg-type]
+        wl = build_workload(WorkloadRequest(**options),  # type: ignore[arg-type]
+                            Sizing(device_memory_bytes, device_class))
     except UserError as err:
         assert err.code == ExitCode.USAGE and err.message.strip() and err.hint
         return
