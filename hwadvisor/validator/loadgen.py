@@ -252,7 +252,7 @@ def server_model(endpoint: Endpoint, timeout_s: float = 10.0) -> str | None:
         resp = conn.getresponse()
         raw = resp.read(1_000_000)
         status = resp.status
-    except (ConnectionRefusedError, socket.gaierror, socket.timeout, TimeoutError) as exc:
+    except (ConnectionRefusedError, socket.gaierror, TimeoutError) as exc:
         raise UserError(f"nothing answers at {endpoint.url}: {_failure(exc)}",
                         hint="start the server first (e.g. llama-server --port 8080, vllm serve "
                         "MODEL), and pass its base URL with --endpoint") from None
@@ -336,6 +336,7 @@ class _Player:
         self.samples: list[Sample] = []
         self._lock = threading.Lock()
         self.watchdog = _Watchdog()
+        self._told = -1
         self.start = time.perf_counter()
         self.deadline = self.start + limits.time_limit_s
 
@@ -362,9 +363,27 @@ class _Player:
             conn.close()
         with self._lock:
             self.samples.append(sample)
-            done = len(self.samples)
-        if self.progress is not None:
+
+    def tick(self) -> None:
+        """Report progress when more requests are done; called from the main thread only.
+
+        The callback may raise (the CLI's Ctrl-C check does): only the main thread can take it.
+        """
+        done = len(self.samples)
+        if self.progress is not None and done != self._told:
+            self._told = done
             self.progress("requests", done, len(self.requests))
+
+    def pause(self, seconds: float) -> bool:
+        """Wait up to `seconds` (reporting progress); return whether the run was stopped."""
+        end = time.perf_counter() + seconds
+        while True:
+            self.tick()
+            left = end - time.perf_counter()
+            if left <= 0:
+                return self.watchdog.stop.is_set()
+            if self.watchdog.stop.wait(min(left, WATCH_EVERY_S)):
+                return True
 
     def open_loop(self, arrivals: tuple[float, ...]) -> int:
         """Send each request at its arrival time; return how many waited for a free slot."""
@@ -377,24 +396,35 @@ class _Player:
             finally:
                 slots.release()
 
-        with ThreadPoolExecutor(max_workers=self.limits.max_in_flight) as pool:
-            try:
-                for i, at in enumerate(arrivals):
-                    delay = min(self.start + at, self.deadline) - time.perf_counter()
-                    if delay > 0 and self.watchdog.stop.wait(delay):
+        pool = ThreadPoolExecutor(max_workers=self.limits.max_in_flight)
+        futures = []
+        try:
+            for i, at in enumerate(arrivals):
+                delay = min(self.start + at, self.deadline) - time.perf_counter()
+                if (delay > 0 and self.pause(delay)) or self.over():
+                    break
+                if not slots.acquire(blocking=False):
+                    waited += 1
+                    if not self._wait_for_slot(slots):
                         break
-                    if self.over():
-                        break
-                    if not slots.acquire(blocking=False):
-                        waited += 1
-                        while not slots.acquire(timeout=WATCH_EVERY_S):
-                            if self.over():
-                                return waited
-                    pool.submit(run, i)
-            except BaseException:  # Ctrl-C: cut what is open before the pool waits for it
-                self.watchdog.stop.set()
-                raise
+                futures.append(pool.submit(run, i))
+            while not all(f.done() for f in futures):
+                self.pause(WATCH_EVERY_S)
+        except BaseException:  # Ctrl-C: cut what is open before the pool waits for it
+            self.watchdog.stop.set()
+            raise
+        finally:
+            pool.shutdown(wait=True)
+        self.tick()
         return waited
+
+    def _wait_for_slot(self, slots: threading.BoundedSemaphore) -> bool:
+        """Wait for a request to end and free its slot; False when the run ends first."""
+        while not slots.acquire(timeout=WATCH_EVERY_S):
+            self.tick()
+            if self.over():
+                return False
+        return True
 
     def closed_loop(self, users: int) -> None:
         """Run `users` users, each sending its next request when its last one ends."""
@@ -415,6 +445,7 @@ class _Player:
             for t in threads:
                 while t.is_alive():
                     t.join(WATCH_EVERY_S)
+                    self.tick()
         except BaseException:  # Ctrl-C: cut what is open, let the users see the stop
             self.watchdog.stop.set()
             raise

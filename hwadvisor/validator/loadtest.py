@@ -17,7 +17,8 @@ figure against the measured one:
   are checked and shown but do not count.
 
 The prediction is the report's serving plan's figures when it has them for the same load, else
-`serving.predict()` for the report's workload on its first device.
+`serving.predict()` for the report's workload on its first device (the host's CPU when the
+report has none).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from hwadvisor.errors import UserError
 from hwadvisor.models import Report
 from hwadvisor.models.loadtest import FigureCheck, LoadTest, LoadVerdict
-from hwadvisor.models.serving import Load, ServingFigures
+from hwadvisor.models.serving import Lengths, Load, ServingFigures
 from hwadvisor.serving.figures import percentile, weighted_percentile
 from hwadvisor.validator.found import Found
 from hwadvisor.validator.loadgen import (
@@ -63,6 +64,25 @@ class EndpointSpec:
     limits: Limits = Limits()
 
 
+def planned_load(report: Report, requests: int = 50) -> Load:
+    """Return the load the report planned for: its serving plan's, else its batch as users.
+
+    A report without a serving plan planned a batch: `batch` users in a closed loop, each
+    request of the workload's prompt and output lengths, is the load that batch serves.
+    """
+    plan = getattr(report, "serving", None)
+    load = getattr(plan, "load", None)
+    if isinstance(load, Load):
+        return load
+    workload = report.workload
+    if workload is None:
+        raise UserError("the report has no workload to plan a load from",
+                        hint="run recommend with a model (--model)")
+    return Load(concurrency=workload.batch, prompt=Lengths(mean=workload.prompt_len),
+                output=Lengths(mean=max(1, workload.gen_len)), requests=requests,
+                source=f"the plan's batch of {workload.batch} as concurrent users")
+
+
 def measure_endpoint(report: Report, spec: EndpointSpec,
                      progress: Progress | None = None) -> Found:
     """Play the load against the endpoint, and judge the report's prediction by what it gives.
@@ -88,13 +108,14 @@ def prediction(report: Report, load: Load) -> tuple[ServingFigures | None, str]:
     if isinstance(planned, ServingFigures) and getattr(plan, "load", None) == load:
         return planned, f"the report's serving plan ({getattr(plan, 'method', '')})"
     workload = report.workload
-    if workload is None or not report.devices:
-        return None, "no prediction: the report has no workload or device to predict for"
+    if workload is None:
+        return None, "no prediction: the report has no workload to predict for"
     if workload.phase != "inference":
         return None, "no prediction: the workload is not inference"
+    from hwadvisor.probe.target import primary_device
     from hwadvisor.serving import predict
 
-    device = report.devices[0]
+    device = primary_device(report)  # the first device, else the host's CPU
     try:
         result = predict(workload, device, load)
     except (UserError, ValueError, KeyError) as exc:
