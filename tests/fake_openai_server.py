@@ -50,6 +50,12 @@ def _handler(pace: Pace) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def do_POST(self) -> None:  # noqa: N802 - the base class's name
+            try:
+                self._answer()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client cut the stream (its time limit): nothing more to say
+
+        def _answer(self) -> None:
             started = time.perf_counter()
             length = int(self.headers.get("Content-Length", "0"))
             request = json.loads(self.rfile.read(length))

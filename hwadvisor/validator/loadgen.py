@@ -129,6 +129,7 @@ class Sample:
     output_tokens: int | None = None
     engine_prompt_s: float | None = None  # llama-server timings.prompt_ms
     engine_tpot_s: float | None = None  # llama-server timings.predicted_per_token_ms
+    ended: bool = False  # the stream said it was done (data: [DONE])
     error: str | None = None
 
     @property
@@ -234,8 +235,8 @@ def _failure(exc: BaseException) -> str:
     """Say what went wrong with a request in a few words."""
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
-    if isinstance(exc, (socket.timeout, TimeoutError)):
-        return "timed out"
+    if isinstance(exc, TimeoutError):  # the socket's timeout is the request's
+        return "timed out (--request-timeout)"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -277,15 +278,16 @@ class _Watchdog:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._open: dict[int, tuple[float, http.client.HTTPConnection]] = {}
+        self._open: dict[int, tuple[float, socket.socket]] = {}
         self._cut: set[int] = set()
         self.stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
 
-    def open(self, index: int, deadline: float, conn: http.client.HTTPConnection) -> None:
+    def open(self, index: int, deadline: float, sock: socket.socket) -> None:
+        """Watch a request's socket until its deadline."""
         with self._lock:
-            self._open[index] = (deadline, conn)
+            self._open[index] = (deadline, sock)
 
     def close(self, index: int) -> bool:
         """Forget a request; return whether the watchdog cut it."""
@@ -300,8 +302,8 @@ class _Watchdog:
             with self._lock:
                 late = [(i, c) for i, (d, c) in self._open.items() if stopping or now > d]
                 self._cut.update(i for i, _ in late)
-            for _, conn in late:
-                _shut(conn)
+            for _, sock in late:
+                _shut(sock)
             if stopping:
                 return
 
@@ -310,11 +312,8 @@ class _Watchdog:
         self._thread.join()
 
 
-def _shut(conn: http.client.HTTPConnection) -> None:
-    """Wake a thread blocked reading the connection, by shutting its socket."""
-    sock = conn.sock
-    if sock is None:
-        return
+def _shut(sock: socket.socket) -> None:
+    """Wake a thread blocked reading the socket, by shutting it down."""
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
@@ -351,13 +350,17 @@ class _Player:
         sample.sent_s = sent - self.start
         deadline = min(sent + self.limits.request_timeout_s, self.deadline)
         conn = _connection(self.endpoint, self.limits.request_timeout_s)
-        self.watchdog.open(index, deadline, conn)
         try:
+            conn.connect()
+            # the socket itself is watched: http.client lets go of it once an HTTP/1.0 response
+            # (one that ends when the connection closes) has begun, but keeps reading from it
+            if conn.sock is not None:
+                self.watchdog.open(index, deadline, conn.sock)
             _stream(conn, self.endpoint, self.bodies[index], sample, sent)
         except (OSError, http.client.HTTPException, ValueError) as exc:
             sample.error = sample.error or _failure(exc)
         finally:
-            if self.watchdog.close(index) and not sample.ok:
+            if self.watchdog.close(index) and not sample.ended:
                 sample.error = ("cut at the run's time limit" if time.perf_counter()
                                 >= self.deadline else "timed out (--request-timeout)")
             conn.close()
@@ -470,6 +473,7 @@ def _stream(conn: http.client.HTTPConnection, endpoint: Endpoint, body: bytes, s
             continue
         payload = line[5:].strip()
         if payload == b"[DONE]":
+            sample.ended = True
             break
         now = time.perf_counter()
         event = json.loads(payload)
