@@ -1,4 +1,4 @@
-"""The engines' serving benchmarks ([bench_serve]) for a load: rendered, and held to the tools' flags.
+"""The engines' serving benchmarks ([bench_serve]) for a load, held to the tools' own flags.
 
 Each rendered command is checked against the flag table of the tool it runs, read from the
 tool's own code at the pinned version (tests/fixtures/engine_flags/, scripts/engine_flags.py):
