@@ -166,6 +166,7 @@ def with_found(report: Report, found: Found) -> Report:
     return report.model_copy(update={
         "trials": list(report.trials) + found.trials, "recommendations": recs, "plan": plan,
         "devices": devices, "interrupted": report.interrupted or found.interrupted,
+        "load_test": found.load_test or report.load_test,
         "notes": report.notes + [n for n in found.notes if n not in report.notes]})
 
 

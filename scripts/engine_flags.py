@@ -725,6 +725,15 @@ def extract_vllm(root: Path) -> tuple[dict[str, Any], list[str]]:
         bench = argparse_table(latency, index)
         engine = argparse_table(pkg / "engine" / "arg_utils.py", index)
         commands["vllm bench latency"] = _command({**engine, **bench})
+    # `vllm bench serve` (the serving benchmark engines/data/*.toml [bench_serve] emits): its
+    # own add_cli_args, which starts with the data sets' (benchmarks/datasets/).
+    serve = pkg / "benchmarks" / "serve.py"
+    if serve.exists():
+        flags = argparse_table(serve, index)
+        for path in sorted((pkg / "benchmarks" / "datasets").glob("*.py")):
+            for name, rec in argparse_table(path, index).items():
+                flags.setdefault(name, rec)
+        commands["vllm bench serve"] = _command(flags)
     return commands, index.files()
 
 
@@ -747,6 +756,11 @@ def extract_sglang(root: Path) -> tuple[dict[str, Any], list[str]]:
             name = "python -m sglang." + module.removesuffix(".py").replace("/", ".")
             commands[name] = _command({**flags, **argparse_table(bench_path, index)})
             break
+    # The serving benchmark ([bench_serve]): sglang.benchmark.serving (sglang.bench_serving
+    # forwards to it in the pinned release).
+    serving = path.parents[1] / "benchmark" / "serving.py"
+    if serving.exists():
+        commands["python -m sglang.benchmark.serving"] = _command(argparse_table(serving, index))
     return commands, index.files()
 
 
@@ -1085,6 +1099,11 @@ def extract_trtllm(root: Path) -> tuple[dict[str, Any], list[str]]:
         "str", _dispatch_keys(llm_args, "DecodingBaseConfig", "from_dict", "config_classes"))
     commands = {"trtllm-serve": _command(serve, positional=["model"]),
                 "extra_llm_api_options.yaml": _command(keys)}
+    # The serving benchmark ([bench_serve]): TensorRT-LLM's copy of vLLM's benchmark_serving.
+    bench = pkg / "serve" / "scripts" / "benchmark_serving.py"
+    if bench.exists():
+        commands["python -m tensorrt_llm.serve.scripts.benchmark_serving"] = _command(
+            argparse_table(bench, index))
     return commands, index.files()
 
 

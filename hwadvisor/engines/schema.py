@@ -313,6 +313,41 @@ class EngineConfig(_Strict):
         return [s for settings in self.steps.values() for s in settings]
 
 
+BENCH_PLACEHOLDERS = ("base_url", "model", "prompt_len", "gen_len", "range_ratio", "requests",
+                      "rate", "concurrency")
+
+
+class BenchServe(_Strict):
+    """The engine's own serving benchmark (or the one its users run), as a template for a load.
+
+    engines/bench.py fills it: {base_url}, {model}, {prompt_len}, {gen_len}, {range_ratio} (the
+    lengths' spread in the tool's own form), {requests}, and {rate} or {concurrency}.
+    """
+
+    tool: str = Field(min_length=1, description="The benchmark, as users name it")
+    command: str = Field(min_length=1, description="The command for any load")
+    model: str | None = Field(None, description="Flags naming the served model (when known)")
+    rate: str = Field(min_length=1, description="Flags of an open loop at {rate} requests/s")
+    concurrency: str = Field(min_length=1, description="Flags of a closed loop of {concurrency}")
+    range_form: Literal["symmetric", "fraction-of-max"] = Field(
+        description="How the tool spreads lengths: symmetric, uniform in [len x (1 - ratio), "
+        "len x (1 + ratio)] (vllm bench serve, TensorRT-LLM's benchmark_serving); "
+        "fraction-of-max, uniform in [len x ratio, len] (SGLang's bench_serving)")
+    port: int = Field(gt=0, description="The engine's server's default port (the plan's URL)")
+    table: str | None = Field(
+        None, description="The flag table's command that checks it "
+        "(tests/fixtures/engine_flags/<id>.json)")
+    version: str = Field(min_length=1, description="The tool's version the flags were read at")
+    sources: list[str] = Field(min_length=1)
+    notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> BenchServe:
+        for text in (self.command, self.model or "", self.rate, self.concurrency):
+            _unknown(placeholders(text), BENCH_PLACEHOLDERS, f"placeholder in {text!r}:")
+        return self
+
+
 def _check_setting(fmt: Format, setting: str) -> None:
     """Refuse a template that would not render to valid syntax for its format."""
     sample = fill(setting, sample_values(), fmt)
@@ -713,6 +748,8 @@ class Engine(_Strict):
     training_config: EngineConfig | None = Field(
         None, description="The config for training where the engine trains with another tool "
         "(mlx-lm: mlx_lm.lora)")
+    bench_serve: BenchServe | None = Field(
+        None, description="The serving benchmark to measure a planned load with, as a template")
     sources: list[str] = Field(min_length=1, description="The docs/source of the flags")
     version: str = Field(min_length=1, description="The version the entry was checked against")
     release: str = Field(

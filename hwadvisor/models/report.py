@@ -9,6 +9,7 @@ from hwadvisor import __version__
 from hwadvisor.models.cluster import Cluster
 from hwadvisor.models.estimate import Estimate
 from hwadvisor.models.hardware import Device, DeviceClass, HostInfo, Strict
+from hwadvisor.models.loadtest import LoadTest
 from hwadvisor.models.plan import Plan
 from hwadvisor.models.recommend import Goal, Recommendation, Rejected
 from hwadvisor.models.trial import TrialResult
@@ -16,7 +17,7 @@ from hwadvisor.models.workload import Workload
 
 # MAJOR.MINOR: MINOR grows when keys are added (old readers still work);
 # MAJOR grows when a key is removed, renamed or changes meaning (see docs/schema-versioning.md).
-SCHEMA_VERSION = "1.11"
+SCHEMA_VERSION = "1.12"
 
 ReportKind = Literal["probe", "estimate", "recommend", "validate"]
 
@@ -56,3 +57,6 @@ class Report(Strict):
     cluster: Cluster | None = Field(
         None, description="probe and validate under torchrun or srun: every rank's node, "
         "device and figures, the job-wide collectives and the outliers, gathered on rank 0")
+    load_test: LoadTest | None = Field(
+        None, description="validate --endpoint and recommend --validate --endpoint: a load "
+        "played against a running server, its measured latencies against the prediction")

@@ -28,7 +28,7 @@ def _values(fail_on: Iterable[FailOn | str] | None) -> set[str]:
 
 
 def verdict_gates(report: Report, fail_on: Iterable[FailOn | str] | None) -> list[str]:
-    """Tripped --fail-on gates: recommendations with a verdict in fail_on, then such trials.
+    """Tripped --fail-on gates: recommendations with a verdict in fail_on, trials, the load test.
 
     A trial is listed only when no tripped recommendation already names it.
     """
@@ -48,6 +48,10 @@ def verdict_gates(report: Report, fail_on: Iterable[FailOn | str] | None) -> lis
         if trial.status in wanted and trial.id not in named_trials:
             reason = f": {trial.reason}" if trial.reason else ""
             tripped.append(f"--fail-on {trial.status}: trial {trial.id} {trial.status}{reason}")
+    test = report.load_test
+    if test is not None and test.status in wanted:
+        tripped.append(f"--fail-on {test.status}: the load test of {test.endpoint} was "
+                       f"{test.status}: {test.detail}")
     return tripped
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from hwadvisor import units
 from hwadvisor.models import Measurement, Prediction, Report, TrialResult
 from hwadvisor.report.figures import measured_bandwidth_gbps, measured_matmul_tflops
+from hwadvisor.report.loadtext import load_test_markdown
 
 if TYPE_CHECKING:
     from hwadvisor.report.compare import Comparison
@@ -237,8 +238,8 @@ def render_markdown(report: Report) -> str:
         f"hwadvisor {report.tool_version} · schema {report.schema_version} · {report.generated_at}"
         + (" · **interrupted**" if report.interrupted else "")
     )
-    for section in (_plan, _devices, _workload, _estimate, _recommendations, _trials, _gates,
-                    _notes):
+    for section in (_plan, load_test_markdown, _devices, _workload, _estimate, _recommendations,
+                    _trials, _gates, _notes):
         part = section(report)
         if part:
             lines += [""] + part

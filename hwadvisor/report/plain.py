@@ -121,6 +121,10 @@ def bottom_line(report: Report) -> str:
         return _recommend_line(report)
     if kind == "estimate" and report.estimate is not None:
         return _estimate_line(report)
+    if kind == "validate" and report.load_test is not None and not report.trials:
+        from hwadvisor.report.loadtext import load_test_line
+
+        return load_test_line(report.load_test)
     if kind == "validate" or report.trials:
         return _validate_line(report)
     return _probe_line(report)

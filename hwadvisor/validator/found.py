@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hwadvisor.models import Measured, PlanValidation, TrialResult, Validation
+from hwadvisor.models.loadtest import LoadTest
 
 
 @dataclass
@@ -24,6 +25,7 @@ class Found:
     measured: dict[int, Measured | None] = field(default_factory=dict)  # by device index
     # A cluster rank's figures from its own trials, its GPU's or, without one, the CPU's.
     rank_measured: Measured | None = None
+    load_test: LoadTest | None = None  # a running endpoint under a load (validate --endpoint)
 
     def note(self, text: str | None) -> None:
         """Add a note once (the same busy-GPU note comes from every device's run)."""

@@ -67,6 +67,13 @@ EngineModelOpt = Annotated[
                  "installed, and plan.validation.engine holds measured against predicted.",
                  show_default=False),
 ]
+EndpointOpt = Annotated[
+    Optional[str],  # noqa: UP007, UP045
+    typer.Option("--endpoint", help="With --validate: measure this running OpenAI-compatible "
+                 "server (e.g. http://127.0.0.1:8080) under the plan's load instead of running "
+                 "trials, and hold its TTFT and TPOT against the plan's prediction "
+                 "(report.load_test). Only this URL is contacted.", show_default=False),
+]
 ValidateOpt = Annotated[
     bool,
     typer.Option("--validate", help="Run each recommendation's trial here to confirm or refute it "
@@ -197,7 +204,25 @@ def render(report: Report, explain: bool = True) -> None:
         print_wrapped(why_lines(report))
     if report.rejected:
         console.print(keep_words(rejected_table(report)))
+    if report.load_test is not None:
+        from hwadvisor.report.loadtext import load_test_lines
+
+        print_wrapped(load_test_lines(report))
     end_view(report, explain)
+
+
+def _load_test(report: Report, endpoint: str, out: Output) -> Report:
+    """Play the plan's load against the endpoint; return the report with the load test."""
+    from hwadvisor import pipeline
+    from hwadvisor.validator.loadgen import parse_endpoint
+    from hwadvisor.validator.loadtest import EndpointSpec, measure_endpoint, planned_load
+
+    parse_endpoint(endpoint)  # a bad URL stops here
+    spec = EndpointSpec(endpoint, planned_load(report))
+    with progress_bar(not out.as_json and sys.stderr.isatty()) as progress:
+        report = pipeline.with_found(report, measure_endpoint(report, spec, progress))
+    mark_interruption(report)
+    return report
 
 
 def register(app: typer.Typer) -> None:
@@ -215,6 +240,7 @@ def register(app: typer.Typer) -> None:
         device: DeviceOpt = None,
         validate: ValidateOpt = False,
         engine_model: EngineModelOpt = None,
+        endpoint: EndpointOpt = None,
         emit: EmitOpt = None,
         out: Output = NO_OUTPUT,
         gates: Gates = NO_GATES,
@@ -239,7 +265,12 @@ def register(app: typer.Typer) -> None:
         if goal_note:
             report.notes.insert(0, goal_note)
         print_report_notes(report)
-        if validate:
+        if endpoint is not None and not validate:
+            raise UserError("--endpoint measures a server for --validate",
+                            hint="pass --validate --endpoint URL")
+        if endpoint is not None:
+            report = _load_test(report, endpoint, out)
+        elif validate:
             from hwadvisor.validator.measure import torch_install_hint, torch_missing
 
             if torch_missing():  # the validator's trials need torch
