@@ -164,6 +164,17 @@ class ServingPoint(Strict):
     tokens_per_s_per_user: Finite = Field(description="1 / TPOT at p50: one user's speed")
     meets_targets: bool
     checks: list[TargetCheck] = Field(default_factory=list)
+    source: Literal["simulation", "screen"] = Field(
+        "simulation", description="simulation: the figures are the discrete-event simulation's; "
+        "screen: the analytic steady state's (a ranking, not yet simulated)")
+    capacity_rps: Finite | None = Field(
+        None, description="The most requests/s the config's replicas serve within the "
+        "targets (open loop), by the screen")
+    capacity_users: int | None = Field(
+        None, description="The most concurrent users the config's replicas serve within the "
+        "targets (closed loop), by the screen")
+    goodput_tokens_per_s_per_gpu: Finite | None = Field(
+        None, description="Output tokens/s per GPU at that capacity: what the search ranks by")
 
 
 class ServingPlan(Strict):
@@ -186,6 +197,9 @@ class ServingPlan(Strict):
     top: list[ServingPoint] = Field(
         default_factory=list, description="The best configs that meet the targets, best first")
     searched: int = Field(0, description="Candidate configs the search judged")
+    gpus: int | None = Field(
+        None, description="The GPUs planned for (--gpus); null: the search chose the fewest")
+    search_s: Finite | None = Field(None, description="Seconds the search took")
     bench_command: str | None = Field(
         None, description="The engine's own serving benchmark for this load (vllm bench serve, "
         "SGLang's bench_serving, llama.cpp's, ...), to measure with the tool users trust")
