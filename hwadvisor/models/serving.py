@@ -184,6 +184,9 @@ class ServingPlan(Strict):
     targets: Targets
     method: str = Field(description="How the figures were made, in words (the simulation, its "
                         "requests and seed, the engine's scheduler)")
+    config: ServingConfig | None = Field(
+        None, description="The config the figures are for: the best the search found, or "
+        "(estimate) the engine's defaults on the planned GPUs")
     figures: ServingFigures | None = Field(
         None, description="The planned config's figures under the load")
     checks: list[TargetCheck] = Field(default_factory=list)

@@ -1,0 +1,153 @@
+"""The serving plan a report carries: the search's answer (recommend) or one config's figures
+(estimate) under the load, with the targets met or missed and the answer in one sentence.
+"""
+
+from __future__ import annotations
+
+from hwadvisor import units
+from hwadvisor.engines import engine_for
+from hwadvisor.models import Device, ModelOptions, Workload
+from hwadvisor.models.serving import (
+    Load,
+    ServingConfig,
+    ServingPlan,
+    TargetCheck,
+    Targets,
+)
+from hwadvisor.perfmodel.calibration import Calibration
+from hwadvisor.serving import predict
+from hwadvisor.serving.search import Inputs, checks_of, search, searchable
+
+_FIGURE_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "request_latency": "latency"}
+
+
+def target_words(targets: Targets) -> str:
+    """Say the targets: 'TTFT p90 ≤ 1,000 ms, TPOT p90 ≤ 50 ms (per request)'."""
+    q = targets.percentile
+    parts = []
+    if targets.ttft_s is not None:
+        parts.append(f"TTFT p{q} ≤ {units.ms(targets.ttft_s)}")
+    if targets.tpot_s is not None:
+        name = "ITL" if targets.tpot_definition == "itl" else "TPOT"
+        parts.append(f"{name} p{q} ≤ {units.ms(targets.tpot_s)}")
+    if targets.request_latency_s is not None:
+        parts.append(f"latency p{q} ≤ {units.ms(targets.request_latency_s)}")
+    return ", ".join(parts)
+
+
+def check_words(check: TargetCheck) -> str:
+    """Say one target against its figure: 'TTFT p90 86 ms ≤ 1,000 ms: met, 91% spare'."""
+    name = _FIGURE_WORDS[check.figure]
+    verdict = (f"met, {units.percent(check.margin)} spare" if check.met
+               else f"missed by {units.percent(-check.margin)}")
+    sign = "≤" if check.met else ">"
+    return (f"{name} p{check.percentile} {units.ms(check.value_s)} {sign} "
+            f"{units.ms(check.target_s)}: {verdict}")
+
+
+def config_words(config: ServingConfig) -> str:
+    """Say a config: '2 replicas x 1 GPU (TP 1), fp8 weights, fp8 KV, 256 sequences, ...'."""
+    replicas = f"{config.replicas} replica{'s' if config.replicas != 1 else ''}"
+    gpus = f"{config.gpus_per_replica} GPU{'s' if config.gpus_per_replica != 1 else ''}"
+    parts = [f"{replicas} x {gpus} (TP {config.tensor_parallel})",
+             f"{config.weights_dtype} weights", f"{config.kv_dtype} KV cache",
+             f"at most {config.max_sequences} sequences",
+             f"{config.step_tokens:,} tokens a step"]
+    if config.speculative:
+        parts.append(f"{config.speculative} drafts")
+    if not config.prefix_caching:
+        parts.append("no prefix caching")
+    return ", ".join(parts)
+
+
+def _fewest_words(plan: ServingPlan) -> str:
+    if plan.fewest_gpus is None:
+        return "no count of GPUs does, with the knobs searched"
+    return f"the fewest GPUs that would: {plan.fewest_gpus}"
+
+
+def verdict(plan: ServingPlan, device: Device) -> str:
+    """The search's answer in one sentence: the load, the targets met or missed, the config."""
+    load = plan.load.words()
+    wanted = target_words(plan.targets) or "no latency target"
+    where = f"{plan.gpus} x {device.name}" if plan.gpus else device.name
+    best = plan.best
+    if best is not None:
+        met = "; ".join(check_words(c) for c in best.checks) or "no target set"
+        count = best.config.gpus
+        fewest = " (the fewest)" if plan.gpus is None else ""
+        return (f"Serves {load} within {wanted} on {count} x {device.name}{fewest}: "
+                f"{config_words(best.config)} — {met}; "
+                f"{units.rate(best.goodput_tokens_per_s_per_gpu)} per GPU at the most load the "
+                "targets allow.")
+    if plan.top:
+        missed = "; ".join(check_words(c) for c in plan.top[0].checks if not c.met)
+        return (f"No config meets {wanted} at {load} on {where}: the screen's best, "
+                f"{config_words(plan.top[0].config)}, misses in the simulation ({missed}); "
+                f"{_fewest_words(plan)}.")
+    return (f"No config meets {wanted} at {load} on {where}; {_fewest_words(plan)}.")
+
+
+def _breaks_first(plan: ServingPlan) -> str | None:
+    """Say how much more load the best config takes before it misses a target."""
+    best = plan.best
+    if best is None:
+        return None
+    if best.capacity_rps is not None and plan.load.rate_rps:
+        room = best.capacity_rps / plan.load.rate_rps
+        return (f"headroom: the config meets the targets up to about "
+                f"{units.rate(best.capacity_rps, 'requests/s')} ({units.ratio(room)} this load), "
+                "by the screen")
+    if best.capacity_users is not None and plan.load.concurrency:
+        return (f"headroom: the config meets the targets up to about {best.capacity_users} "
+                "concurrent users, by the screen")
+    return None
+
+
+def recommend_plan(inputs: Inputs) -> ServingPlan | None:
+    """Search the engine's knobs under the load (None: the engine batches statically)."""
+    if not searchable(inputs.workload):
+        return None
+    plan = search(inputs)
+    plan.config = plan.best.config if plan.best is not None else None
+    plan.verdict = verdict(plan, inputs.device)
+    notes = [n for n in (_breaks_first(plan),) if n]
+    tpot = ("TPOT is per request: (latency - TTFT) / (output tokens - 1), as vllm bench serve "
+            "reports it" if inputs.targets.tpot_definition == "request"
+            else "the TPOT target is held against the inter-token latency (ITL)")
+    notes.append(tpot)
+    notes.append("pipeline parallelism and disaggregated prefill/decode are not searched; "
+                 "tensor parallelism stays within a node")
+    plan.notes = notes
+    return plan
+
+
+def estimate_plan(workload: Workload, device: Device, options: ModelOptions, load: Load,
+                  targets: Targets, calibration: Calibration | None = None) -> ServingPlan:
+    """Simulate the workload as configured (the engine's defaults) under the load."""
+    prediction = predict(workload, device, load, options, calibration=calibration)
+    sched = prediction.scheduler
+    figures = prediction.figures
+    checks = checks_of(figures, targets)
+    replicas = prediction.replicas
+    config = ServingConfig(
+        engine=workload.engine, gpus_per_replica=max(workload.gpus // replicas, 1),
+        replicas=replicas, tensor_parallel=max(workload.gpus // replicas, 1),
+        max_sequences=sched.max_seqs, step_tokens=sched.step_tokens,
+        weights_dtype=workload.weights_dtype, kv_dtype=workload.kv_dtype,
+        kv_pool_tokens=sched.kv_pool_tokens, speculative=options.speculative_drafter,
+        prefix_caching=engine_for(workload).defaults.prefix_caching)
+    met = "; ".join(check_words(c) for c in checks)
+    f = figures
+    shown = (f"TTFT p50/p90 {units.ms(f.ttft_p50_s)}/{units.ms(f.ttft_p90_s)}, TPOT p50/p90 "
+             f"{units.ms(f.tpot_p50_s)}/{units.ms(f.tpot_p90_s)}, "
+             f"{units.rate(f.output_tokens_per_s)}")
+    state = " — saturated: arrivals outpace the server" if f.saturated else ""
+    sentence = (f"Under {load.words()} on {workload.gpus} x {device.name} ({config_words(config)}): "
+                f"{shown}{state}" + (f"; {met}." if met else "."))
+    return ServingPlan(
+        load=load, targets=targets, config=config, figures=figures, checks=checks,
+        method=(f"a discrete-event simulation of {engine_for(workload).name}'s scheduler "
+                f"({sched.policy}, {load.requests} requests, seeded) with the estimate's step "
+                "times"),
+        verdict=sentence, gpus=workload.gpus)
