@@ -1,5 +1,6 @@
-"""The serving plan a report carries: the search's answer (recommend) or one config's figures
-(estimate) under the load, with the targets met or missed and the answer in one sentence.
+"""The serving plan a report carries, with the targets met or missed and one sentence.
+
+recommend: the search's answer under the load; estimate: one config's figures under it.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from hwadvisor.models.serving import (
 )
 from hwadvisor.perfmodel.calibration import Calibration
 from hwadvisor.serving import predict
+from hwadvisor.serving.request import LoadRequest, build
 from hwadvisor.serving.search import Inputs, checks_of, search, searchable
 
-_FIGURE_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "request_latency": "latency"}
+FIGURE_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "request_latency": "latency"}
 
 
 def target_words(targets: Targets) -> str:
@@ -37,7 +39,7 @@ def target_words(targets: Targets) -> str:
 
 def check_words(check: TargetCheck) -> str:
     """Say one target against its figure: 'TTFT p90 86 ms ≤ 1,000 ms: met, 91% spare'."""
-    name = _FIGURE_WORDS[check.figure]
+    name = FIGURE_WORDS[check.figure]
     verdict = (f"met, {units.percent(check.margin)} spare" if check.met
                else f"missed by {units.percent(-check.margin)}")
     sign = "≤" if check.met else ">"
@@ -67,7 +69,7 @@ def _fewest_words(plan: ServingPlan) -> str:
 
 
 def verdict(plan: ServingPlan, device: Device) -> str:
-    """The search's answer in one sentence: the load, the targets met or missed, the config."""
+    """Say the search's answer in one sentence: the load, the targets met or missed, the config."""
     load = plan.load.words()
     wanted = target_words(plan.targets) or "no latency target"
     where = f"{plan.gpus} x {device.name}" if plan.gpus else device.name
@@ -82,8 +84,8 @@ def verdict(plan: ServingPlan, device: Device) -> str:
                 "targets allow.")
     if plan.top:
         missed = "; ".join(check_words(c) for c in plan.top[0].checks if not c.met)
-        return (f"No config meets {wanted} at {load} on {where}: the screen's best, "
-                f"{config_words(plan.top[0].config)}, misses in the simulation ({missed}); "
+        return (f"No config meets {wanted} at {load} on {where}: the closest, "
+                f"{config_words(plan.top[0].config)}, misses ({missed}); "
                 f"{_fewest_words(plan)}.")
     return (f"No config meets {wanted} at {load} on {where}; {_fewest_words(plan)}.")
 
@@ -112,10 +114,6 @@ def recommend_plan(inputs: Inputs) -> ServingPlan | None:
     plan.config = plan.best.config if plan.best is not None else None
     plan.verdict = verdict(plan, inputs.device)
     notes = [n for n in (_breaks_first(plan),) if n]
-    tpot = ("TPOT is per request: (latency - TTFT) / (output tokens - 1), as vllm bench serve "
-            "reports it" if inputs.targets.tpot_definition == "request"
-            else "the TPOT target is held against the inter-token latency (ITL)")
-    notes.append(tpot)
     notes.append("pipeline parallelism and disaggregated prefill/decode are not searched; "
                  "tensor parallelism stays within a node")
     plan.notes = notes
@@ -143,7 +141,8 @@ def estimate_plan(workload: Workload, device: Device, options: ModelOptions, loa
              f"{units.ms(f.tpot_p50_s)}/{units.ms(f.tpot_p90_s)}, "
              f"{units.rate(f.output_tokens_per_s)}")
     state = " — saturated: arrivals outpace the server" if f.saturated else ""
-    sentence = (f"Under {load.words()} on {workload.gpus} x {device.name} ({config_words(config)}): "
+    sentence = (f"Under {load.words()} on {workload.gpus} x {device.name} "
+                f"({config_words(config)}): "
                 f"{shown}{state}" + (f"; {met}." if met else "."))
     return ServingPlan(
         load=load, targets=targets, config=config, figures=figures, checks=checks,
@@ -151,3 +150,32 @@ def estimate_plan(workload: Workload, device: Device, options: ModelOptions, loa
                 f"({sched.policy}, {load.requests} requests, seeded) with the estimate's step "
                 "times"),
         verdict=sentence, gpus=workload.gpus)
+
+
+def under_load(request: LoadRequest | None, workload: Workload, device: Device,
+               options: ModelOptions,
+               calibration: Calibration | None = None, search_knobs: bool = False,
+               gpus: int | None = None) -> ServingPlan | None:
+    """Return the serving plan for the load asked for (None: no load option was given).
+
+    estimate (search_knobs off): the workload as configured, simulated under the load.
+    recommend: the search over the engine's knobs, from the engine's defaults; gpus is --gpus,
+    or None for the fewest.
+    """
+    from hwadvisor.workload.settle import on_engine_defaults
+
+    built = build(request, workload) if request is not None else None
+    if built is None:
+        return None
+    load, targets = built
+    if not search_knobs:
+        return estimate_plan(workload, device, options, load, targets, calibration)
+    start, opts = on_engine_defaults(workload, device, options)
+    per_node = workload.gpus_per_node or device.max_gpus_per_node or device.gpus_per_node or 8
+    plan = recommend_plan(Inputs(start, device, opts, load, targets, gpus, per_node, calibration))
+    if plan is not None:
+        return plan
+    plan = estimate_plan(start, device, opts, load, targets, calibration)
+    plan.notes.append(f"{engine_for(start).name} runs a static batch: it has no scheduler "
+                      "knobs to search (a serving engine batches continuously)")
+    return plan

@@ -479,6 +479,27 @@ def ranked(searched: Searched, inputs: Inputs) -> list[Judged]:
     return sorted(meeting, key=key)
 
 
+def _closest(searched: Searched, gpus: int) -> Judged | None:
+    """Return the config on these GPUs that serves the most load within the targets (or nearest)."""
+    here = [j for j in searched.judged if gpus % j.gpus_per_replica == 0]
+    if not here:
+        return None
+    return max(here, key=lambda j: (j.capacity * (gpus // j.gpus_per_replica),
+                                    j.curve.points[-1].rate_rps * (gpus // j.gpus_per_replica)))
+
+
+def distinct(order: list[Judged]) -> list[Judged]:
+    """Keep the first of each layout, formats and drafter: the list shows real alternatives."""
+    seen: set[tuple[Family, str | None]] = set()
+    out = []
+    for j in order:
+        key = (j.candidate.family, j.candidate.drafter)
+        if key not in seen:
+            seen.add(key)
+            out.append(j)
+    return out
+
+
 def fewest_gpus(searched: Searched) -> int | None:
     """Return the fewest GPUs any config needs for the load within the targets (None: none can)."""
     counts = [j.gpus for j in searched.judged if j.gpus is not None]
@@ -595,7 +616,10 @@ def front(searched: Searched, inputs: Inputs) -> list[ServingPoint]:
     best_gpu = -math.inf
     for row in rows:  # by falling speed per user: kept when it beats every faster one per GPU
         if row[0] > best_gpu:
-            kept.append(row)
+            if kept and row[0] < kept[-1][0] * 1.02 and row[1] > kept[-1][1] * 0.98:
+                kept[-1] = row  # within 2% on both axes: one point, the better per GPU
+            else:
+                kept.append(row)
             best_gpu = row[0]
     if len(kept) > FRONT_POINTS:
         step = (len(kept) - 1) / (FRONT_POINTS - 1)
@@ -625,7 +649,7 @@ def search(inputs: Inputs) -> ServingPlan:
     """
     started = time.perf_counter()
     searched = judge_all(inputs)
-    order = ranked(searched, inputs)
+    order = distinct(ranked(searched, inputs))
     top: list[ServingPoint] = []
     best: ServingPoint | None = None
     for j in order[:CONFIRM]:
@@ -634,10 +658,21 @@ def search(inputs: Inputs) -> ServingPlan:
         top.append(point)
         if best is None and point.meets_targets:
             best = point
+    if not order and inputs.gpus is not None:
+        closest = _closest(searched, inputs.gpus)
+        if closest is not None:  # none meets here: how far the nearest one misses, simulated
+            replicas = _replicas_on(closest, inputs.gpus)
+            near = _point(closest, replicas, inputs, simulate_config(closest, replicas, inputs),
+                          "simulation")
+            top.append(near)
+            if near.meets_targets:  # the screen's margin was too thin: the simulation decides
+                best = near
     for j in order[CONFIRM:CONFIRM + max(TOP_N - CONFIRM, 0)]:
         replicas = _replicas_on(j, inputs.gpus)
         top.append(_point(j, replicas, inputs, screen_figures(j, replicas, inputs), "screen"))
     fewest = fewest_gpus(searched)
+    if best is not None and (fewest is None or best.config.gpus < fewest):
+        fewest = best.config.gpus
     plan = ServingPlan(
         load=inputs.load, targets=inputs.targets,
         method=(f"an analytic steady state of {engine_for(inputs.workload).name}'s scheduler "
