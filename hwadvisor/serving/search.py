@@ -479,6 +479,15 @@ def ranked(searched: Searched, inputs: Inputs) -> list[Judged]:
     return sorted(meeting, key=key)
 
 
+def _scaled_out(j: Judged, replicas: int, inputs: Inputs) -> ServingPoint | None:
+    """Where the screen was too hopeful: one or half again more replicas, simulated."""
+    for more in sorted({replicas + 1, math.ceil(replicas * 1.5)}):
+        point = _point(j, more, inputs, simulate_config(j, more, inputs), "simulation")
+        if point.meets_targets:
+            return point
+    return None
+
+
 def _closest(searched: Searched, gpus: int) -> Judged | None:
     """Return the config on these GPUs that serves the most load within the targets (or nearest)."""
     here = [j for j in searched.judged if gpus % j.gpus_per_replica == 0]
@@ -655,6 +664,8 @@ def search(inputs: Inputs) -> ServingPlan:
     for j in order[:CONFIRM]:
         replicas = _replicas_on(j, inputs.gpus)
         point = _point(j, replicas, inputs, simulate_config(j, replicas, inputs), "simulation")
+        if not point.meets_targets and inputs.gpus is None:
+            point = _scaled_out(j, replicas, inputs) or point
         top.append(point)
         if best is None and point.meets_targets:
             best = point
@@ -671,8 +682,8 @@ def search(inputs: Inputs) -> ServingPlan:
         replicas = _replicas_on(j, inputs.gpus)
         top.append(_point(j, replicas, inputs, screen_figures(j, replicas, inputs), "screen"))
     fewest = fewest_gpus(searched)
-    if best is not None and (fewest is None or best.config.gpus < fewest):
-        fewest = best.config.gpus
+    if best is not None and (inputs.gpus is None or fewest is None or best.config.gpus < fewest):
+        fewest = best.config.gpus  # what the simulation confirmed
     plan = ServingPlan(
         load=inputs.load, targets=inputs.targets,
         method=(f"an analytic steady state of {engine_for(inputs.workload).name}'s scheduler "
