@@ -12,7 +12,6 @@ from hwadvisor.models.hardware import Device, DeviceClass, HostInfo, Strict
 from hwadvisor.models.plan import Plan
 from hwadvisor.models.recommend import Goal, Recommendation, Rejected
 from hwadvisor.models.serving import ServingPlan
-from hwadvisor.models.serving import ServingPlan
 from hwadvisor.models.trial import TrialResult
 from hwadvisor.models.workload import Workload
 
@@ -46,10 +45,6 @@ class Report(Strict):
     goal: Goal | None = None
     plan: Plan | None = Field(
         None, description="recommend: the stack of changes for the goal, with its effect and fit")
-    serving: ServingPlan | None = Field(
-        None, description="estimate and recommend with a load (--rate or --concurrency): the "
-        "load planned for, the latency targets met or missed, the figures, and (recommend) the "
-        "config the search chose, the fewest GPUs and the Pareto front")
     serving: ServingPlan | None = Field(
         None, description="estimate and recommend with a load (--rate or --concurrency): the "
         "load planned for, the latency targets met or missed, the figures, and (recommend) the "

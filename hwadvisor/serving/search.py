@@ -625,8 +625,10 @@ def front(searched: Searched, inputs: Inputs) -> list[ServingPoint]:
     best_gpu = -math.inf
     for row in rows:  # by falling speed per user: kept when it beats every faster one per GPU
         if row[0] > best_gpu:
-            if kept and row[0] < kept[-1][0] * 1.02 and row[1] > kept[-1][1] * 0.98:
-                kept[-1] = row  # within 2% on both axes: one point, the better per GPU
+            if kept and (row[1] > kept[-1][1] * 0.99
+                         or (row[0] < kept[-1][0] * 1.02 and row[1] > kept[-1][1] * 0.98)):
+                # within 1% per user, or 2% on both axes: one point, the better per GPU
+                kept[-1] = row
             else:
                 kept.append(row)
             best_gpu = row[0]

@@ -15,7 +15,7 @@ from hwadvisor.workload import WorkloadRequest
 from hwadvisor.workload.settle import on_engine_defaults
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _planned(model: str, device: str, engine: str):  # type: ignore[no-untyped-def]
     from hwadvisor import pipeline
 
