@@ -9,9 +9,11 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from hwadvisor import units
 from hwadvisor.models.hardware import Finite, Strict
 
 TpotDefinition = Literal["request", "itl"]
+FIGURE_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "request_latency": "latency"}
 Arrivals = Literal["poisson", "constant", "trace", "closed-loop"]
 
 
@@ -78,6 +80,15 @@ class Targets(Strict):
         "request", description="request: (latency - TTFT) / (output tokens - 1) per request, as "
         "vllm bench serve, GuideLLM and aiperf report TPOT; itl: the gaps between tokens")
 
+    def words(self) -> str:
+        """Say the targets: 'TTFT p90 ≤ 1,000 ms, TPOT p90 ≤ 50 ms'."""
+        q = self.percentile
+        name = "ITL" if self.tpot_definition == "itl" else "TPOT"
+        parts = [f"{what} p{q} ≤ {units.ms(value)}" for what, value in (
+            ("TTFT", self.ttft_s), (name, self.tpot_s), ("latency", self.request_latency_s))
+            if value is not None]
+        return ", ".join(parts)
+
     def any(self) -> bool:
         """Tell whether any target was set."""
         return any(v is not None for v in (self.ttft_s, self.tpot_s, self.request_latency_s))
@@ -128,6 +139,13 @@ class TargetCheck(Strict):
     met: bool
     margin: Finite = Field(description="(target - value) / target: above 0 met with that room")
 
+    def words(self) -> str:
+        """Say the target against its figure: 'TTFT p90 86 ms ≤ 1,000 ms: met, 91% spare'."""
+        verdict = (f"met, {units.percent(self.margin)} spare" if self.met
+                   else f"missed by {units.percent(-self.margin)}")
+        return (f"{FIGURE_WORDS[self.figure]} p{self.percentile} {units.ms(self.value_s)} "
+                f"{'≤' if self.met else '>'} {units.ms(self.target_s)}: {verdict}")
+
 
 class ServingConfig(Strict):
     """The serving knobs of one candidate: layout, scheduler, formats."""
@@ -153,6 +171,19 @@ class ServingConfig(Strict):
     def gpus(self) -> int:
         """GPUs in all."""
         return self.gpus_per_replica * self.replicas
+
+    def words(self) -> str:
+        """Say the config: '2 replicas x 1 GPU (TP 1), fp8 weights, fp8 KV cache, ...'."""
+        replicas = f"{self.replicas} replica{'s' if self.replicas != 1 else ''}"
+        gpus = f"{self.gpus_per_replica} GPU{'s' if self.gpus_per_replica != 1 else ''}"
+        parts = [f"{replicas} x {gpus} (TP {self.tensor_parallel})",
+                 f"{self.weights_dtype} weights", f"{self.kv_dtype} KV cache",
+                 f"at most {self.max_sequences} sequences", f"{self.step_tokens:,} tokens a step"]
+        if self.speculative:
+            parts.append(f"{self.speculative} drafts")
+        if not self.prefix_caching:
+            parts.append("no prefix caching")
+        return ", ".join(parts)
 
 
 class ServingPoint(Strict):

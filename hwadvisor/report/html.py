@@ -197,16 +197,15 @@ def serving_context(report: Report) -> dict[str, Any]:
         throughput_words,
         tpot_words,
     )
-    from hwadvisor.serving.plan import check_words, config_words, target_words
 
     plan = report.serving
     if plan is None:
         return {}
     return {
         "verdict": plan.verdict, "load": f"{plan.load.words()} ({plan.load.source})",
-        "targets": target_words(plan.targets) or "none given",
-        "checks": [(c.met, check_words(c)) for c in plan.checks],
-        "config": config_words(plan.config) if plan.config is not None else None,
+        "targets": plan.targets.words() or "none given",
+        "checks": [(c.met, c.words()) for c in plan.checks],
+        "config": plan.config.words() if plan.config is not None else None,
         "figure_header": FIGURE_HEADER,
         "figures": figure_rows(plan.figures) if plan.figures is not None else [],
         "throughput": throughput_words(plan.figures) if plan.figures is not None else None,

@@ -237,17 +237,16 @@ def _serving(report: Report) -> list[str]:
         throughput_words,
         tpot_words,
     )
-    from hwadvisor.serving.plan import check_words, config_words, target_words
 
     plan = report.serving
     if plan is None:
         return []
     lines = ["## Serving under load", "", f"**{plan.verdict}**", "",
              f"- Load planned for: {plan.load.words()} ({plan.load.source})",
-             f"- Targets: {target_words(plan.targets) or 'none given'}"]
-    lines += [f"  - {'✅' if c.met else '❌'} {check_words(c)}" for c in plan.checks]
+             f"- Targets: {plan.targets.words() or 'none given'}"]
+    lines += [f"  - {'✅' if c.met else '❌'} {c.words()}" for c in plan.checks]
     if plan.config is not None:
-        lines.append(f"- Config: {config_words(plan.config)}")
+        lines.append(f"- Config: {plan.config.words()}")
     if plan.searched:
         lines.append(f"- Fewest GPUs for this load: {cell(plan.fewest_gpus)} "
                      f"({plan.searched} configs searched)")

@@ -128,7 +128,7 @@ def bottom_line(report: Report) -> str:
 
 def _serving_line(report: Report) -> str | None:
     """Under a load: the model, the engine, the GPUs, the targets met or missed."""
-    from hwadvisor.serving.plan import FIGURE_WORDS, target_words
+    from hwadvisor.models.serving import FIGURE_WORDS
 
     serving, wl = report.serving, report.workload
     if serving is None or wl is None:
@@ -142,7 +142,7 @@ def _serving_line(report: Report) -> str | None:
         cfg = serving.config
         gpus = cfg.gpus if cfg is not None else wl.gpus
         met = all(c.met for c in serving.checks)
-        verdict = ("meets " if met else "misses ") + target_words(serving.targets) \
+        verdict = ("meets " if met else "misses ") + serving.targets.words() \
             if serving.checks else "no latency target set"
         return (f"{wl.model} with {engine} on {gpus} x {device} under {load}: "
                 f"{checks or 'see the figures'}; {verdict}.")
@@ -151,12 +151,12 @@ def _serving_line(report: Report) -> str | None:
         fewest = (f"the fewest GPUs that would: {serving.fewest_gpus}"
                   if serving.fewest_gpus is not None else "no count of these GPUs does")
         where = f"{serving.gpus} x {device}" if serving.gpus else device
-        return (f"No config of {wl.model} with {engine} meets {target_words(serving.targets)} "
+        return (f"No config of {wl.model} with {engine} meets {serving.targets.words()} "
                 f"at {load} on {where}; {fewest}.")
     fewest = " (the fewest)" if serving.gpus is None else ""
     return (f"Serve {wl.model} with {engine} on {best.config.gpus} x {device}{fewest} using the "
             f"command below for {load}; expect {checks}"
-            + (f" against {target_words(serving.targets)}." if serving.checks else "."))
+            + (f" against {serving.targets.words()}." if serving.checks else "."))
 
 
 def _recommend_line(report: Report) -> str:

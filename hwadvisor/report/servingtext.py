@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from hwadvisor import units
 from hwadvisor.models.serving import ServingFigures, ServingPlan, ServingPoint
-from hwadvisor.serving.plan import check_words, config_words, target_words
 
 FIGURE_ROWS = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"),
                ("request latency", "request_latency"))
@@ -45,7 +44,7 @@ def point_words(point: ServingPoint) -> str:
     """Say one config of the list: its layout and knobs, its speed per GPU and per user."""
     met = "meets the targets" if point.meets_targets else "misses a target"
     goodput = point.goodput_tokens_per_s_per_gpu
-    return (f"{config_words(point.config)}: {units.rate(point.tokens_per_s_per_gpu)} per GPU "
+    return (f"{point.config.words()}: {units.rate(point.tokens_per_s_per_gpu)} per GPU "
             f"at this load" + (f", {units.rate(goodput)} per GPU at its capacity" if goodput
                                else "")
             + f", {units.rate(point.tokens_per_s_per_user)} per user; {met} ({point.source})")
@@ -67,12 +66,12 @@ FIGURE_HEADER = ["figure", "p50", "p90", "p99", "mean"]
 def serving_lines(plan: ServingPlan) -> list[str]:
     """Return the serving plan as plain lines (text and markdown views)."""
     lines = [f"load planned for: {plan.load.words()} ({plan.load.source})"]
-    targets = target_words(plan.targets)
+    targets = plan.targets.words()
     lines.append(f"targets: {targets}" if targets else "targets: none given (--ttft, --tpot, "
                  "--e2e in ms)")
-    lines += [f"  {check_words(c)}" for c in plan.checks]
+    lines += [f"  {c.words()}" for c in plan.checks]
     if plan.config is not None:
-        lines.append(f"config: {config_words(plan.config)}")
+        lines.append(f"config: {plan.config.words()}")
     if plan.figures is not None:
         lines.append("figures (simulated):")
         for row in figure_rows(plan.figures):

@@ -12,54 +12,12 @@ from hwadvisor.models.serving import (
     Load,
     ServingConfig,
     ServingPlan,
-    TargetCheck,
     Targets,
 )
 from hwadvisor.perfmodel.calibration import Calibration
 from hwadvisor.serving import predict
 from hwadvisor.serving.request import LoadRequest, build
 from hwadvisor.serving.search import Inputs, checks_of, search, searchable
-
-FIGURE_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "request_latency": "latency"}
-
-
-def target_words(targets: Targets) -> str:
-    """Say the targets: 'TTFT p90 ≤ 1,000 ms, TPOT p90 ≤ 50 ms (per request)'."""
-    q = targets.percentile
-    parts = []
-    if targets.ttft_s is not None:
-        parts.append(f"TTFT p{q} ≤ {units.ms(targets.ttft_s)}")
-    if targets.tpot_s is not None:
-        name = "ITL" if targets.tpot_definition == "itl" else "TPOT"
-        parts.append(f"{name} p{q} ≤ {units.ms(targets.tpot_s)}")
-    if targets.request_latency_s is not None:
-        parts.append(f"latency p{q} ≤ {units.ms(targets.request_latency_s)}")
-    return ", ".join(parts)
-
-
-def check_words(check: TargetCheck) -> str:
-    """Say one target against its figure: 'TTFT p90 86 ms ≤ 1,000 ms: met, 91% spare'."""
-    name = FIGURE_WORDS[check.figure]
-    verdict = (f"met, {units.percent(check.margin)} spare" if check.met
-               else f"missed by {units.percent(-check.margin)}")
-    sign = "≤" if check.met else ">"
-    return (f"{name} p{check.percentile} {units.ms(check.value_s)} {sign} "
-            f"{units.ms(check.target_s)}: {verdict}")
-
-
-def config_words(config: ServingConfig) -> str:
-    """Say a config: '2 replicas x 1 GPU (TP 1), fp8 weights, fp8 KV, 256 sequences, ...'."""
-    replicas = f"{config.replicas} replica{'s' if config.replicas != 1 else ''}"
-    gpus = f"{config.gpus_per_replica} GPU{'s' if config.gpus_per_replica != 1 else ''}"
-    parts = [f"{replicas} x {gpus} (TP {config.tensor_parallel})",
-             f"{config.weights_dtype} weights", f"{config.kv_dtype} KV cache",
-             f"at most {config.max_sequences} sequences",
-             f"{config.step_tokens:,} tokens a step"]
-    if config.speculative:
-        parts.append(f"{config.speculative} drafts")
-    if not config.prefix_caching:
-        parts.append("no prefix caching")
-    return ", ".join(parts)
 
 
 def _fewest_words(plan: ServingPlan) -> str:
@@ -71,21 +29,21 @@ def _fewest_words(plan: ServingPlan) -> str:
 def verdict(plan: ServingPlan, device: Device) -> str:
     """Say the search's answer in one sentence: the load, the targets met or missed, the config."""
     load = plan.load.words()
-    wanted = target_words(plan.targets) or "no latency target"
+    wanted = plan.targets.words() or "no latency target"
     where = f"{plan.gpus} x {device.name}" if plan.gpus else device.name
     best = plan.best
     if best is not None:
-        met = "; ".join(check_words(c) for c in best.checks) or "no target set"
+        met = "; ".join(c.words() for c in best.checks) or "no target set"
         count = best.config.gpus
         fewest = " (the fewest)" if plan.gpus is None else ""
         return (f"Serves {load} within {wanted} on {count} x {device.name}{fewest}: "
-                f"{config_words(best.config)} — {met}; "
+                f"{best.config.words()} — {met}; "
                 f"{units.rate(best.goodput_tokens_per_s_per_gpu)} per GPU at the most load the "
                 "targets allow.")
     if plan.top:
-        missed = "; ".join(check_words(c) for c in plan.top[0].checks if not c.met)
+        missed = "; ".join(c.words() for c in plan.top[0].checks if not c.met)
         return (f"No config meets {wanted} at {load} on {where}: the closest, "
-                f"{config_words(plan.top[0].config)}, misses ({missed}); "
+                f"{plan.top[0].config.words()}, misses ({missed}); "
                 f"{_fewest_words(plan)}.")
     return (f"No config meets {wanted} at {load} on {where}; {_fewest_words(plan)}.")
 
@@ -135,14 +93,14 @@ def estimate_plan(workload: Workload, device: Device, options: ModelOptions, loa
         weights_dtype=workload.weights_dtype, kv_dtype=workload.kv_dtype,
         kv_pool_tokens=sched.kv_pool_tokens, speculative=options.speculative_drafter,
         prefix_caching=engine_for(workload).defaults.prefix_caching)
-    met = "; ".join(check_words(c) for c in checks)
+    met = "; ".join(c.words() for c in checks)
     f = figures
     shown = (f"TTFT p50/p90 {units.ms(f.ttft_p50_s)}/{units.ms(f.ttft_p90_s)}, TPOT p50/p90 "
              f"{units.ms(f.tpot_p50_s)}/{units.ms(f.tpot_p90_s)}, "
              f"{units.rate(f.output_tokens_per_s)}")
     state = " — saturated: arrivals outpace the server" if f.saturated else ""
     sentence = (f"Under {load.words()} on {workload.gpus} x {device.name} "
-                f"({config_words(config)}): "
+                f"({config.words()}): "
                 f"{shown}{state}" + (f"; {met}." if met else "."))
     return ServingPlan(
         load=load, targets=targets, config=config, figures=figures, checks=checks,
