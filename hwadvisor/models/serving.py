@@ -141,7 +141,9 @@ class TargetCheck(Strict):
 
     def words(self) -> str:
         """Say the target against its figure: 'TTFT p90 86 ms ≤ 1,000 ms: met, 91% spare'."""
+        over = self.value_s / self.target_s
         verdict = (f"met, {units.percent(self.margin)} spare" if self.met
+                   else f"missed: {units.ratio(over)} the target" if over >= 2
                    else f"missed by {units.percent(-self.margin)}")
         return (f"{FIGURE_WORDS[self.figure]} p{self.percentile} {units.ms(self.value_s)} "
                 f"{'≤' if self.met else '>'} {units.ms(self.target_s)}: {verdict}")

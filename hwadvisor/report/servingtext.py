@@ -63,8 +63,8 @@ FRONT_HEADER = ["tokens/s per user", "tokens/s per GPU", "layout", "weights", "K
 FIGURE_HEADER = ["figure", "p50", "p90", "p99", "mean"]
 
 
-def serving_lines(plan: ServingPlan) -> list[str]:
-    """Return the serving plan as plain lines (text and markdown views)."""
+def serving_lines(plan: ServingPlan, front: bool = True) -> list[str]:
+    """Return the serving plan as plain lines (text view); front: list the Pareto front too."""
     lines = [f"load planned for: {plan.load.words()} ({plan.load.source})"]
     targets = plan.targets.words()
     lines.append(f"targets: {targets}" if targets else "targets: none given (--ttft, --tpot, "
@@ -81,12 +81,14 @@ def serving_lines(plan: ServingPlan) -> list[str]:
         fewest = (f"{plan.fewest_gpus} GPU{'s' if plan.fewest_gpus != 1 else ''}"
                   if plan.fewest_gpus is not None else "none: no config meets the targets")
         lines.append(f"fewest GPUs for this load: {fewest}")
-        lines.append(f"searched: {plan.searched} configs"
-                     + (f" in {plan.search_s:.2f} s" if plan.search_s is not None else ""))
+        lines.append(f"searched: {plan.searched} configs")
     if plan.top:
         lines.append("top configs:")
         lines += [f"  {i}. {point_words(p)}" for i, p in enumerate(plan.top, start=1)]
-    if plan.pareto:
+    if plan.pareto and not front:
+        lines.append(f"Pareto front: {len(plan.pareto)} configs (serving.pareto in the JSON, a "
+                     "chart in the HTML and PNG views)")
+    elif plan.pareto:
         lines.append(f"Pareto front (tokens/s per GPU against tokens/s per user, {len(plan.pareto)}"
                      " configs no other beats on both):")
         for row in front_rows(plan):

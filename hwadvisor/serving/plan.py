@@ -69,7 +69,9 @@ def recommend_plan(inputs: Inputs) -> ServingPlan | None:
     if not searchable(inputs.workload):
         return None
     plan = search(inputs)
-    plan.config = plan.best.config if plan.best is not None else None
+    # none meets on the given GPUs: the config emitted is the closest, which the verdict names
+    closest = plan.top[0].config if plan.top and plan.gpus is not None else None
+    plan.config = plan.best.config if plan.best is not None else closest
     plan.verdict = verdict(plan, inputs.device)
     notes = [n for n in (_breaks_first(plan),) if n]
     notes.append("pipeline parallelism and disaggregated prefill/decode are not searched; "
