@@ -87,7 +87,6 @@ def estimate_report(request: WorkloadRequest, device_id: str | None, options: Mo
     """
     from hwadvisor.perfmodel import estimate
     from hwadvisor.probe.target import MAX_PLANNED_DEVICES, resolve_target
-    from hwadvisor.serving.plan import under_load
     from hwadvisor.workload.settle import on_engine_defaults
 
     p = _planned(device_id, 1, request, calibration)
@@ -103,10 +102,14 @@ def estimate_report(request: WorkloadRequest, device_id: str | None, options: Mo
     notes = list(target.notes) + ([p.split] if p.split else []) + p.calibration_notes
     if not target.devices:
         notes.append("no accelerator found: estimated for the CPU (see the assumptions)")
+    serving = None
+    if load is not None:  # the serving room loads only under a load
+        from hwadvisor.serving.plan import under_load
+
+        serving = under_load(load, workload, device, options, p.calibration)
     return target.model_copy(update={"kind": "estimate", "workload": workload, "notes": notes,
                                      "estimate": result, "devices": target.devices or [device],
-                                     "serving": under_load(load, workload, device, options,
-                                                           p.calibration)})
+                                     "serving": serving})
 
 
 def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest,
@@ -121,7 +124,6 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     from hwadvisor.probe.target import MAX_PLANNED_DEVICES
     from hwadvisor.rules.advise import recommend
     from hwadvisor.rules.playbooks.goals import goal_spec
-    from hwadvisor.serving.plan import under_load
     from hwadvisor.workload.settle import planned_host, train_on_probed_gpus, workload_notes
 
     if request.phase is None:
@@ -135,8 +137,12 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     notes += [n for n in (p.split, host_note, all_gpus) if n]
     workload = build_workload(request, device.memory_total_bytes, device.device_class,
                               device.formats)
-    serving = under_load(load, workload, device, ModelOptions(), p.calibration, True,
-                         workload.gpus if request.layout_given() else None)
+    serving = None
+    if load is not None:
+        from hwadvisor.serving.plan import under_load
+
+        serving = under_load(load, workload, device, ModelOptions(), p.calibration, True,
+                             workload.gpus if request.layout_given() else None)
     outcome = recommend(workload, device, goal, host=target.host,
                         estimator=PerfModel(p.calibration) if p.calibration is not None else None,
                         min_tokens_per_s=min_tokens_per_s, serving=serving)
