@@ -178,6 +178,7 @@ class Limits:
     tokens_per_step: float = 1.0  # tokens a decode step yields a sequence (speculation)
     verify_tokens: float = 1.0  # rows a decode step verifies a sequence
     draft_cost: float = 0.0  # the drafter's share of a step
+    request_s: float = 0.0  # the API server's own time a request (engine costs.request_overhead_s)
 
     def slots(self, shape: Shape) -> float:
         """Sequences the replica can hold: its slots, or what its KV pool holds at mean length."""
@@ -260,6 +261,12 @@ def open_point(table: Table, limits: Limits, shape: Shape, rate: float,
     point.step_s, point.decode_s, point.chunk_s, point.rho = t, s1.decode, s1.extra, s1.rho
     point.share = min(1.0, rate * shape.uncached * t / s1.chunk)
     _latencies(point, shape, rate, s1.room, s1.c)
+    if limits.request_s:  # as predict() adds it: on the first token and on the whole request
+        point.ttft_mean_s += limits.request_s
+        point.e2e_mean_s += limits.request_s
+        for q in PERCENTILES:
+            point.ttft_s[q] += limits.request_s
+            point.e2e_s[q] += limits.request_s
     return point
 
 

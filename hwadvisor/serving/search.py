@@ -17,6 +17,7 @@ simulation confirms is reported as meeting the targets.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from hwadvisor.models.serving import (
 )
 from hwadvisor.perfmodel.calibration import Calibration
 from hwadvisor.perfmodel.drafters import DRAFTERS, published_for_model
+from hwadvisor.perfmodel.efficiency import engine_time
 from hwadvisor.perfmodel.steps import StepModel
 from hwadvisor.serving.scheduler import (
     Knobs,
@@ -275,7 +277,8 @@ def _curve(model: _Model, inputs: Inputs, drafter: str | None, step_tokens: int,
     accepted, verify, cost = speculation(_drafter_options(inputs.options, drafter,
                                                           model.workload))
     mixed = policy_of(model.workload) == "mixed"
-    limits = Limits(mixed, step_tokens, most_seqs, pool, accepted, verify, cost)
+    overhead = engine_time(model.workload, model.steps.setup.res.family).request_overhead_s
+    limits = Limits(mixed, step_tokens, most_seqs, pool, accepted, verify, cost, overhead)
     table = _table(model, shape, prefix_caching)
     top = _top_rate(table, limits, shape)
     rates = [top * _CURVE_RATIO ** -(k) for k in range(_CURVE_POINTS, -3, -1)]
@@ -336,8 +339,7 @@ def margin(point: Point, targets: Targets) -> float:
 
 def _with_seqs(curve: _Curve, max_seqs: int) -> Limits:
     lim = curve.limits
-    return Limits(lim.mixed, lim.step_tokens, max_seqs, lim.kv_pool_tokens, lim.tokens_per_step,
-                  lim.verify_tokens, lim.draft_cost)
+    return dataclasses.replace(lim, max_seqs=max_seqs)
 
 
 def capacity(curve: _Curve, max_seqs: int, targets: Targets, closed: bool) -> float:
@@ -454,14 +456,12 @@ def _fits_gpus(j: Judged, gpus: int | None) -> bool:
     return gpus % j.gpus_per_replica == 0 and gpus // j.gpus_per_replica >= j.replicas
 
 
-def changes(c: Candidate, inputs: Inputs) -> int:
-    """How many knobs a candidate turns away from the engine's defaults (ties go to fewer)."""
+def changes(c: Candidate, inputs: Inputs, seqs: int, step: int) -> int:
+    """Count the knobs a candidate turns away from the engine's defaults (ties go to fewer)."""
     wl = inputs.workload
     return sum((c.family.tp != 1, c.family.weights_dtype != wl.weights_dtype,
                 c.family.kv_dtype != wl.kv_dtype, c.drafter is not None,
-                c.max_seqs != default_max_seqs(wl),
-                c.step_tokens != default_step_tokens(wl, inputs.device),
-                not c.prefix_caching))
+                c.max_seqs != seqs, c.step_tokens != step, not c.prefix_caching))
 
 
 def ranked(searched: Searched, inputs: Inputs) -> list[Judged]:
@@ -471,10 +471,15 @@ def ranked(searched: Searched, inputs: Inputs) -> list[Judged]:
     """
     gpus = inputs.gpus
     meeting = [j for j in searched.judged if _fits_gpus(j, gpus)]
+    wl, device = inputs.workload, inputs.device
+    pool = meeting[0].curve.limits.kv_pool_tokens if meeting else 0
+    window = wl.spec.max_position_embeddings if wl.spec is not None else None
+    seqs, step = default_max_seqs(wl, device, pool, window), default_step_tokens(wl, device)
 
     def key(j: Judged) -> tuple[int, float, int]:
         level = round(math.log(max(j.goodput_per_gpu, 1e-9)) / math.log(1.01))
-        return (j.gpus or 0) if gpus is None else 0, -level, changes(j.candidate, inputs)
+        return ((j.gpus or 0) if gpus is None else 0, -level,
+                changes(j.candidate, inputs, seqs, step))
 
     return sorted(meeting, key=key)
 

@@ -21,6 +21,7 @@ import pytest
 
 from hwadvisor.models import ModelOptions
 from hwadvisor.models.serving import Lengths, Load
+from hwadvisor.perfmodel.efficiency import engine_time
 from hwadvisor.perfmodel.steps import StepModel
 from hwadvisor.serving import predict
 from hwadvisor.serving.scheduler import (
@@ -45,9 +46,13 @@ def _setup(engine: str):  # type: ignore[no-untyped-def]
     device = report.devices[0]
     workload, options = on_engine_defaults(report.workload, device, ModelOptions())
     steps = StepModel(workload, device, options)
-    seqs, budget = default_max_seqs(workload), default_step_tokens(workload, device)
+    budget = default_step_tokens(workload, device)
+    pool = kv_pool_tokens(steps, workload, device, options, budget)
+    seqs = default_max_seqs(workload, device, pool, steps.setup.spec.max_position_embeddings)
+    overhead = engine_time(workload, steps.setup.res.family).request_overhead_s
     limits = Limits(policy_of(workload) == "mixed", budget, seqs,
-                    kv_pool_tokens(steps, workload, device, options, budget))
+                    kv_pool_tokens(steps, workload, device, options, budget),
+                    request_s=overhead)
     return workload, device, options, steps, limits
 
 
