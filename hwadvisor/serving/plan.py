@@ -48,7 +48,7 @@ def verdict(plan: ServingPlan, device: Device) -> str:
     return (f"No config meets {wanted} at {load} on {where}; {_fewest_words(plan)}.")
 
 
-def _breaks_first(plan: ServingPlan) -> str | None:
+def _headroom(plan: ServingPlan) -> str | None:
     """Say how much more load the best config takes before it misses a target."""
     best = plan.best
     if best is None:
@@ -73,7 +73,7 @@ def recommend_plan(inputs: Inputs) -> ServingPlan | None:
     closest = plan.top[0].config if plan.top and plan.gpus is not None else None
     plan.config = plan.best.config if plan.best is not None else closest
     plan.verdict = verdict(plan, inputs.device)
-    notes = [n for n in (_breaks_first(plan),) if n]
+    notes = [n for n in (_headroom(plan),) if n] + plan.notes
     notes.append("pipeline parallelism and disaggregated prefill/decode are not searched; "
                  "tensor parallelism stays within a node")
     plan.notes = notes

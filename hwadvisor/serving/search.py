@@ -668,6 +668,7 @@ def search(inputs: Inputs) -> ServingPlan:
     order = distinct(ranked(searched, inputs))
     top: list[ServingPoint] = []
     best: ServingPoint | None = None
+    chosen: Judged | None = None
     for j in order[:CONFIRM]:
         replicas = _replicas_on(j, inputs.gpus)
         point = _point(j, replicas, inputs, simulate_config(j, replicas, inputs), "simulation")
@@ -675,7 +676,7 @@ def search(inputs: Inputs) -> ServingPlan:
             point = _scaled_out(j, replicas, inputs) or point
         top.append(point)
         if best is None and point.meets_targets:
-            best = point
+            best, chosen = point, j
     if not order and inputs.gpus is not None:
         closest = _closest(searched, inputs.gpus)
         if closest is not None:  # none meets here: how far the nearest one misses, simulated
@@ -701,4 +702,37 @@ def search(inputs: Inputs) -> ServingPlan:
         best=best, fewest_gpus=fewest, pareto=front(searched, inputs), top=top,
         searched=len(searched.judged), gpus=inputs.gpus,
         search_s=time.perf_counter() - started)
+    if chosen is not None:
+        plan.notes.append(breaks_first(chosen, inputs))
     return plan
+
+
+def breaks_first(j: Judged, inputs: Inputs) -> str:
+    """Say what gives out first as the load grows past the config's capacity, by the screen.
+
+    The first target the margin crosses, or (when the targets hold to saturation) why the
+    steady state ends: the step budget, the prefill's pace, the slots or the KV pool.
+    """
+    limits = _with_seqs(j.curve, j.candidate.max_seqs)
+    first = None
+    for point in j.curve.points:
+        held = with_slots(point, limits, j.curve.shape)
+        if not held.ok:
+            first = held.why or point.why
+            break
+        if margin(held, inputs.targets) < 0:
+            first = _missed_target(held, inputs.targets)
+            break
+    return (f"what breaks first as the load grows: {first or 'nothing within the rates tried'}"
+            " (the screen)")
+
+
+def _missed_target(point: Point, targets: Targets) -> str:
+    q = targets.percentile
+    tpot = point.itl_s if targets.tpot_definition == "itl" else point.tpot_s
+    for name, target, series in (("TTFT", targets.ttft_s, point.ttft_s),
+                                 ("TPOT", targets.tpot_s, tpot),
+                                 ("request latency", targets.request_latency_s, point.e2e_s)):
+        if target is not None and series[q] > target:
+            return f"the {name} p{q} target"
+    return "a target"
