@@ -87,13 +87,19 @@ class Table:
     the rows' part alone (StepModel.dense_s); each grid point is computed once, when needed.
     """
 
-    def __init__(self, steps: StepModel, context: float, prompt: float) -> None:
-        """Tabulate for decode rows at `context` and prompts of `prompt` tokens."""
+    def __init__(self, steps: StepModel, context: float, prompt: float,
+                 like: Table | None = None) -> None:
+        """Tabulate for decode rows at `context` and prompts of `prompt` tokens.
+
+        like: a table of the same steps and context whose row tables this one shares (the
+        same replica with prefix caching on and off differs only in the prompt it prefills).
+        """
         self.steps = steps
         self.context = context
-        self._decode: dict[int, float] = {}
-        self._dense_prefill: dict[int, float] = {}
-        self._dense_decode: dict[int, float] = {}
+        shared = like is not None and like.steps is steps and like.context == context
+        self._decode: dict[int, float] = like._decode if shared and like else {}
+        self._dense_prefill: dict[int, float] = like._dense_prefill if shared and like else {}
+        self._dense_decode: dict[int, float] = like._dense_decode if shared and like else {}
         whole = max(int(prompt), 1)
         # attention a prompt token costs, averaged over a whole prompt's causal positions
         self.prefill_attention_s = max(

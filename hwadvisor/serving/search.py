@@ -67,8 +67,8 @@ TENSOR_PARALLEL = (1, 2, 4, 8)
 TOP_N = 5  # configs listed beside the best
 CONFIRM = 3  # configs simulated before one is reported as meeting the targets
 FRONT_POINTS = 24  # points of the Pareto front kept (evenly by tokens/s per user)
-_CURVE_RATIO = 2.0 ** (1.0 / 3.0)  # rates of a curve, a third of a doubling apart
-_CURVE_POINTS = 22
+_CURVE_RATIO = 2.0 ** 0.5  # rates of a curve, half a doubling apart (margins interpolate)
+_CURVE_POINTS = 15
 MOST_GPUS = 4096  # the fewest GPUs is looked for up to this many
 
 
@@ -260,7 +260,8 @@ def _pool(model: _Model, inputs: Inputs, step_tokens: int) -> int:
 def _table(model: _Model, shape: Shape, prefix_caching: bool) -> Table:
     table = model.tables.get(prefix_caching)
     if table is None:
-        table = Table(model.steps, shape.prompt + shape.output / 2.0, shape.uncached)
+        like = next(iter(model.tables.values()), None)
+        table = Table(model.steps, shape.prompt + shape.output / 2.0, shape.uncached, like)
         model.tables[prefix_caching] = table
     return table
 
