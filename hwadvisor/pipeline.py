@@ -1,4 +1,4 @@
-"""The one place the stages chain: probe → workload → perfmodel → rules → validator → report.
+"""The one place the stages chain: probe → workload → perfmodel → serving → rules → validator.
 
 Each function builds one command's report from plain inputs; the CLI parses options, calls
 one, and renders what comes back. Stage work lives in its stage (workload/settle.py,
@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the probe path must not import the workload package
     from hwadvisor.cluster.job import JobResult, LocalRun, Place
     from hwadvisor.cluster.launcher import Launch
     from hwadvisor.perfmodel.calibration import Calibration
+    from hwadvisor.serving.request import LoadRequest
     from hwadvisor.validator.found import Found
     from hwadvisor.validator.runner import Progress  # told (trial id, done, in all) as trials run
     from hwadvisor.workload import Sizing, WorkloadRequest
@@ -76,11 +77,11 @@ def _planned(device_id: str | None, count: int, request: WorkloadRequest,
     return _Planned(target, done.device, done.calibration, request, done.notes, split)
 
 
-def estimate_report(request: WorkloadRequest, device_id: str | None,
-                    options: ModelOptions, calibration: Path | None = None) -> Report:
+def estimate_report(request: WorkloadRequest, device_id: str | None, options: ModelOptions,
+                    calibration: Path | None = None, load: LoadRequest | None = None) -> Report:
     """Resolve the hardware and the workload, run the performance model, return the report.
 
-    calibration: a report whose measurements of this device replace the datasheet figures.
+    calibration: measurements replacing the datasheet's; load: simulated under (report.serving).
     """
     from hwadvisor.perfmodel import estimate
     from hwadvisor.probe.target import MAX_PLANNED_DEVICES, resolve_target
@@ -100,17 +101,23 @@ def estimate_report(request: WorkloadRequest, device_id: str | None,
     notes = list(target.notes) + ([p.split] if p.split else []) + p.calibration_notes
     if not target.devices:
         notes.append("no accelerator found: estimated for the CPU (see the assumptions)")
+    serving = None
+    if load is not None:  # the serving room loads only under a load
+        from hwadvisor.serving.plan import under_load
+
+        serving = under_load(load, workload, device, options, p.calibration)
     return target.model_copy(update={"kind": "estimate", "workload": workload, "notes": notes,
-                                     "estimate": result, "devices": target.devices or [device]})
+                                     "estimate": result, "devices": target.devices or [device],
+                                     "serving": serving})
 
 
 def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest,
-                     calibration: Path | None = None,
-                     min_tokens_per_s: float | None = None) -> Report:
+                     calibration: Path | None = None, min_tokens_per_s: float | None = None,
+                     load: LoadRequest | None = None) -> Report:
     """Resolve the hardware and workload, run the rules engine, and return the report.
 
-    calibration: a report whose measurements of this device replace the datasheet figures in
-    every estimate the rules engine makes.
+    calibration: measurements replacing the datasheet's in every estimate; load: the search
+    under it (report.serving) gives the plan's config and sentence.
     """
     from hwadvisor.perfmodel import PerfModel
     from hwadvisor.probe.target import MAX_PLANNED_DEVICES
@@ -129,17 +136,22 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     notes = list(target.notes) + p.calibration_notes
     notes += [n for n in (p.split, host_note, all_gpus) if n]
     workload = build_workload(request, Sizing.of(device))
+    serving = None
+    if load is not None:
+        from hwadvisor.serving.plan import under_load
+
+        serving = under_load(load, workload, device, ModelOptions(), p.calibration, True,
+                             workload.gpus if request.layout_given() else None)
     outcome = recommend(workload, device, goal, host=target.host,
                         estimator=PerfModel(p.calibration) if p.calibration is not None else None,
-                        min_tokens_per_s=min_tokens_per_s)
+                        min_tokens_per_s=min_tokens_per_s, serving=serving)
     spec = goal_spec(goal)
     notes += workload_notes(workload, device.name, goal, None if spec.any_phase else spec.phase)
-    return Report(
-        kind="recommend", host=target.host, devices=target.devices,
-        device_class=device.device_class, notes=notes + outcome.notes, workload=workload,
-        estimate=outcome.estimate, goal=goal, plan=outcome.plan,
-        recommendations=outcome.recommendations, rejected=outcome.rejected,
-    )
+    return Report(kind="recommend", host=target.host, devices=target.devices,
+                  device_class=device.device_class, notes=notes + outcome.notes,
+                  workload=workload, estimate=outcome.estimate, goal=goal, plan=outcome.plan,
+                  recommendations=outcome.recommendations, rejected=outcome.rejected,
+                  serving=serving)
 
 
 def validate_recommendations(report: Report, progress: Progress | None = None,

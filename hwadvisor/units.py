@@ -118,3 +118,12 @@ def quantity(value: float | None, unit: str, missing: str = UNKNOWN) -> str:
     if not unit:
         return number(value, 3, missing)
     return rate(value, unit, missing)
+
+
+def ms(value: float | None, missing: str = UNKNOWN) -> str:
+    """Seconds said in milliseconds, as latency targets are: '1,000 ms', '86 ms', '9.7 ms'."""
+    if not _finite(value):
+        return missing
+    assert value is not None
+    shown = value * 1e3
+    return f"{shown:,.0f} ms" if abs(shown) >= 10 else f"{shown:.2g} ms"

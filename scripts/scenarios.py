@@ -31,6 +31,7 @@ class Scenario:
     goal: str
     device: str
     workload: dict[str, Any] = field(default_factory=dict)
+    load: dict[str, Any] = field(default_factory=dict)  # serving/request.LoadRequest's fields
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -193,6 +194,32 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("train-8b-8xh100-deepspeed", "Fine-tune Llama-3-8B with DeepSpeed on 8 H100s.",
              "a", "h100-sxm", dict(model="llama-3-8b", phase="training", batch=2,
                                    prompt_len=4096, gpus=8, engine="deepspeed")),
+    # ---- serving under a load, with latency targets (issue 40)
+    Scenario("sla-chat-8b-h100-fewest", "Chat on Llama-3-8B: 20 requests/s of ~1k-token "
+             "prompts, TTFT p90 under 1 s and TPOT p90 under 50 ms. Which config, and how many "
+             "H100s at the fewest?", "b", "h100-sxm", dict(model="llama-3-8b"),
+             dict(rate=20, dataset="chat", ttft_ms=1000, tpot_ms=50)),
+    Scenario("sla-chat-8b-h100-rate-100", "The same chat service at 100 requests/s: how many "
+             "H100s now?", "b", "h100-sxm", dict(model="llama-3-8b"),
+             dict(rate=100, dataset="chat", ttft_ms=1000, tpot_ms=50)),
+    Scenario("sla-rag-70b-8xh200", "RAG on Llama-3-70B: 8k-token prompts of retrieved passages "
+             "(a fifth of each a shared system prompt) at 3 requests/s, TTFT p90 under 2 s, TPOT "
+             "p90 under 60 ms, on one 8 x H200 node.", "b", "h200-sxm",
+             dict(model="llama-3-70b", gpus=8),
+             dict(rate=3, dataset="rag", prefix_share=0.2, ttft_ms=2000, tpot_ms=60)),
+    Scenario("sla-code-completion-8b-h100", "Code completion on Llama-3-8B: 2k tokens of file "
+             "context, ~64-token completions, 30 requests/s; the first token within 300 ms at "
+             "p90 and the whole completion within 1 s.", "b", "h100-sxm",
+             dict(model="llama-3-8b"),
+             dict(rate=30, dataset="code-completion", ttft_ms=300, e2e_ms=1000)),
+    Scenario("sla-batch-job-8b-h100", "A nightly batch job on Llama-3-8B: 2k-token documents, "
+             "512-token summaries, 256 requests in flight on one H100; each must finish within "
+             "two minutes.", "b", "h100-sxm", dict(model="llama-3-8b", gpus=1),
+             dict(concurrency=256, dataset="batch", e2e_ms=120_000)),
+    Scenario("sla-70b-2xh100-too-few", "Llama-3-70B chat at 10 requests/s with TTFT p90 under "
+             "1 s and TPOT p90 under 40 ms on the two H100s we have: enough?", "b", "h100-sxm",
+             dict(model="llama-3-70b", gpus=2),
+             dict(rate=10, dataset="chat", ttft_ms=1000, tpot_ms=40)),
 )
 
 
@@ -200,16 +227,18 @@ def run(scenario: Scenario) -> Any:
     """Return the recommend report of one scenario."""
     from hwadvisor.pipeline import recommend_report
     from hwadvisor.rules.playbooks.goals import parse_goal
+    from hwadvisor.serving.request import LoadRequest
     from hwadvisor.workload import WorkloadRequest
 
     return recommend_report(parse_goal(scenario.goal), scenario.device,
-                            WorkloadRequest(**scenario.workload))
+                            WorkloadRequest(**scenario.workload),
+                            load=LoadRequest(**scenario.load) if scenario.load else None)
 
 
 def key_fields(report: Any) -> dict[str, Any]:
     """Return what the golden test pins: the shape of the plan, not its every number."""
     plan = report.plan
-    return {
+    fields: dict[str, Any] = {
         "engine": plan.engine,
         "weights_dtype": report.workload.weights_dtype,
         "fits": plan.fits,
@@ -223,13 +252,25 @@ def key_fields(report: Any) -> dict[str, Any]:
         "config": None if plan.engine_config is None else
         [line.setting for line in plan.engine_config.lines],
     }
+    if report.serving is not None:  # under a load: the search's answer
+        best = report.serving.best
+        fields["serving"] = {
+            "fewest_gpus": report.serving.fewest_gpus,
+            "best": None if best is None else best.config.words(),
+            "checks_met": [c.met for c in report.serving.checks]}
+    return fields
+
+
+# the load's fields whose option is not their name with dashes (targets are in ms)
+_LOAD_FLAGS = {"ttft_ms": "--ttft", "tpot_ms": "--tpot", "e2e_ms": "--e2e"}
 
 
 def _flags(workload: dict[str, Any]) -> str:
     """Return the workload as command-line flags (a repeated option once per value)."""
     words = []
     for key, value in workload.items():
-        flag = "--engine-option" if key == "engine_options" else f"--{key.replace('_', '-')}"
+        flag = "--engine-option" if key == "engine_options" else \
+            _LOAD_FLAGS.get(key, f"--{key.replace('_', '-')}")
         for one in value if isinstance(value, tuple) else (value,):
             words.append(f"{flag} {one}")
     return " ".join(words)
@@ -248,13 +289,19 @@ def render(scenarios: tuple[Scenario, ...] = SCENARIOS) -> tuple[str, dict[str, 
     for scenario in scenarios:
         report = run(scenario)
         golden[scenario.id] = key_fields(report)
-        flags = _flags(scenario.workload)
+        flags = _flags({**scenario.workload, **scenario.load})
         lines += [f"## {scenario.id}", "", f"> {scenario.question}", "",
                   f"`hwadvisor recommend --goal {scenario.goal} --device {scenario.device} "
                   f"{flags}`", ""]
         text = plan_lines(report)
         lines.append(f"**{text[0]}**")
         lines.append("")
+        if report.serving is not None:
+            from hwadvisor.report.servingtext import serving_lines
+
+            for line in serving_lines(report.serving, front=False):
+                lines.append(f"{line}  ")
+            lines.append("")
         for line in text[1:]:
             lines.append(line if line[:1].isdigit() or line.startswith("   ") else f"{line}  ")
         config = config_lines(report.plan)

@@ -69,13 +69,14 @@ MODELS_MAY_IMPORT = ("models", "errors", "units", "")
 CONFINED = {"typer": "cli", "rich": "cli", "torch": "trials"}
 MAX_LOOSE_MODULES = 6
 # The pipeline chains at most this many stage packages; the ground floor (models, errors,
-# units) is the contract every stage speaks and does not count.
-MAX_PIPELINE_STAGES = 6
+# units) is the contract every stage speaks and does not count. Seven: probe, workload,
+# perfmodel, serving, rules, validator and the cluster job.
+MAX_PIPELINE_STAGES = 7
 GROUND_FLOOR = ("models", "errors", "units", "")
 # errors.py and units.py are the floor models stands on: they import no hwadvisor module.
 BEDROCK = ("errors", "units")
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
-MAX_PIPELINE_LINES = 250
+MAX_PIPELINE_LINES = 260  # 250, and the load's two calls (estimate and recommend)
 
 
 def _module_name(path: Path) -> str:

@@ -12,6 +12,7 @@ from hwadvisor.models.hardware import Device, DeviceClass, HostInfo, Strict
 from hwadvisor.models.loadtest import LoadTest
 from hwadvisor.models.plan import Plan
 from hwadvisor.models.recommend import Goal, Recommendation, Rejected
+from hwadvisor.models.serving import ServingPlan
 from hwadvisor.models.trial import TrialResult
 from hwadvisor.models.workload import Workload
 
@@ -45,6 +46,10 @@ class Report(Strict):
     goal: Goal | None = None
     plan: Plan | None = Field(
         None, description="recommend: the stack of changes for the goal, with its effect and fit")
+    serving: ServingPlan | None = Field(
+        None, description="estimate and recommend with a load (--rate or --concurrency): the "
+        "load planned for, the latency targets met or missed, the figures, and (recommend) the "
+        "config the search chose, the fewest GPUs and the Pareto front; left out without a load")
     recommendations: list[Recommendation] = Field(default_factory=list)
     rejected: list[Rejected] = Field(default_factory=list)
     trials: list[TrialResult] = Field(default_factory=list)

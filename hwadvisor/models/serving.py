@@ -9,9 +9,11 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from hwadvisor import units
 from hwadvisor.models.hardware import Finite, Strict
 
 TpotDefinition = Literal["request", "itl"]
+FIGURE_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "request_latency": "latency"}
 Arrivals = Literal["poisson", "constant", "trace", "closed-loop"]
 
 
@@ -78,6 +80,15 @@ class Targets(Strict):
         "request", description="request: (latency - TTFT) / (output tokens - 1) per request, as "
         "vllm bench serve, GuideLLM and aiperf report TPOT; itl: the gaps between tokens")
 
+    def words(self) -> str:
+        """Say the targets: 'TTFT p90 ≤ 1,000 ms, TPOT p90 ≤ 50 ms'."""
+        q = self.percentile
+        name = "ITL" if self.tpot_definition == "itl" else "TPOT"
+        parts = [f"{what} p{q} ≤ {units.ms(value)}" for what, value in (
+            ("TTFT", self.ttft_s), (name, self.tpot_s), ("latency", self.request_latency_s))
+            if value is not None]
+        return ", ".join(parts)
+
     def any(self) -> bool:
         """Tell whether any target was set."""
         return any(v is not None for v in (self.ttft_s, self.tpot_s, self.request_latency_s))
@@ -128,6 +139,15 @@ class TargetCheck(Strict):
     met: bool
     margin: Finite = Field(description="(target - value) / target: above 0 met with that room")
 
+    def words(self) -> str:
+        """Say the target against its figure: 'TTFT p90 86 ms ≤ 1,000 ms: met, 91% spare'."""
+        over = self.value_s / self.target_s
+        verdict = (f"met, {units.percent(self.margin)} spare" if self.met
+                   else f"missed: {units.ratio(over)} the target" if over >= 2
+                   else f"missed by {units.percent(-self.margin)}")
+        return (f"{FIGURE_WORDS[self.figure]} p{self.percentile} {units.ms(self.value_s)} "
+                f"{'≤' if self.met else '>'} {units.ms(self.target_s)}: {verdict}")
+
 
 class ServingConfig(Strict):
     """The serving knobs of one candidate: layout, scheduler, formats."""
@@ -154,6 +174,19 @@ class ServingConfig(Strict):
         """GPUs in all."""
         return self.gpus_per_replica * self.replicas
 
+    def words(self) -> str:
+        """Say the config: '2 replicas x 1 GPU (TP 1), fp8 weights, fp8 KV cache, ...'."""
+        replicas = f"{self.replicas} replica{'s' if self.replicas != 1 else ''}"
+        gpus = f"{self.gpus_per_replica} GPU{'s' if self.gpus_per_replica != 1 else ''}"
+        parts = [f"{replicas} x {gpus} (TP {self.tensor_parallel})",
+                 f"{self.weights_dtype} weights", f"{self.kv_dtype} KV cache",
+                 f"at most {self.max_sequences} sequences", f"{self.step_tokens:,} tokens a step"]
+        if self.speculative:
+            parts.append(f"{self.speculative} drafts")
+        if not self.prefix_caching:
+            parts.append("no prefix caching")
+        return ", ".join(parts)
+
 
 class ServingPoint(Strict):
     """A candidate config with its figures under the load, per GPU and per user."""
@@ -164,6 +197,17 @@ class ServingPoint(Strict):
     tokens_per_s_per_user: Finite = Field(description="1 / TPOT at p50: one user's speed")
     meets_targets: bool
     checks: list[TargetCheck] = Field(default_factory=list)
+    source: Literal["simulation", "screen"] = Field(
+        "simulation", description="simulation: the figures are the discrete-event simulation's; "
+        "screen: the analytic steady state's (a ranking, not yet simulated)")
+    capacity_rps: Finite | None = Field(
+        None, description="The most requests/s the config's replicas serve within the "
+        "targets (open loop), by the screen")
+    capacity_users: int | None = Field(
+        None, description="The most concurrent users the config's replicas serve within the "
+        "targets (closed loop), by the screen")
+    goodput_tokens_per_s_per_gpu: Finite | None = Field(
+        None, description="Output tokens/s per GPU at that capacity: what the search ranks by")
 
 
 class ServingPlan(Strict):
@@ -173,6 +217,9 @@ class ServingPlan(Strict):
     targets: Targets
     method: str = Field(description="How the figures were made, in words (the simulation, its "
                         "requests and seed, the engine's scheduler)")
+    config: ServingConfig | None = Field(
+        None, description="The config the figures are for: the best the search found, or "
+        "(estimate) the engine's defaults on the planned GPUs")
     figures: ServingFigures | None = Field(
         None, description="The planned config's figures under the load")
     checks: list[TargetCheck] = Field(default_factory=list)
@@ -186,6 +233,9 @@ class ServingPlan(Strict):
     top: list[ServingPoint] = Field(
         default_factory=list, description="The best configs that meet the targets, best first")
     searched: int = Field(0, description="Candidate configs the search judged")
+    gpus: int | None = Field(
+        None, description="The GPUs planned for (--gpus); null: the search chose the fewest")
+    search_s: Finite | None = Field(None, description="Seconds the search took")
     bench_command: str | None = Field(
         None, description="The engine's own serving benchmark for this load (vllm bench serve, "
         "SGLang's bench_serving, llama.cpp's, ...), to measure with the tool users trust")

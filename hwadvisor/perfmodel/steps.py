@@ -99,6 +99,16 @@ class StepModel:
         total = whole * self._dense_s(self._ubatch, graphed)
         return total + (self._dense_s(rest, graphed) if rest else 0.0)
 
+    def dense_s(self, rows: int, prefill: bool = False) -> float:
+        """Return a step of `rows` tokens without its attention, graphed as step_s graphs it.
+
+        The part of a step that depends on its rows alone (the analytic screen of
+        serving/screen.py tabulates it once per row count).
+        """
+        graphed = (self._graphs and not prefill
+                   and (self._graph_limit is None or rows <= self._graph_limit))
+        return self._pieces_s(rows, graphed) if rows > 0 else 0.0
+
     def step_s(self, decode_rows: int, decode_context: float, prefill_tokens: int = 0,
                prefill_seqs: int = 0, prefill_start: float = 0.0) -> float:
         """Return the seconds of one step.

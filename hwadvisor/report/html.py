@@ -144,6 +144,77 @@ def roofline(report: Report) -> Roofline:
     return out
 
 
+def pareto(report: Report) -> Roofline:
+    """Compute the Pareto front's SVG geometry: tokens/s per GPU against tokens/s per user."""
+    plan = report.serving
+    points = [p for p in (plan.pareto if plan is not None else [])
+              if p.tokens_per_s_per_user > 0 and p.tokens_per_s_per_gpu > 0]
+    if not points:
+        return Roofline(missing="no Pareto front (recommend with --rate or --concurrency)")
+    xs = [p.tokens_per_s_per_user for p in points]
+    ys = [p.tokens_per_s_per_gpu for p in points]
+    x_lo, x_hi, y_lo, y_hi = min(xs) / 1.5, max(xs) * 1.5, min(ys) / 1.5, max(ys) * 1.5
+    px = _log_axis(x_lo, x_hi, CHART_W - 2 * MARGIN)
+    py = _log_axis(y_lo, y_hi, CHART_H - 2 * MARGIN)
+
+    def xy(x: float, y: float) -> tuple[float, float]:
+        return MARGIN + px(x), CHART_H - MARGIN - py(y)
+
+    out = Roofline(title="Pareto front: tokens/s per GPU against tokens/s per user")
+    path = [xy(x, y) for x, y in zip(xs, ys, strict=True)]
+    out.lines.append({"label": "the front", "points": " ".join(f"{a:.1f},{b:.1f}"
+                                                               for a, b in path),
+                      "colour": PALETTE[0], "dash": ""})
+    for p, (x, y) in zip(points, path, strict=True):
+        c = p.config
+        label = (f"TP {c.tensor_parallel}, {c.weights_dtype} weights, {c.kv_dtype} KV"
+                 f"{', ' + c.speculative + ' drafts' if c.speculative else ''}, "
+                 f"{c.max_sequences} sequences: {units.rate(p.tokens_per_s_per_gpu)} per GPU, "
+                 f"{units.rate(p.tokens_per_s_per_user)} per user")
+        out.points.append({"label": label, "x": f"{x:.1f}", "y": f"{y:.1f}",
+                           "kind": "workload" if p.meets_targets else "trial"})
+    best = plan.best if plan is not None else None
+    if best is not None and best.tokens_per_s_per_user > 0:
+        x, y = xy(min(max(best.tokens_per_s_per_user, x_lo), x_hi),
+                  min(max(best.tokens_per_s_per_gpu, y_lo), y_hi))
+        out.points.append({"label": f"the chosen config at the load: "
+                           f"{units.rate(best.tokens_per_s_per_gpu)} per GPU, "
+                           f"{units.rate(best.tokens_per_s_per_user)} per user",
+                           "x": f"{x:.1f}", "y": f"{y:.1f}", "kind": "chosen"})
+    out.xticks = [(MARGIN + px(t), units.number(t)) for t in _ticks(x_lo, x_hi)]
+    out.yticks = [(CHART_H - MARGIN - py(t), units.number(t)) for t in _ticks(y_lo, y_hi)]
+    return out
+
+
+def serving_context(report: Report) -> dict[str, Any]:
+    """Return the serving section's words and rows, from report/servingtext.py."""
+    from hwadvisor.report.servingtext import (
+        FIGURE_HEADER,
+        FRONT_HEADER,
+        figure_rows,
+        front_rows,
+        point_words,
+        throughput_words,
+        tpot_words,
+    )
+
+    plan = report.serving
+    if plan is None:
+        return {}
+    return {
+        "verdict": plan.verdict, "load": f"{plan.load.words()} ({plan.load.source})",
+        "targets": plan.targets.words() or "none given",
+        "checks": [(c.met, c.words()) for c in plan.checks],
+        "config": plan.config.words() if plan.config is not None else None,
+        "figure_header": FIGURE_HEADER,
+        "figures": figure_rows(plan.figures) if plan.figures is not None else [],
+        "throughput": throughput_words(plan.figures) if plan.figures is not None else None,
+        "tpot": tpot_words(plan), "fewest": plan.fewest_gpus, "searched": plan.searched,
+        "top": [point_words(p) for p in plan.top], "front_header": FRONT_HEADER,
+        "front": front_rows(plan), "method": plan.method, "notes": plan.notes,
+        "chart": pareto(report)}
+
+
 def plan_figures(report: Report) -> list[tuple[str, Figure]]:
     """Return the plan's headline numbers, each tied to its JSON key."""
     plan = report.plan
@@ -225,6 +296,7 @@ def render_html(report: Report, comparison: Comparison | None = None) -> str:
         "config": config_lines(report.plan) if report.plan is not None else [],
         "segments": segments, "total": total, "limit": limit,
         "roofline": roofline(report),
+        "serving": serving_context(report),
         "trials": trial_rows(report),
         "comparison": comparison,
         "chart": {"w": CHART_W, "h": CHART_H, "m": MARGIN},

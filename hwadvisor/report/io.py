@@ -267,7 +267,9 @@ def _separator(path: Path) -> str:
 
 def report_json(report: Report) -> str:
     """Render the report as indented JSON (nulls kept: a missing reading is null, not absent)."""
-    return report.model_dump_json(indent=2) + "\n"
+    # without a load the report reads as before it could carry one: no "serving": null
+    absent = {"serving"} if report.serving is None else None
+    return report.model_dump_json(indent=2, exclude=absent) + "\n"
 
 
 def write_report(path: Path | str, report: Report) -> None:

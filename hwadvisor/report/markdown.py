@@ -227,6 +227,45 @@ def _notes(report: Report) -> list[str]:
     return ["## Notes", ""] + [f"- {n}" for n in report.notes]
 
 
+def _serving(report: Report) -> list[str]:
+    """Return the load planned for, the targets met or missed, the figures, the front."""
+    from hwadvisor.report.servingtext import (
+        FIGURE_HEADER,
+        FRONT_HEADER,
+        figure_rows,
+        front_rows,
+        point_words,
+        throughput_words,
+        tpot_words,
+    )
+
+    plan = report.serving
+    if plan is None:
+        return []
+    lines = ["## Serving under load", "", f"**{plan.verdict}**", "",
+             f"- Load planned for: {plan.load.words()} ({plan.load.source})",
+             f"- Targets: {plan.targets.words() or 'none given'}"]
+    lines += [f"  - {'✅' if c.met else '❌'} {c.words()}" for c in plan.checks]
+    if plan.config is not None:
+        lines.append(f"- Config: {plan.config.words()}")
+    if plan.searched:
+        lines.append(f"- Fewest GPUs for this load: {cell(plan.fewest_gpus)} "
+                     f"({plan.searched} configs searched)")
+    if plan.figures is not None:
+        lines += ["", "Figures (simulated), ms:", ""]
+        lines += table(FIGURE_HEADER, figure_rows(plan.figures))
+        lines += ["", f"Throughput: {throughput_words(plan.figures)}. {tpot_words(plan)}."]
+    if plan.top:
+        lines += ["", "Top configs:", ""]
+        lines += [f"{i}. {point_words(p)}" for i, p in enumerate(plan.top, start=1)]
+    if plan.pareto:
+        lines += ["", "Pareto front (tokens/s per GPU against tokens/s per user):", ""]
+        lines += table(FRONT_HEADER, front_rows(plan))
+    lines += ["", f"Method: {plan.method}."]
+    lines += [f"- {n}" for n in plan.notes]
+    return lines
+
+
 def render_markdown(report: Report) -> str:
     """Render the report as a markdown summary.
 
@@ -238,8 +277,8 @@ def render_markdown(report: Report) -> str:
         f"hwadvisor {report.tool_version} · schema {report.schema_version} · {report.generated_at}"
         + (" · **interrupted**" if report.interrupted else "")
     )
-    for section in (_plan, load_test_markdown, _devices, _workload, _estimate, _recommendations,
-                    _trials, _gates, _notes):
+    for section in (_plan, load_test_markdown, _serving, _devices, _workload, _estimate,
+                    _recommendations, _trials, _gates, _notes):
         part = section(report)
         if part:
             lines += [""] + part

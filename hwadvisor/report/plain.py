@@ -130,9 +130,45 @@ def bottom_line(report: Report) -> str:
     return _probe_line(report)
 
 
+def _serving_line(report: Report) -> str | None:
+    """Under a load: the model, the engine, the GPUs, the targets met or missed."""
+    from hwadvisor.models.serving import FIGURE_WORDS
+
+    serving, wl = report.serving, report.workload
+    if serving is None or wl is None:
+        return None
+    engine = engine_name(wl.engine)
+    device = report.devices[0].name if report.devices else "this machine"
+    load = serving.load.words()
+    checks = ", ".join(f"{FIGURE_WORDS[c.figure]} p{c.percentile} {units.ms(c.value_s)}"
+                       for c in serving.checks)
+    if report.kind == "estimate":
+        cfg = serving.config
+        gpus = cfg.gpus if cfg is not None else wl.gpus
+        met = all(c.met for c in serving.checks)
+        verdict = ("meets " if met else "misses ") + serving.targets.words() \
+            if serving.checks else "no latency target set"
+        return (f"{wl.model} with {engine} on {gpus} x {device} under {load}: "
+                f"{checks or 'see the figures'}; {verdict}.")
+    best = serving.best
+    if best is None:
+        fewest = (f"the fewest GPUs that would: {serving.fewest_gpus}"
+                  if serving.fewest_gpus is not None else "no count of these GPUs does")
+        where = f"{serving.gpus} x {device}" if serving.gpus else device
+        return (f"No config of {wl.model} with {engine} meets {serving.targets.words()} "
+                f"at {load} on {where}; {fewest}.")
+    fewest = " (the fewest)" if serving.gpus is None else ""
+    return (f"Serve {wl.model} with {engine} on {best.config.gpus} x {device}{fewest} using the "
+            f"command below for {load}; expect {checks}"
+            + (f" against {serving.targets.words()}." if serving.checks else "."))
+
+
 def _recommend_line(report: Report) -> str:
     plan, wl = report.plan, report.workload
     assert plan is not None and wl is not None
+    serving = _serving_line(report)
+    if serving is not None:
+        return serving
     engine = engine_name(plan.engine)
     moved = plan.engine_config is not None and plan.engine_config.engine != plan.engine
     if moved and plan.engine_config is not None:  # the plan moves to another engine
@@ -179,6 +215,9 @@ def _serving_expectation(report: Report) -> str:
 def _estimate_line(report: Report) -> str:
     est, wl = report.estimate, report.workload
     assert est is not None and wl is not None
+    serving = _serving_line(report)
+    if serving is not None:
+        return serving
     mem = est.memory
     per = " per GPU" if on_gpu(report) else ""
     fit = "fits" if est.fits else "does not fit"

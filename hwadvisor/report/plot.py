@@ -14,6 +14,7 @@ from typing import Any
 
 from hwadvisor.errors import UserError
 from hwadvisor.models import Device, Estimate, Report
+from hwadvisor.models.serving import ServingPlan
 from hwadvisor.report.figures import (
     MATMUL_PEAK_TRIALS,
     measured_bandwidth_gbps,
@@ -257,10 +258,16 @@ def plot_roofline(report: Report, path: Path, device_index: int | None = None) -
     # which would render it as a formula or fail on a malformed one (text.parse_math:
     # matplotlib >= 3.5).
     with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
-        fig, ax = plt.subplots(figsize=(10, 6.5), dpi=120)
+        front = report.serving.pareto if report.serving is not None else []
+        if front:  # under a load: the Pareto front beside the roofline
+            fig, (ax, right) = plt.subplots(1, 2, figsize=(17, 6.5), dpi=120)
+        else:
+            fig, ax = plt.subplots(figsize=(10, 6.5), dpi=120)
         try:
             fmt = _check_format(fig, Path(path))
             _draw(ax, data)
+            if front and report.serving is not None:
+                draw_pareto(right, report.serving)
             fig.tight_layout()
             image = io.BytesIO()
             fig.savefig(image, format=fmt)
@@ -366,3 +373,41 @@ def _draw(a: Any, data: RooflineData) -> None:
     a.grid(True, which="major", alpha=0.35)
     a.grid(True, which="minor", alpha=0.1)
     a.legend(loc="lower right", fontsize=8, framealpha=0.9)
+
+
+def draw_pareto(a: Any, plan: ServingPlan) -> None:
+    """Draw the Pareto front: tokens/s per GPU against tokens/s per user, the chosen config."""
+    points = [p for p in plan.pareto if p.tokens_per_s_per_user > 0 and p.tokens_per_s_per_gpu > 0]
+    xs = [p.tokens_per_s_per_user for p in points]
+    ys = [p.tokens_per_s_per_gpu for p in points]
+    a.plot(xs, ys, "-", color="#0072B2", linewidth=1.5, label="Pareto front (screen)")
+    for meets, colour, label in ((True, "#009E73", "meets the targets there"),
+                                 (False, "#999999", "misses a target there")):
+        chosen = [p for p in points if p.meets_targets == meets]
+        if chosen:
+            a.scatter([p.tokens_per_s_per_user for p in chosen],
+                      [p.tokens_per_s_per_gpu for p in chosen], color=colour, s=28, zorder=3,
+                      label=label)
+    for p in points:
+        c = p.config
+        drafts = f" {c.speculative}" if c.speculative else ""
+        tag = f"TP{c.tensor_parallel} {c.weights_dtype}{drafts}"
+        a.annotate(f"{tag} x{c.max_sequences}", (p.tokens_per_s_per_user, p.tokens_per_s_per_gpu),
+                   fontsize=7, xytext=(4, 4), textcoords="offset points")
+    best = plan.best
+    if best is not None and best.tokens_per_s_per_user > 0:
+        a.scatter([best.tokens_per_s_per_user], [best.tokens_per_s_per_gpu], marker="s",
+                  color="#D55E00", s=60, zorder=4, label="the chosen config at the load")
+    from matplotlib.ticker import FuncFormatter
+
+    a.set_xscale("log")
+    a.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: _short(value))  # no mathtext: text.parse_math is off
+    for axis in (a.xaxis, a.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
+    a.set_xlabel("tokens/s per user (1 / TPOT p50)")
+    a.set_ylabel("output tokens/s per GPU")
+    a.set_title(f"Serving: {plan.load.words()}", fontsize=10)
+    a.grid(True, which="both", alpha=0.3)
+    a.legend(fontsize=8)

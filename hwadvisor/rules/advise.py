@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from hwadvisor import units
 from hwadvisor.models import Device, Estimate, HostInfo, Plan, Recommendation, Rejected, Workload
 from hwadvisor.models.recommend import Goal
+from hwadvisor.models.serving import ServingPlan
 from hwadvisor.rules.alternatives import (
     alternatives,
     keeps_floor,
@@ -176,9 +177,12 @@ def recommend(
     estimator: Estimator | None = None,
     rules: list[Rule] | None = None,
     min_tokens_per_s: float | None = None,
+    serving: ServingPlan | None = None,
 ) -> Outcome:
     """Search the goal's playbook for the plan on this workload and device; say the rest.
 
+    serving: the search under a load (serving/plan.py): its config is the one emitted and its
+    sentence the summary.
     min_tokens_per_s: the speed a plan's answer must keep (None: speed_floor's default): a
     smaller model must reach it to be the answer (smaller ones that fit are listed either
     way), and a memory plan below it is not the answer when one above it fits.
@@ -218,8 +222,10 @@ def recommend(
     if latency is not None:
         plan.alternatives.insert(0, latency)
     plan.alternatives_order = order_words(goal, plan, workload.model, latency is not None)
-    plan.engine_config = engine_config(final, plan)
+    plan.engine_config = engine_config(final, plan, serving.config if serving else None)
     plan.summary = _summary(goal, plan, final, floor if below_floor else None)
+    if serving is not None:  # under a load, the bottom line is the load's answer
+        plan.summary = serving.verdict
     recs = _recommendations(goal, result)
     return Outcome(estimate=result.base.estimate, plan=plan, recommendations=recs,
                    rejected=_rejected(goal, result, recs), notes=[])

@@ -7,11 +7,13 @@ slot's context, the sequences a paged engine holds) and hands them to the engine
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from hwadvisor.engines.values import PlanValues
 from hwadvisor.models import Device, ModelOptions, Plan, Workload
 from hwadvisor.models.plan import EngineConfig, EngineLine
+from hwadvisor.models.serving import ServingConfig
 from hwadvisor.rules.context import RuleContext
 from hwadvisor.rules.sizing import longest_request
 
@@ -184,8 +186,15 @@ def _gpu_layers(workload: Workload, options: ModelOptions) -> int:
     return max(0, int(layers * (1.0 - options.offload_fraction)))
 
 
-def engine_config(ctx: RuleContext, plan: Plan) -> EngineConfig | None:
-    """Return the plan in the engine's own words (its data file), each line traced to its step."""
+def engine_config(ctx: RuleContext, plan: Plan,
+                  serving: ServingConfig | None = None) -> EngineConfig | None:
+    """Return the plan in the engine's own words (its data file), each line traced to its step.
+
+    serving: the config the search under a load chose (serving/search.py); its knobs replace
+    the plan's: formats, drafter, tensor parallelism, replicas, sequences and step budget.
+    """
+    if serving is not None:
+        return _serving_config(ctx, plan, serving)
     from hwadvisor.engines import (
         STEP_IDS,
         engine_for,
@@ -237,3 +246,53 @@ def _said(engine_id: str, version: str, rendered: Any,
         lines=[EngineLine(setting=line.setting, step=line.step) for line in rendered.lines],
         not_expressed=[f"{n.step}: {n.reason}" for n in rendered.not_expressed],
         notes=list(rendered.notes), tool=rendered.tool, also=also or [])
+
+
+def _serving_config(ctx: RuleContext, plan: Plan, chosen: ServingConfig) -> EngineConfig | None:
+    """Return the config the serving search chose, as one replica's (or one node's) command.
+
+    Replicas that fit in one node are the engine's data parallelism (vLLM
+    --data-parallel-size); beyond a node each replica is its own server behind a balancer,
+    which the note says, never one command for GPUs of several nodes.
+    """
+    from hwadvisor.engines import engine_for, render_config
+    from hwadvisor.perfmodel.drafters import DRAFTERS
+
+    engine = engine_for(ctx.workload)
+    # the formats the plan started from: the plan's own format steps changed ctx.workload's
+    taken = {s.id for s in plan.steps}
+    own_weights = None if any(i.endswith("-weights") for i in taken) \
+        else ctx.workload.weights_dtype
+    own_kv = None if "kv-cache-quantization" in taken else ctx.workload.kv_dtype
+    steps = [f"{chosen.weights_dtype}-weights"] if chosen.weights_dtype != own_weights \
+        and chosen.weights_dtype in ("fp8", "int8", "int4") else []
+    if chosen.kv_dtype != own_kv and chosen.kv_dtype == "fp8":
+        steps.append("kv-cache-quantization")
+    options = ctx.options.model_copy(update={"speculative_drafter": chosen.speculative})
+    forms: dict[str, str] = {}
+    if chosen.speculative is not None:
+        steps.append("speculative-decoding")
+        forms["speculative-decoding"] = chosen.speculative
+    per_node = ctx.workload.gpus_per_node or ctx.device.max_gpus_per_node or chosen.gpus
+    one_node = chosen.gpus <= per_node
+    drafted = DRAFTERS[chosen.speculative].draft_tokens if chosen.speculative else 3
+    spec_ctx = dataclasses.replace(ctx, options=options)
+    values = plan_values(ctx, plan).model_copy(update={
+        "max_batch": chosen.max_sequences, "step_tokens": chosen.step_tokens,
+        "tp": chosen.tensor_parallel, "pp": 1, "dp": chosen.replicas if one_node else 1,
+        "weights_dtype": chosen.weights_dtype, "kv_dtype": chosen.kv_dtype,
+        "gpus": chosen.gpus if one_node else chosen.gpus_per_replica,
+        "draft": _draft(spec_ctx), "spec_tokens": drafted, "spec_draft_tokens": drafted + 1})
+    rendered = render_config(engine, steps, values, str(ctx.device.device_class), forms,
+                             "inference")
+    notes = [f"under the load: the config the serving search chose ({chosen.max_sequences} "
+             f"sequences, {chosen.step_tokens} tokens a step, TP {chosen.tensor_parallel}, "
+             f"{chosen.replicas} replica{'s' if chosen.replicas != 1 else ''}), not the "
+             "single-request plan's steps"]
+    if not one_node:
+        notes.append(f"run {chosen.replicas} copies of this command, each on its own "
+                     f"{chosen.gpus_per_replica} GPU{'s' if chosen.gpus_per_replica > 1 else ''}"
+                     f", at most {per_node // chosen.gpus_per_replica} a node, behind a load "
+                     "balancer")
+    rendered = rendered.model_copy(update={"notes": [*rendered.notes, *notes]})
+    return _said(engine.id, engine.version, rendered)

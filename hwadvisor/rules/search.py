@@ -43,6 +43,7 @@ from hwadvisor.rules.judge import (
 from hwadvisor.rules.playbooks.goals import goal_spec
 from hwadvisor.rules.playbooks.metrics import gain, prediction, read_metric
 from hwadvisor.rules.playbooks.schema import Rule
+from hwadvisor.workload.quality import BUDGET_RANK, PRECISION_RANK
 
 if TYPE_CHECKING:
     from hwadvisor.engines import Engine
@@ -145,14 +146,9 @@ def _judge_all(rules: list[Rule], ctx: RuleContext, skip: set[str],
     return candidates, rejected
 
 
-# How much a weight or KV dtype gives up, against the --quality budget's rank (0 lossless,
-# 1 fp8, 2 int8 and 5-8-bit GGUF, 3 4-bit formats). bf16/fp16/fp32 are the checkpoint's own.
-_PRECISION_RANK: dict[str, int] = {
-    "fp32": 0, "tf32": 0, "bf16": 0, "fp16": 0, "fp8": 1,
-    "int8": 2, "q8_0": 2, "mlx-8bit": 2, "q6_k": 2, "q5_k_m": 2,
-    "int4": 3, "fp4": 3, "nf4": 3, "q4_0": 3, "q4_k_m": 3, "iq4_xs": 3, "mlx-4bit": 3,
-}
-_BUDGET_RANK: dict[str, int] = {"lossless": 0, "fp8": 1, "int8": 2, "int4": 3}
+# How much a weight or KV dtype gives up, against the --quality budget (workload/quality.py).
+_PRECISION_RANK = PRECISION_RANK
+_BUDGET_RANK = BUDGET_RANK
 
 
 def beyond_budget(c: Candidate, ctx: RuleContext) -> str | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from hwadvisor.engines import engine_for
 from hwadvisor.models import Device, ModelOptions, Workload
+from hwadvisor.perfmodel import constants as C
 from hwadvisor.perfmodel import estimate_memory
 from hwadvisor.perfmodel.memory import kv_cache_bytes
 from hwadvisor.perfmodel.steps import StepModel
@@ -97,17 +98,41 @@ def kv_pool_tokens(steps: StepModel, workload: Workload, device: Device,
     return max(int(free / per_token), 0)
 
 
+def speculation(options: ModelOptions) -> tuple[float, float, float]:
+    """(tokens a decode step yields, rows it verifies, the draft's cost) a sequence, per step.
+
+    As the estimate counts them (perfmodel/context.verify_tokens, core._draft_cost): the
+    target verifies the k drafted tokens and one of its own, whatever is accepted; the drafter's
+    forwards cost its share of a target step (perfmodel/drafters.py).
+    """
+    from hwadvisor.perfmodel.drafters import drafter
+
+    accepted = options.speculative_tokens_per_step
+    if accepted <= 1.0:
+        return 1.0, 1.0, 0.0
+    drafted = options.speculative_draft_tokens
+    verify = max(float(drafted + 1), accepted) if drafted is not None else accepted
+    cost = drafter(options.speculative_drafter).draft_cost \
+        if options.speculative_drafter is not None else C.SPECULATIVE_DRAFT_COST_FRACTION
+    return accepted, verify, cost
+
+
 def scheduler_for(steps: StepModel, workload: Workload, device: Device, options: ModelOptions,
                   knobs: Knobs, prefix_share: float, tokens_per_step: float = 1.0) -> Scheduler:
     """Return the scheduler one replica of the workload runs, with the plan's knobs applied."""
     step = knobs.step_tokens or default_step_tokens(workload, device)
     pool = knobs.kv_pool_tokens or kv_pool_tokens(steps, workload, device, options, step)
     window = steps.setup.spec.max_position_embeddings
+    accepted, verify, cost = speculation(options)
+    if tokens_per_step != accepted:  # a caller's own figure: verified as accepted, no draft
+        accepted, verify, cost = tokens_per_step, tokens_per_step, 0.0
     return Scheduler(
         policy=policy_of(workload),
         max_seqs=knobs.max_seqs or default_max_seqs(workload, device, pool, window),
         step_tokens=step,
         kv_pool_tokens=pool,
         prefix_share=prefix_share,
-        tokens_per_step=tokens_per_step,
+        tokens_per_step=accepted,
+        verify_tokens=verify,
+        draft_cost=cost,
     )

@@ -51,6 +51,10 @@ class Scheduler:
     kv_pool_tokens: int
     prefix_share: float = 0.0
     tokens_per_step: float = 1.0  # tokens a decode step yields per sequence (speculation)
+    # With speculation the target verifies every drafted token plus its own (k + 1 rows a
+    # sequence, however many are accepted) and the drafter runs first: draft_cost of a step.
+    verify_tokens: float = 1.0
+    draft_cost: float = 0.0
 
 
 @dataclass(slots=True)
@@ -221,9 +225,11 @@ def _step(run: _Run, decoding: list[_Seq], plan: list[tuple[_Seq, int]]) -> None
     tokens = sum(take for _, take in plan)
     start = sum(seq.prefill_done + take / 2.0 for seq, take in plan) / len(plan) if plan else 0.0
     rows = len(decoding)
-    verify = run.s.tokens_per_step
+    verify = max(run.s.verify_tokens, run.s.tokens_per_step)
     dt = run.steps.step_s(int(math.ceil(rows * verify)) if verify > 1 else rows,
                           _mean_context(decoding), tokens, len(plan), max(0.0, start - 0.0))
+    if rows and run.s.tokens_per_step > 1:
+        dt *= 1.0 + run.s.draft_cost  # the drafter's own forwards, before the verification
     run.t += dt
     _emit_tokens(run, decoding, dt)
     _prefill_tokens_done(run, plan)

@@ -94,3 +94,13 @@ def test_out_of_kv_cache_the_newest_sequence_is_preempted_and_recomputed() -> No
                    _sched(kv_pool_tokens=320), Fixed())
     assert out.preemptions >= 1
     assert all(f > 0 for f in out.finish)
+
+
+def test_speculation_verifies_every_drafted_token_and_pays_for_the_draft() -> None:
+    # 2 accepted of 3 drafted: each decode step verifies 4 rows a sequence and the drafter
+    # costs half a step; the first token comes from the prefill step, which drafts nothing.
+    steps = Fixed()
+    out = simulate(Requests((100,), (10,), (0.0,)),
+                   _sched(tokens_per_step=2.0, verify_tokens=4.0, draft_cost=0.5), steps)
+    assert [rows for rows, _ in steps.calls[1:]] == [4] * 5
+    assert out.finish[0] == pytest.approx(STEP + 5 * 1.5 * STEP)

@@ -21,6 +21,7 @@ from hwadvisor.cli.console import (
     publish,
     write_html,
 )
+from hwadvisor.cli.load import NO_LOAD, LoadRequest, load_options
 from hwadvisor.cli.options import (
     DeviceOpt,
     calibration_options,
@@ -96,6 +97,10 @@ def render(report: Report, explain: bool = True) -> None:
         return
     begin_view()
     print_wrapped([bottom_line(report)], bold_first=True)
+    if report.serving is not None:
+        from hwadvisor.report.servingtext import serving_lines
+
+        print_wrapped(serving_lines(report.serving))
     params = f"{(est.params_total or 0) / 1e9:.2f}B params"
     if est.params_active and est.params_total and est.params_active < est.params_total:
         params += f" ({est.params_active / 1e9:.2f}B active)"
@@ -112,18 +117,25 @@ def render(report: Report, explain: bool = True) -> None:
 @workload_options
 @model_options
 @calibration_options
+@load_options
 @output_options("as_json", "output", "html", "explain")
 def estimate_command(
     request: WorkloadRequest,
     options: ModelOptions,
     calibration: Path | None,
     device: DeviceOpt = None,
+    load: LoadRequest = NO_LOAD,
     out: Output = NO_OUTPUT,
 ) -> None:
-    """Model a workload: memory by part, FLOPs, roofline times and the bottleneck (no GPU)."""
+    """Model a workload: memory by part, FLOPs, roofline times and the bottleneck (no GPU).
+
+    With --rate or --concurrency: its latency percentiles under that load, against --ttft,
+    --tpot and --e2e.
+    """
     from hwadvisor import pipeline
 
-    report = pipeline.estimate_report(request, device, options, calibration=calibration)
+    report = pipeline.estimate_report(request, device, options, calibration=calibration,
+                                      load=load if load.given() else None)
     print_report_notes(report)
     write_html(report, out.html)
     publish(report, lambda r: render(r, out.explain is not False), out)

@@ -28,6 +28,7 @@ from hwadvisor.cli.console import (
     progress_bar,
     publish,
 )
+from hwadvisor.cli.load import NO_LOAD, LoadRequest, load_options
 from hwadvisor.cli.options import (
     NO_GATES,
     DeviceOpt,
@@ -178,6 +179,10 @@ def render(report: Report, explain: bool = True) -> None:
 
     begin_view()
     print_wrapped([bottom_line(report)], bold_first=True)
+    if report.serving is not None:
+        from hwadvisor.report.servingtext import serving_lines
+
+        print_wrapped(serving_lines(report.serving))
     if report.plan is not None:
         print_wrapped(plan_lines(report))
         for config in [config_lines(report.plan), *other_config_blocks(report.plan)]:
@@ -231,6 +236,7 @@ def register(app: typer.Typer) -> None:
     @app.command("recommend")
     @workload_options
     @calibration_options
+    @load_options
     @output_options()
     @gate_options
     def recommend_cmd(
@@ -245,10 +251,13 @@ def register(app: typer.Typer) -> None:
         out: Output = NO_OUTPUT,
         gates: Gates = NO_GATES,
         min_tokens_per_s: MinTokensPerSOpt = None,
+        load: LoadRequest = NO_LOAD,
     ) -> None:
         """Recommend optimizations for a goal, ranked by predicted gain, and say why not the rest.
 
-        Without options: inference-latency advice for this machine and a default model.
+        Without options: inference-latency advice for this machine and a default model. With
+        --rate or --concurrency and --ttft/--tpot: the config that meets the targets at the most
+        tokens/s per GPU, and the fewest GPUs when --gpus is left out.
         """
         from hwadvisor import pipeline
         from hwadvisor.report.io import check_target
@@ -261,7 +270,8 @@ def register(app: typer.Typer) -> None:
         goal, goal_note = goal_for(goal, request.phase)
         report = pipeline.recommend_report(parse_goal(goal), device, request,
                                            calibration=calibration,
-                                           min_tokens_per_s=min_tokens_per_s)
+                                           min_tokens_per_s=min_tokens_per_s,
+                                           load=load if load.given() else None)
         if goal_note:
             report.notes.insert(0, goal_note)
         print_report_notes(report)
