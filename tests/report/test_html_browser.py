@@ -34,7 +34,8 @@ def _browser() -> str:
             return found
     if os.environ.get("HWADVISOR_REQUIRE_BROWSER"):
         pytest.fail("HWADVISOR_REQUIRE_BROWSER is set but no Chromium is installed")
-    pytest.skip("no Chromium here (apt-get install chromium)")
+    pytest.skip("no Chromium here: scripts/test installs it with apt-get only when run as root "
+                "on a system with apt (or install chromium yourself)")
 
 
 def run_browser(page: Path, *extra: str) -> tuple[str, list[str]]:
