@@ -131,13 +131,14 @@ def cpu_torch_note(target: Device | None) -> str | None:
 
 
 def run_here(report: Report, target: Device | None, ids: list[str] | None, quick: bool,
-             nvls: bool, progress: Progress | None) -> Found:
-    """Run the trials (all without ids) on target; return what they found."""
+             nvls: bool, progress: Progress | None, repeat: int = 1) -> Found:
+    """Run the trials (all without ids) on target, `repeat` times; return what they found."""
     ctx = runner.context_for(report, quick, nvls=nvls)
     ctx.device = target
     found = Found()
     found.note(cpu_torch_note(target))
-    found.trials, found.interrupted = runner.run_trials(ids or all_trial_ids(), ctx, progress)
+    found.trials, found.interrupted = runner.run_repeated(ids or all_trial_ids(), ctx, repeat,
+                                                          progress)
     attribute_trials(found.trials, target)
     found.note(runner.busy_note(found.trials))
     return found

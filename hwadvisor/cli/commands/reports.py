@@ -90,17 +90,8 @@ def _status(f: Any) -> str:
 
 
 def compare_line(comparison: Comparison) -> str:
-    """Say in one sentence what got worse beyond the noise, or that nothing did."""
-    count = len(comparison.figures)
-    worse = [f for f in comparison.figures if f.regressed]
-    if not count:
-        return "No measured figure is in both reports: nothing to compare."
-    if not worse and not comparison.regressions:
-        return (f"No measured figure got worse beyond the limit and the runs' noise "
-                f"({count} compared).")
-    names = ", ".join(short_key(f.key)[1] for f in worse[:3]) or "a recommendation's verdict"
-    return (f"{len(worse)} of {count} measured figures got worse beyond the limit and the "
-            f"noise: {names}{' ...' if len(worse) > 3 else ''}.")
+    """Say in one sentence what got worse or was lost (named), or that nothing did."""
+    return comparison.headline
 
 
 def _comparison_tables(comparison: Comparison) -> list[Table]:
@@ -286,8 +277,13 @@ def html_report(
     to a CI run as is.
     """
     from hwadvisor.cli.console import write_html
-    from hwadvisor.report.io import load_report
+    from hwadvisor.report.io import is_comparison, load_report
 
+    if baseline is None and is_comparison(report):
+        loaded, comparison = _saved_comparison(report)
+        write_html(loaded, output, comparison=comparison)
+        note(f"wrote {output}")
+        return
     loaded = load_report(report)
     base = load_report(baseline) if baseline is not None else None
     comparison = None
@@ -298,6 +294,30 @@ def html_report(
         comparison.baseline_path, comparison.current_path = str(baseline), str(report)
     write_html(loaded, output, comparison=comparison)
     note(f"wrote {output}")
+
+
+def _saved_comparison(path: Path) -> tuple[Any, Comparison]:
+    """Read `compare -o`'s file and the current report it names; UserError when unreadable."""
+    from pydantic import ValidationError
+
+    from hwadvisor.report.compare import Comparison
+    from hwadvisor.report.io import load_report, read_json
+
+    try:
+        comparison = Comparison.model_validate(read_json(path))
+    except ValidationError as exc:
+        where = ".".join(str(p) for p in exc.errors()[0]["loc"])
+        raise UserError(f"{path} looks like a comparison but does not match one at "
+                        f"'{one_line(where, 80)}'",
+                        hint="write it again with hwadvisor compare BASELINE CURRENT -o FILE"
+                        ) from None
+    current = comparison.current_path
+    if not current or not Path(current).is_file():
+        raise UserError(f"{path} is a comparison; its current report "
+                        f"{one_line(str(current), 200)!r} is not there to draw the page from",
+                        hint="pass the reports: hwadvisor report CURRENT.json --baseline "
+                        "BASELINE.json -o page.html")
+    return load_report(current), comparison
 
 
 def register(app: typer.Typer) -> None:

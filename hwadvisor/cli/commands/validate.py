@@ -37,6 +37,10 @@ FromReportOpt = Annotated[
                  "workload sizes the trials; the workload options are then ignored).",
                  dir_okay=False, show_default=False),
 ]
+RepeatOpt = Annotated[int, typer.Option(
+    "--repeat", min=1, max=20, help="Run the trials N times (in rounds) and keep every run's "
+    "figures, so compare gates on the variation between runs, not within one; the run nearest "
+    "the medians is the one shown. 3 or more makes the gate robust to one outlier run.")]
 AllowUnsupportedOpt = Annotated[bool, typer.Option(
     "--allow-unsupported", help="Exit 0 even when no trial could run here (all unsupported: "
     "no torch, no GPU); without it that is exit 4, so a CI job missing the extra fails.")]
@@ -159,6 +163,7 @@ def register(app: typer.Typer) -> None:
         list_trials: ListOpt = False,
         from_report: FromReportOpt = None,
         nvls: NvlsOpt = False,
+        repeat: RepeatOpt = 1,
         allow_unsupported: AllowUnsupportedOpt = False,
         out: Output = NO_OUTPUT,
         gates: Gates = NO_GATES,
@@ -191,6 +196,10 @@ def register(app: typer.Typer) -> None:
         if require_gpu:
             _require_gpu()
         launch = cluster.launch_for(launcher, out.output)
+        if repeat > 1 and (from_report is not None or launch is not None):
+            raise UserError("--repeat runs validate's own trials on this machine; it does not "
+                            "apply to --report or a torchrun/srun job",
+                            hint="drop --repeat, or run plain 'hwadvisor validate --repeat N'")
         if launch is not None and from_report is not None:
             raise UserError("--report does not run under torchrun or srun: it validates one "
                             "saved recommend report on one machine",
@@ -208,7 +217,7 @@ def register(app: typer.Typer) -> None:
                 report = pipeline.validate_saved_report(from_report, quick, progress, nvls=nvls)
             else:
                 report = pipeline.validate_trials_report(trial, quick, request, progress,
-                                                         nvls=nvls, gpus=gpus)
+                                                         nvls=nvls, gpus=gpus, repeat=repeat)
         ui.mark_interruption(report)
         ui.print_report_notes(report)
         report.gates_tripped = apply_gates(report, gates.fail_on, gates.min_bandwidth_fraction)
