@@ -85,6 +85,7 @@ class HwGroup(TyperGroup):
     ) -> Any:
         """Run the group; turn every way it can end into a message and an ExitCode."""
         restore = signals.install()
+        sane_terminal_size()
         try:
             code = self._run(args, prog_name, complete_var, **extra)
         finally:
@@ -117,10 +118,37 @@ class HwGroup(TyperGroup):
                 return _stdout_failed(exc)
             return _click_error(exc)
         except Exception as exc:
+            if signals.received() is not None:
+                # A signal landed inside a library's lazy build (pydantic building a validator
+                # wraps or replaces the KeyboardInterrupt): the signal, not a bug, ended it.
+                code = signals.exit_code()
+                _say("interrupted" if code == ExitCode.INTERRUPTED else "terminated (SIGTERM)")
+                return code
             return _click_error(exc)
         if isinstance(rv, int) and rv == ExitCode.INTERRUPTED and signals.received():
             return signals.exit_code()
         return rv if isinstance(rv, int) else 0
+
+
+# The terminal sizes rich, textwrap and typer lay out in: COLUMNS=0 made textwrap raise and a
+# width of 10**18 made rich build lines as long; either way the run ended in exit 70.
+TERMINAL_LIMITS = {"COLUMNS": (20, 1000), "LINES": (5, 10_000)}
+
+
+def sane_terminal_size() -> None:
+    """Drop a COLUMNS or LINES that is no positive number; bring the rest within limits."""
+    for name, (low, high) in TERMINAL_LIMITS.items():
+        raw = os.environ.get(name)
+        if raw is None:
+            continue
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = 0
+        if value <= 0:
+            del os.environ[name]  # as if unset: the terminal's own size, else 80 x 24
+        else:
+            os.environ[name] = str(min(max(value, low), high))
 
 
 def _click_error(exc: Exception) -> int:
