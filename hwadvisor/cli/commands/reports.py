@@ -280,8 +280,8 @@ def html_report(
     from hwadvisor.report.io import is_comparison, load_report
 
     if baseline is None and is_comparison(report):
-        loaded, comparison = _saved_comparison(report)
-        write_html(loaded, output, comparison=comparison)
+        saved_report, saved = _saved_comparison(report)
+        write_html(saved_report, output, comparison=saved)
         note(f"wrote {output}")
         return
     loaded = load_report(report)
