@@ -29,12 +29,14 @@ def read_any_model() -> None:
     """Fill the workload's generic-reader slot with the meta-device reader (trials/).
 
     A model_type the hand-written parsers lack is read from the module tree transformers
-    builds on the meta device (torch and transformers load only then, never at start-up).
+    builds on the meta device (torch and transformers load only then, never at start-up),
+    once per config: validator/model_cache.py keeps the counted shapes.
     """
     from hwadvisor.trials.meta_model import describe_config
+    from hwadvisor.validator.model_cache import cached
     from hwadvisor.workload import generic
 
-    generic.use(describe_config)
+    generic.use(cached(describe_config))
 
 
 def torch_missing() -> str | None:
