@@ -192,6 +192,8 @@ def saved_recommendations(path: Path) -> Report:
     from hwadvisor.report.io import load_report
 
     report = load_report(path)
+    # The saved run's interruption is its own; this run is interrupted only if it is stopped.
+    report.interrupted = False
     if not report.recommendations:
         raise UserError(f"{path} has no recommendations to validate",
                         hint="pass a report written by 'hwadvisor recommend --output FILE'")

@@ -18,6 +18,7 @@ from hwadvisor.cli.console import (
     MarkdownOverwriteOpt,
     console,
     err_console,
+    is_stdout,
     note,
     print_wrapped,
     write_html,
@@ -193,15 +194,9 @@ def compare(
     for line in comparison.notes:
         note(line)
     comparison_json = comparison.model_dump_json(indent=2) + "\n"
-    if output is not None:  # the whole file first; the append last (see emit_report)
-        write_output(output, comparison_json)
-    if markdown is not None:
-        from hwadvisor.report.markdown import render_comparison_markdown
-
-        write_markdown(markdown, render_comparison_markdown(comparison), markdown_overwrite)
-    if html is not None:
-        write_html(cur, html, comparison=comparison)
-    if as_json:
+    _write_comparison(comparison, comparison_json, cur, output, markdown, markdown_overwrite,
+                      html)
+    if as_json and not (output is not None and is_stdout(output)):
         sys.stdout.write(comparison_json)
     else:
         print_wrapped([compare_line(comparison)], bold_first=True)
@@ -218,6 +213,33 @@ def compare(
             err_console.print(f"[bold red]regression:[/] {escape(one_line(line, 2000))}",
                               highlight=False, soft_wrap=True)
         raise typer.Exit(int(ExitCode.GATE_TRIPPED))
+
+
+def _write_comparison(comparison: Comparison, comparison_json: str, cur: Any,
+                      output: Path | None, markdown: Path | None, markdown_overwrite: bool,
+                      html: Path | None) -> None:
+    """Write -o, --html, then the --markdown append; a failure removes the files this created."""
+    created: list[Path] = []
+
+    def new(path: Path) -> None:
+        if not (path.exists() or path.is_symlink()):
+            created.append(path)
+
+    try:
+        if output is not None:  # the whole files first; the append last (see emit_report)
+            new(output)
+            write_output(output, comparison_json)
+        if html is not None:
+            new(html)
+            write_html(cur, html, comparison=comparison)
+        if markdown is not None:
+            from hwadvisor.report.markdown import render_comparison_markdown
+
+            write_markdown(markdown, render_comparison_markdown(comparison), markdown_overwrite)
+    except BaseException:
+        for path in created:
+            path.unlink(missing_ok=True)
+        raise
 
 
 def plot(
