@@ -10,6 +10,9 @@
    timings: that pair exits 0 by design).
 3. A lost trial: a run whose int4-weight-only trial fails (an injected error) against a
    same-code run: exit 1, the lost trial named in the headline.
+4. A memory regression: `validate --quick -t activation-checkpointing` against the same with
+   one block in four no longer checkpointed (a pinned path that keeps its activations): the
+   activation bytes are deterministic, so this gates on a CPU too; exit 1 expected.
 
 Writes every report, comparison and a summary.json under --out; prints a markdown table.
 
@@ -49,6 +52,19 @@ def _child(mode: str, argv: list[str]) -> None:
             return (time.perf_counter() - t0) / inner
 
         timing._time_host = slower  # what timer_for hands out for the CPU
+    elif mode == "partial-checkpoint":
+        import torch.utils.checkpoint as ckpt
+
+        real_checkpoint = ckpt.checkpoint
+        calls = [0]
+
+        def partial(function: Any, *args: Any, **kwargs: Any) -> Any:
+            calls[0] += 1
+            if calls[0] % 4 == 1:  # this block keeps its activations: no recompute
+                return function(*args)
+            return real_checkpoint(function, *args, **kwargs)
+
+        ckpt.checkpoint = partial
     elif mode == "lose":
         from hwadvisor.models import TrialResult
         from hwadvisor.validator import runner
@@ -124,6 +140,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--throttle-trial", action="append",
                         default=None, help="trials of the throttled pair (repeatable)")
+    parser.add_argument("--only-memory", action="store_true",
+                        help="run only the memory-regression pairs (4.)")
     parser.add_argument("--max-s", type=float, default=3600.0,
                         help="stop starting same-code pairs once this much time is spent")
     args = parser.parse_args()
@@ -138,6 +156,11 @@ def main() -> None:
         summary["elapsed_s"] = round(time.perf_counter() - started, 1)
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
+    if args.only_memory:
+        memory_pairs(out, summary)
+        save()
+        print_table(summary)
+        return
     picked = [a for t in trials for a in ("-t", t)]
     repeat = ["--repeat", str(args.repeat), *picked]
     base = validate(out, "throttle-base", *repeat)
@@ -150,6 +173,7 @@ def main() -> None:
     summary["throttled"].append(compare(out, "single run 10% slower", one_base, one_slow))
     lost = validate(out, "lost", mode="lose")
     summary["lost"].append(compare(out, "lost trial", one_base, lost))
+    memory_pairs(out, summary)
     save()
     for i in range(args.pairs):
         if time.perf_counter() - started > args.max_s:
@@ -159,6 +183,16 @@ def main() -> None:
         summary["pairs"].append(compare(out, f"pair {i}", a, b))
         save()
     print_table(summary)
+
+
+def memory_pairs(out: Path, summary: dict[str, Any]) -> None:
+    """The checkpointing trial as is, again, and with one block in four not checkpointed."""
+    ckpt = ["-t", "activation-checkpointing"]
+    full = validate(out, "ckpt-base", *ckpt)
+    same = validate(out, "ckpt-same", *ckpt)
+    partial = validate(out, "ckpt-partial", *ckpt, mode="partial-checkpoint")
+    summary["lost"].append(compare(out, "checkpointing same code", full, same))
+    summary["lost"].append(compare(out, "one block in four not checkpointed", full, partial))
 
 
 def print_table(summary: dict[str, Any]) -> None:
