@@ -95,3 +95,23 @@ def test_validate_report_does_not_replay_a_saved_interruption(tmp_path: Path) ->
     write_report(path, saved)
     assert saved_recommendations(path).interrupted is False
     assert os.path.exists(path)
+
+
+def test_a_signal_before_the_first_trial_still_writes_the_report(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while validate probes, builds the workload or loads torch (before any trial)."""
+    from hwadvisor import pipeline
+    from hwadvisor.cli import signals
+
+    def stopped(*_args: object, **_kwargs: object) -> None:
+        signals._state.first = 2  # the handler recorded SIGINT, then raised
+        raise signals.Interrupted(2)
+
+    monkeypatch.setattr(pipeline, "validate_trials_report", stopped)
+    out = tmp_path / "partial.json"
+    code, _out, err = Cli().run(["validate", "--quick", "-o", str(out)])
+    signals.reset()
+    assert code == 130, err
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True and report["trials"] == []
+    assert "before the first trial" in " ".join(report["notes"])

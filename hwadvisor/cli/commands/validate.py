@@ -146,6 +146,21 @@ def _none_ran_hint(report: Report) -> str:
     return "run on a machine the trials support, or pass --allow-unsupported"
 
 
+def _stopped_before_trials() -> Report:
+    """Return the report of a run stopped while it probed, built the workload or loaded torch.
+
+    No trial had started, so it holds none; it is still written (interrupted), as README and
+    docs/exit-codes.md promise a CI job's upload step.
+    """
+    from hwadvisor.cli import signals
+    from hwadvisor.probe.host import probe_host
+
+    with signals.deferred():  # a second signal waits until the report exists
+        return Report(kind="validate", host=probe_host(), devices=[], interrupted=True,
+                      notes=["stopped before the first trial started (while probing the "
+                             "machine, building the workload or loading torch): no trial ran"])
+
+
 def register(app: typer.Typer) -> None:
     """Register `validate`."""
 
@@ -216,8 +231,11 @@ def register(app: typer.Typer) -> None:
             elif from_report is not None:
                 report = pipeline.validate_saved_report(from_report, quick, progress, nvls=nvls)
             else:
-                report = pipeline.validate_trials_report(trial, quick, request, progress,
-                                                         nvls=nvls, gpus=gpus, repeat=repeat)
+                try:
+                    report = pipeline.validate_trials_report(trial, quick, request, progress,
+                                                             nvls=nvls, gpus=gpus, repeat=repeat)
+                except KeyboardInterrupt:
+                    report = _stopped_before_trials()
         ui.mark_interruption(report)
         ui.print_report_notes(report)
         report.gates_tripped = apply_gates(report, gates.fail_on, gates.min_bandwidth_fraction)
