@@ -184,11 +184,12 @@ def with_found(report: Report, found: Found) -> Report:
 
 def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: WorkloadRequest,
                            progress: Progress | None = None, nvls: bool = False,
-                           gpus: list[int] | None = None) -> Report:
-    """Probe, build the workload, run the trials; return the validate report (maybe partial).
+                           gpus: list[int] | None = None, repeat: int = 1) -> Report:
+    """Probe, build the workload, run the trials `repeat` times; return the validate report.
 
-    The trials run on the first GPU of `gpus` (validate -i) that torch can see, else on the
-    first GPU torch sees (cuda:0); the report lists the probed GPUs (or those of -i).
+    The report may be partial (interrupted). The trials run on the first GPU of `gpus`
+    (validate -i) that torch can see, else on the first GPU torch sees (cuda:0); the report
+    lists the probed GPUs (or those of -i).
     """
     from hwadvisor.probe import collect
     from hwadvisor.probe.select import select_devices, visibility_note
@@ -198,7 +199,7 @@ def validate_trials_report(trial_ids: list[str] | None, quick: bool, request: Wo
     target = trial_target(hardware, chosen=bool(gpus))
     report = report_for(hardware, target, request)
     report.notes += [n for n in (visibility_note(hardware),) if n]
-    return with_found(report, run_here(report, target, trial_ids, quick, nvls, progress))
+    return with_found(report, run_here(report, target, trial_ids, quick, nvls, progress, repeat))
 
 
 def validate_saved_report(path: Path, quick: bool, progress: Progress | None = None,

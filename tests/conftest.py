@@ -10,9 +10,14 @@ collection ("import file mismatch"), so a duplicate cannot slip in unnoticed.
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 TESTS = str(Path(__file__).resolve().parent)
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
+# The generic reader keeps counted shapes in a cache folder: the tests' go to a temporary one,
+# never the user's ~/.cache (validator/model_cache.py).
+os.environ.setdefault("HWADVISOR_CACHE_DIR", tempfile.mkdtemp(prefix="hwadvisor-test-cache-"))

@@ -85,6 +85,7 @@ class HwGroup(TyperGroup):
     ) -> Any:
         """Run the group; turn every way it can end into a message and an ExitCode."""
         restore = signals.install()
+        sane_terminal_size()
         try:
             code = self._run(args, prog_name, complete_var, **extra)
         finally:
@@ -94,6 +95,7 @@ class HwGroup(TyperGroup):
     def _run(self, args: Sequence[str] | None, prog_name: str | None,
              complete_var: str | None, **extra: Any) -> int:
         stdout_before = _stdout_identity()
+        args = hoist_root_flags(list(sys.argv[1:] if args is None else args))
         try:
             rv = super().main(args=args, prog_name=prog_name or "hwadvisor",
                               complete_var=complete_var, standalone_mode=False, **extra)
@@ -117,10 +119,37 @@ class HwGroup(TyperGroup):
                 return _stdout_failed(exc)
             return _click_error(exc)
         except Exception as exc:
+            if signals.received() is not None:
+                # A signal landed inside a library's lazy build (pydantic building a validator
+                # wraps or replaces the KeyboardInterrupt): the signal, not a bug, ended it.
+                code = signals.exit_code()
+                _say("interrupted" if code == ExitCode.INTERRUPTED else "terminated (SIGTERM)")
+                return code
             return _click_error(exc)
         if isinstance(rv, int) and rv == ExitCode.INTERRUPTED and signals.received():
             return signals.exit_code()
         return rv if isinstance(rv, int) else 0
+
+
+# The terminal sizes rich, textwrap and typer lay out in: COLUMNS=0 made textwrap raise and a
+# width of 10**18 made rich build lines as long; either way the run ended in exit 70.
+TERMINAL_LIMITS = {"COLUMNS": (20, 1000), "LINES": (5, 10_000)}
+
+
+def sane_terminal_size() -> None:
+    """Drop a COLUMNS or LINES that is no positive number; bring the rest within limits."""
+    for name, (low, high) in TERMINAL_LIMITS.items():
+        raw = os.environ.get(name)
+        if raw is None:
+            continue
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = 0
+        if value <= 0:
+            del os.environ[name]  # as if unset: the terminal's own size, else 80 x 24
+        else:
+            os.environ[name] = str(min(max(value, low), high))
 
 
 def _click_error(exc: Exception) -> int:
@@ -143,7 +172,7 @@ def _click_error(exc: Exception) -> int:
 
 def internal_error(exc: BaseException) -> int:
     """Report an unexpected exception: one line and a hint, the traceback only when debugging."""
-    if os.environ.get("HWADVISOR_DEBUG"):
+    if debugging():
         import traceback
 
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
@@ -220,6 +249,25 @@ def _print_error(message: str, hint: str | None) -> None:
     print_error(message, hint)
 
 
+def debugging() -> bool:
+    """Tell whether HWADVISOR_DEBUG asks for tracebacks (0, false, no, off and empty do not)."""
+    return os.environ.get("HWADVISOR_DEBUG", "").strip().lower() not in ("", "0", "false", "no",
+                                                                          "off")
+
+
+# The root options a user may also write after the command (`hwadvisor probe -q`): moved to
+# the front before click parses, up to a `--` that ends the options.
+ROOT_FLAGS = ("-q", "--quiet", "-v", "--verbose", "-V", "--version")
+
+
+def hoist_root_flags(args: list[str]) -> list[str]:
+    """Return args with the root flags that follow the command moved before it."""
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if a in ROOT_FLAGS]
+    rest = [a for a in args[:end] if a not in ROOT_FLAGS]
+    return flags + rest + args[end:]
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"hwadvisor {__version__}")
@@ -228,7 +276,8 @@ def _version(value: bool) -> None:
 
 def _root(
     version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        False, "--version", "-V", callback=_version, is_eager=True,
+        help="Print the version and exit."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No 'note:' lines on stderr."),
     verbose: bool = typer.Option(
@@ -255,7 +304,7 @@ def build_app(only: str | None = None) -> typer.Typer:
         no_args_is_help=True,
         add_completion=True,
         context_settings=CONTEXT_SETTINGS,
-        pretty_exceptions_enable=bool(os.environ.get("HWADVISOR_DEBUG")),
+        pretty_exceptions_enable=debugging(),
     )
     new_app.callback()(_root)
     register_all(new_app, only)

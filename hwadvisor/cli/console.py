@@ -18,6 +18,7 @@ devices and fifos) with SIGINT/SIGTERM held back until the write is done (cli/si
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -158,9 +159,18 @@ def emit_report(
         for path in created:
             path.unlink(missing_ok=True)
         raise
-    if as_json:
+    if as_json and not (output is not None and is_stdout(output)):
         sys.stdout.write(report_json(report))
         sys.stdout.flush()
+
+
+def is_stdout(path: Path) -> bool:
+    """Tell whether path is this process's stdout (-o /dev/stdout): then --json writes once."""
+    try:
+        target, ours = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no such file, or stdout is no real file
+        return False
+    return (target.st_dev, target.st_ino) == (ours.st_dev, ours.st_ino)
 
 
 def _write_new(path: Path, text: str, created: list[Path],

@@ -167,6 +167,11 @@ class TrialResult(Strict):
     environment: TrialEnvironment = Field(default_factory=TrialEnvironment)
     wall_s: NonNegative | None = None
     busy_gpu: bool = Field(False, description="Other processes used the GPU during the trial")
+    repeats: list[dict[str, Finite]] = Field(
+        default_factory=list, description="validate --repeat N: each run's figures of this "
+        "trial by name ('effect.NAME', 'LABEL.median', 'LABEL.value'; see figure_values), "
+        "the result itself being the run nearest their medians; empty for a single run. "
+        "compare gates on the runs' medians and their spread between runs")
 
     @model_validator(mode="before")
     @classmethod
@@ -190,3 +195,22 @@ class TrialResult(Strict):
     def effect_of(self, name: str) -> Effect | None:
         """Return the effect with this name, or None."""
         return next((e for e in self.effects if e.name == name), None)
+
+
+def figure_values(trial: TrialResult) -> dict[str, float]:
+    """Return a trial's figures by name: 'effect.NAME', 'LABEL.median' and 'LABEL.value'.
+
+    A label seen again in the same trial reads 'LABEL#2'. The names compare uses for the
+    trial's figures (trials.ID.NAME) and validate --repeat records for each run
+    (TrialResult.repeats).
+    """
+    figures = {f"effect.{e.name}": e.value for e in trial.effects}
+    seen: dict[str, int] = {}
+    for m in trial.measurements:
+        seen[m.label] = seen.get(m.label, 0) + 1
+        label = m.label if seen[m.label] == 1 else f"{m.label}#{seen[m.label]}"
+        if m.median is not None:
+            figures[f"{label}.median"] = m.median
+        if m.value is not None:
+            figures[f"{label}.value"] = m.value
+    return figures

@@ -72,6 +72,22 @@ def capacity_why(memory: MemoryEstimate) -> str:
             f"memory (short by {_gb(memory.total_bytes - usable)})")
 
 
+def intensity_words(intensity: float, ridge: float, expected: str) -> str:
+    """Say the phase's intensity against the ridge with the sign that holds for the numbers.
+
+    The verdict weighs op groups one by one, so a phase can be compute-bound while its overall
+    intensity sits under the ridge (286 < 295): then the line says so instead of "286 > 295".
+    """
+    sign = ">" if intensity > ridge else "<" if intensity < ridge else "="
+    digits = 3
+    while digits < 8 and sign != "=" and f"{intensity:.{digits}g}" == f"{ridge:.{digits}g}":
+        digits += 1
+    text = f"intensity {intensity:.{digits}g} FLOP/B {sign} ridge {ridge:.{digits}g}"
+    if sign != expected:
+        text += " for the phase as a whole (its op groups, weighed one by one, decide)"
+    return text
+
+
 def _largest(phase: PhaseTimes) -> str:
     if not phase.top:
         return ""
@@ -111,11 +127,11 @@ def decide(phase: PhaseTimes, memory: MemoryEstimate, fits: bool, peak_tflops: f
     if phase.memory_bound_s >= compute_bound:
         return "memory-bandwidth", (
             f"{phase.name}: memory-bound op groups {_ms(phase.memory_bound_s)} > compute-bound "
-            f"{_ms(compute_bound)}; {traffic} = {_ms(phase.memory_s)}; intensity "
-            f"{intensity:.3g} FLOP/B < ridge {ridge:.3g}" + _largest(phase))
+            f"{_ms(compute_bound)}; {traffic} = {_ms(phase.memory_s)}; "
+            + intensity_words(intensity, ridge, "<") + _largest(phase))
     gemm = f" (large GEMMs {phase.gemm_tflops:.0f})" if phase.gemm_tflops else ""
     return "compute", (
         f"{phase.name}: compute-bound op groups {_ms(compute_bound)} > memory-bound "
         f"{_ms(phase.memory_bound_s)}; {phase.flops / 1e12:.3g} TFLOP / {peak_tflops:g} "
         f"TFLOP/s{gemm} = {_ms(phase.compute_s)}, memory {_ms(phase.memory_s)} ({traffic}); "
-        f"intensity {intensity:.3g} FLOP/B > ridge {ridge:.3g}" + _largest(phase))
+        + intensity_words(intensity, ridge, ">") + _largest(phase))

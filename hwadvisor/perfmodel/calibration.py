@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from hwadvisor.errors import UserError
-from hwadvisor.models import Device, Measured, Report, TrialResult
+from hwadvisor.models import Device, DeviceClass, Measured, Report, TrialResult
 from hwadvisor.perfmodel import constants as C
 
 if TYPE_CHECKING:
@@ -158,8 +158,25 @@ def _from_trials(trials: list[TrialResult], stream_hint: float | None) -> dict[s
     return found
 
 
+def _cpu_of(report: Report) -> Device | None:
+    """Return the host's CPU as a device when the report's trials ran on the CPU alone.
+
+    A CPU's own `validate` or `probe --measure` report lists no device (the CPU is the host),
+    and a CPU-only torch on a GPU machine measures the CPU, not the GPU the report lists.
+    """
+    ran_on = {t.environment.device for t in report.trials if t.status == "ok"}
+    if ran_on != {"cpu"}:
+        return None
+    return Device(index=0, vendor="cpu", device_class=DeviceClass.CPU,
+                  name=report.host.cpu_model or "unknown CPU", source="probe",
+                  memory_total_bytes=report.host.memory_total_bytes)
+
+
 def measured_devices(report: Report) -> list[Device]:
     """Return the report's devices that carry measurements (or ran its trials)."""
+    cpu = _cpu_of(report)
+    if cpu is not None:
+        return [cpu]
     if report.trials:
         return list(report.devices[:1])
     return [d for d in report.devices if d.measured is not None]
@@ -275,6 +292,27 @@ def implausible(cal: Calibration, device: Device) -> list[str]:
     return found
 
 
+# A measured figure under this share of the datasheet is believed (it is what the device did)
+# but said out loud: a working GPU reaches 80-95% of its bandwidth and 60-90% of its dense
+# matmul peak (docs/benchmarks.md, H200 runs), so a quarter means a busy, throttled or
+# misconfigured device, or a trial that measured something else.
+FAR_BELOW_SHARE = 0.25
+
+
+def far_below(cal: Calibration, device: Device) -> list[str]:
+    """Return a warning for each calibration figure far below the device's datasheet."""
+    warnings = []
+    for name, key, value in _figures(cal):
+        sheet = _datasheet(device, name, key)
+        if sheet and value < FAR_BELOW_SHARE * sheet:
+            label = name.replace("_", " ") + (f"[{key}]" if key else "")
+            warnings.append(
+                f"warning: calibration {label} = {value:.4g} is {value / sheet:.1%} of "
+                f"{device.name}'s datasheet {sheet:.4g}: a busy, throttled or misconfigured "
+                "device, or a trial that went wrong; the plan uses it as measured")
+    return warnings
+
+
 # ---------------------------------------------------------------------------------------
 # --calibration FILE: the one entry the pipeline calls
 #
@@ -364,13 +402,15 @@ def load_calibration(path: Path | None, device: Device, network: NetworkReader,
                         hint="pass a report from the same device model (--device picks the "
                         "planned one), or drop --calibration")
     _check_plausible(found, device, path)
+    warnings = far_below(found, device)
     figures = [name for name, value in (
         ("memory bandwidth", found.memory_bandwidth_gbps),
         ("matmul " + "/".join(sorted(found.matmul_tflops)), found.matmul_tflops),
         ("attention", found.attention_tflops), ("launch latency", found.kernel_floor_s),
         ("host transfer", found.host_transfer_gbps), ("bus bandwidth", found.busbw_gbps))
         if value]
-    return found, [f"calibration: {', '.join(figures)} measured on {found.device} ({path})"]
+    return found, [f"calibration: {', '.join(figures)} measured on {found.device} ({path})",
+                   *warnings]
 
 
 def _check_plausible(found: Calibration, device: Device, path: Path) -> None:

@@ -10,7 +10,9 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from hwadvisor.models import (
     Device,
@@ -180,6 +182,79 @@ def _normal_bus_id(bus_id: str | None) -> str | None:
         return bus_id.strip().lower()
 
 
+# An ANSI escape sequence (CSI ... final byte, or ESC and one byte), then any other control
+# character: a device name is printed to terminals, so none of them may reach it.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b.|[\x00-\x1f\x7f-\x9f]")
+# The whole probe's budget for NVML calls; past it every read answers null (with a note), so a
+# slow driver (0.3 s a call: 43 s for one probe) costs at most this much.
+PROBE_DEADLINE_ENV = "HWADVISOR_PROBE_DEADLINE_S"
+PROBE_DEADLINE_S = 10.0
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def clean_name(name: Any) -> str:
+    """Return a device name without escape sequences or control characters, trimmed."""
+    return _ESCAPES.sub("", str(name)).strip() or "unnamed NVIDIA GPU"
+
+
+def probe_deadline() -> float:
+    """Return the probe's NVML budget in seconds ($HWADVISOR_PROBE_DEADLINE_S, else 10)."""
+    try:
+        value = float(os.environ.get(PROBE_DEADLINE_ENV, PROBE_DEADLINE_S))
+    except ValueError:
+        return PROBE_DEADLINE_S
+    return value if math.isfinite(value) and value > 0 else PROBE_DEADLINE_S
+
+
+def checked(value: Any, field: str, bad: dict[str, str], positive: bool = False) -> Any:
+    """Return an NVML count, size, clock or limit when it is a finite number >= 0, else None.
+
+    positive: zero is no reading either (a bus width, a power limit). A refused value is
+    named in `bad` (field -> the value NVML gave), so the device is kept without it.
+    """
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        bad[field] = repr(value)[:40]
+        return None
+    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+        bad[field] = f"{value}"[:40]
+        return None
+    return value
+
+
+def build_dropping(model: type[Model], values: dict[str, Any], bad: dict[str, str]) -> Model:
+    """Build the model; a field the model refuses is dropped (named in `bad`) and it tries again.
+
+    The last guard of field-by-field checking: one impossible reading costs that field, never
+    the device.
+    """
+    values = dict(values)
+    for _ in range(len(values) + 1):
+        try:
+            return model(**values)
+        except ValidationError as exc:
+            dropped = False
+            for error in exc.errors():
+                name = str(error["loc"][0]) if error["loc"] else ""
+                if name in values and values[name] is not None:
+                    bad[name] = f"{values[name]}"[:40]
+                    values[name] = None
+                    dropped = True
+            if not dropped:
+                raise
+    return model(**values)
+
+
+def impossible_note(bad: dict[str, str]) -> str:
+    """Say which readings NVML gave that cannot be, dropped while the device is kept."""
+    return ("NVML gave readings that cannot be, left out (null): "
+            + ", ".join(f"{field} = {value}" for field, value in bad.items()))
+
+
 def _mw_to_w(value: Any) -> float | None:
     return None if value is None else round(int(value) / 1000.0, 2)
 
@@ -223,6 +298,8 @@ class NvidiaBackend:
         if not nvml.available():
             return BackendResult(notes=[f"no NVIDIA GPU: {nvml.reason}"])
         nvml.reset_findings()
+        deadline = probe_deadline()
+        nvml.set_deadline(deadline)
         count = nvml.device_count()
         if count == 0:
             reason = nvml.reason or "NVML sees no GPU"
@@ -243,21 +320,27 @@ class NvidiaBackend:
         name = nvml.query(index, "name", "nvmlDeviceGetName")
         if name is None:
             return None  # lost or unreadable before we even had a name: nothing honest to show
+        bad: dict[str, str] = {}  # readings refused field by field: field -> what NVML gave
         memory = nvml.query(index, "memory", "nvmlDeviceGetMemoryInfo")
+        memory_total = checked(getattr(memory, "total", None), "memory_total_bytes", bad, True)
+        memory_used = checked(getattr(memory, "used", None), "memory_used_bytes", bad)
         cc_pair = nvml.query(index, "compute_capability", "nvmlDeviceGetCudaComputeCapability")
         cc = f"{cc_pair[0]}.{cc_pair[1]}" if cc_pair else None
         arch_value = nvml.query(index, "architecture", "nvmlDeviceGetArchitecture")
         brand = nvml.query(index, "brand", "nvmlDeviceGetBrand")
-        bus_width = nvml.query(index, "memory_bus_width", "nvmlDeviceGetMemoryBusWidth")
-        mem_clock_max = nvml.query(index, "memory_clock_max", "nvmlDeviceGetMaxClockInfo",
-                                   CLOCK_MEM)
+        bus_width = checked(nvml.query(index, "memory_bus_width", "nvmlDeviceGetMemoryBusWidth"),
+                            "memory_bus_width_bits", bad, True)
+        mem_clock_max = checked(nvml.query(index, "memory_clock_max",
+                                           "nvmlDeviceGetMaxClockInfo", CLOCK_MEM),
+                                "memory_clock_max_mhz", bad, True)
         bandwidth = theoretical_bandwidth_gbps(bus_width, mem_clock_max)
-        power_limit_w = _mw_to_w(nvml.query_first(index, "power_limit", (
-            "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit")))
+        power_limit_w = _mw_to_w(checked(nvml.query_first(index, "power_limit", (
+            "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit")),
+            "power_limit_w", bad, True))
         pci = nvml.query(index, "pci_info", "nvmlDeviceGetPciInfo")
         clocks = nvml.current_clocks(index)
         ecc = _enabled(nvml.query(index, "ecc_mode", "nvmlDeviceGetEccMode"))
-        details = NvidiaDetails(
+        details = build_dropping(NvidiaDetails, dict(
             architecture=architecture_for(arch_value, cc),
             brand=BRAND_NAMES.get(brand) if brand is not None else None,
             memory_bus_width_bits=bus_width,
@@ -267,7 +350,9 @@ class NvidiaBackend:
             sm_clock_current_mhz=clocks["sm_mhz"],
             memory_clock_current_mhz=clocks["memory_mhz"],
             power_limit_w=power_limit_w,
-            power_draw_w=_mw_to_w(nvml.query(index, "power_draw", "nvmlDeviceGetPowerUsage")),
+            power_draw_w=_mw_to_w(checked(nvml.query(index, "power_draw",
+                                                     "nvmlDeviceGetPowerUsage"),
+                                          "power_draw_w", bad)),
             temperature_c=nvml.query(index, "temperature", "nvmlDeviceGetTemperature", 0),
             driver_version=nvml.system("driver_version", "nvmlSystemGetDriverVersion"),
             cuda_driver_version=cuda_version_text(
@@ -275,19 +360,19 @@ class NvidiaBackend:
             mig_mode=_enabled(nvml.query(index, "mig_mode", "nvmlDeviceGetMigMode")),
             ecc_enabled=ecc,
             throttle_reasons=nvml.throttle_reasons(index),
-            memory_used_bytes=int(memory.used) if memory is not None else None,
+            memory_used_bytes=int(memory_used) if memory_used is not None else None,
             processes=nvml.gpu_processes(index),
             pci_device_id=f"0x{int(pci.pciDeviceId):08X}" if pci is not None else None,
             pci_bus_id=_pci_bus_id(pci),
-        )
+        ), bad)
         if ecc:
             self._read_memory_health(index, details)
-        device = Device(
+        device = build_dropping(Device, dict(
             index=index,
             vendor="nvidia",
             device_class=classify_device(name, brand),
-            name=str(name),
-            memory_total_bytes=int(memory.total) if memory is not None else None,
+            name=clean_name(name),
+            memory_total_bytes=int(memory_total) if memory_total is not None else None,
             memory_type=None,
             memory_bandwidth_gbps=bandwidth,
             memory_bandwidth_source="probe" if bandwidth is not None else None,
@@ -301,7 +386,9 @@ class NvidiaBackend:
             source="probe",
             interconnect=Interconnect(pcie=self._read_pcie(index)),
             nvidia=details,
-        )
+        ), bad)
+        if bad:
+            device.notes.append(impossible_note(bad))
         self._read_affinity(device)
         return device
 
@@ -508,6 +595,14 @@ class NvidiaBackend:
                 by_index[index].notes.append(why)
         if nvml.reason:
             notes.append(f"NVML stopped answering: {nvml.reason}")
+        if nvml.late:
+            notes.append(f"NVML answered slowly: the probe stopped asking after its "
+                         f"{probe_deadline():g} s budget ({PROBE_DEADLINE_ENV}); left unread "
+                         f"(null): {', '.join(nvml.late[:8])}"
+                         + (f" and {len(nvml.late) - 8} more" if len(nvml.late) > 8 else ""))
+        for device in devices:
+            notes += [f"GPU {device.index}: {n}" for n in device.notes
+                      if n.startswith("NVML gave readings")]
         return notes
 
 

@@ -20,6 +20,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -193,6 +194,8 @@ class Nvml:
         self._handles: dict[int, Any] = {}
         self.lost: dict[int, str] = {}
         self.missing: dict[int, list[str]] = {}
+        self.late: list[str] = []  # fields left unread once the probe's deadline passed
+        self._deadline: float | None = None
 
     # --- session -----------------------------------------------------------------------
     def start(self) -> bool:
@@ -261,6 +264,20 @@ class Nvml:
         self.missing.clear()
         self.lost.clear()
         self._handles.clear()
+        self.late = []
+        self._deadline = None
+
+    def set_deadline(self, seconds: float) -> None:
+        """Answer null to every read once `seconds` from now have passed (named in `late`)."""
+        self._deadline = time.monotonic() + seconds
+
+    def _past_deadline(self, field: str) -> bool:
+        """Tell whether the probe's budget is spent; remember the field left unread."""
+        if self._deadline is None or time.monotonic() < self._deadline:
+            return False
+        if field not in self.late:
+            self.late.append(field)
+        return True
 
     def shutdown(self) -> None:
         """Shut NVML down if it was started (safe to call twice)."""
@@ -313,6 +330,8 @@ class Nvml:
 
     def system(self, field: str, function: str, *args: Any) -> Any | None:
         """Call a system-wide NVML function (no handle); None when it cannot be read."""
+        if self._past_deadline(field):
+            return None
         if not self.start():
             return None
         try:
@@ -323,6 +342,8 @@ class Nvml:
 
     def query(self, index: int, field: str, function: str, *args: Any) -> Any | None:
         """Call `function(handle, *args)` for GPU `index`; None (and `field` noted) on failure."""
+        if self._past_deadline(field):
+            return None
         handle = self.handle(index)
         if handle is None:
             return None
@@ -340,6 +361,8 @@ class Nvml:
     def query_first(self, index: int, field: str, functions: tuple[str, ...],
                     *args: Any) -> Any | None:
         """Like `query`, trying each function name in turn (new names first, then old ones)."""
+        if self._past_deadline(field):
+            return None
         if not self.start():
             return None
         for function in functions:

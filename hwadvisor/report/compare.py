@@ -5,30 +5,45 @@ seconds are better lower. A figure whose direction cannot be told is shown but n
 
 What gates (exit 1 in `hwadvisor compare`):
 
-- a figure that got worse by more than the threshold (--max-regression) *and* whose change is
-  real by the evidence of both runs: each run's 95% interval of the figure (the median's
-  distribution-free interval from its raw samples, or the effect's own interval) lies wholly on
-  one side of the other's, so the two runs disagree by more than either's noise. With
-  --min-effect, a change larger than that percentage counts as real even where the intervals
-  overlap (a user who knows the machine's run-to-run drift says how much is too much);
+- a figure that got worse by more than the larger of the threshold (--max-regression) and its
+  kind's minimum effect (MIN_EFFECT_PCT: a bandwidth or throughput 5%, a time or a speedup
+  10%, a compile time 50%; a deterministic figure, bytes or a numerical error, 0%), *and*
+  whose change is real by the evidence of the runs:
+  - with repeated runs on both sides (`validate --repeat N`), the change of the runs' medians
+    exceeds the variation between runs (BETWEEN_RUNS_K x the runs' median absolute deviations,
+    added): one outlier run moves neither the median nor that deviation;
+  - with one run a side, each run's 95% interval of the figure (the median's distribution-free
+    interval from its raw samples, or the effect's own interval) lies wholly on one side of
+    the other's and the change exceeds the two runs' spreads. Within one run the samples are
+    taken back to back, so this underestimates the variation between runs: the kind's minimum
+    effect covers it on a GPU;
+  - with --min-effect, a change larger than that percentage counts as real whatever the
+    evidence (a user who knows the machine's run-to-run drift says how much is too much);
+- on the CPU only what is stable there gates: deterministic figures. CPU timings, rates and
+  speedups move far more between runs than within one when other processes share the cores,
+  and between two invocations more than between the repeated runs of one (20 same-code pairs
+  of `validate --quick` on a shared 2-core machine: a pair's timings 1.9x apart at the
+  median, up to 800x; two `--repeat 5` runs a minute apart: 38-94% apart while each one's
+  runs agreed within 20%; docs/benchmarks.md); they gate only with --min-effect, the drift
+  the user declares;
 - a figure only one run has an interval for, or neither (a single sample: a compile time, a
-  first call), is reported with its change but never gates: one reading carries no noise
-  estimate, and a compile time of 1.04 s against 1.11 s says nothing on its own;
+  first call), is reported with its change but never gates unless it is deterministic;
 - compile and first-call times never gate unless asked (--gate-compile): they measure the
   compiler and the caches of the machine more than the code;
 - a figure, trial or verdict the baseline had and the current report lost (the trial is now
   unsupported, failed, was interrupted or is gone; a confirmed recommendation is no longer
-  decided by a measurement) is a regression, named in the text, unless --allow-missing: a
+  decided by a measurement) is a regression, named in the headline, unless --allow-missing: a
   driver or torch upgrade that drops a kernel must not go green;
 - a confirmed recommendation now refuted.
 
-The noise column (each run's interquartile range over median, added) is shown for people;
-the intervals decide.
+The noise column (each run's interquartile range over median, added; or the variation between
+runs) is shown for people; the evidence above decides. The headline names what failed.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,6 +53,32 @@ from hwadvisor.models import Measurement, Report, TrialResult
 from hwadvisor.models.stats import median_interval
 
 Better = Literal["higher", "lower"]
+FigureKind = Literal["deterministic", "bandwidth", "throughput", "time", "ratio", "startup"]
+
+# The least change that counts as real between two single runs, by kind of figure (percent):
+# the drift between runs that one run's samples cannot show. The gate's threshold is the larger
+# of this and --max-regression; with repeated runs on both sides the measured variation
+# between runs replaces it (the threshold is then --max-regression alone).
+# - deterministic (bytes, memory factors, numerical errors): the same code computes the same
+#   figure (0.0% apart over 12 CPU runs, docs/benchmarks.md), so any change is the code's;
+# - bandwidth and throughput: a rate from many timed calls at a steady clock;
+# - time and ratio (speedups, time factors): one kernel's time, or the quotient of two;
+# - startup (compile, first call): the compiler's caches and the disk more than the code.
+# These allowances are not measured between GPU runs yet (docs/benchmarks.md); on a shared
+# CPU the drift is far larger, so CPU timings do not gate (see the module docstring).
+MIN_EFFECT_PCT: dict[str, float] = {
+    "deterministic": 0.0,
+    "bandwidth": 5.0,
+    "throughput": 5.0,
+    "time": 10.0,
+    "ratio": 10.0,
+    "startup": 50.0,
+}
+# With repeated runs the medians' change must exceed this many robust deviations between runs
+# (MAD x 1.4826, one standard deviation for normal noise), both sides' added, and every
+# current run must be worse than every baseline run.
+BETWEEN_RUNS_K = 2.0
+MAD_TO_SIGMA = 1.4826
 
 HIGHER_UNITS = {"gb/s", "gbps", "tflop/s", "tflops", "tokens/s", "x", "×", "speedup"}
 LOWER_UNITS = {"s", "ms", "us", "µs", "ns"}
@@ -80,8 +121,17 @@ class FigureDelta(BaseModel):
         None, description="95% interval of the baseline figure (null: a single sample or too "
         "few to tell)")
     current_ci: list[float] | None = None
-    gated: bool = Field(False, description="The figure could gate: both runs carry an interval "
-                        "and it is not a compile or first-call time (or --gate-compile)")
+    kind: FigureKind | None = Field(None, description="What kind of figure it is; its minimum "
+                                    "effect is MIN_EFFECT_PCT of report/compare.py")
+    min_effect_pct: float | None = Field(
+        None, description="The threshold it gated at: the larger of --max-regression and its "
+        "kind's minimum effect")
+    baseline_runs: list[float] = Field(
+        default_factory=list, description="Each repeated run's value (validate --repeat); the "
+        "baseline figure is their median")
+    current_runs: list[float] = Field(default_factory=list)
+    gated: bool = Field(False, description="The figure could gate: both runs carry the evidence "
+                        "its kind needs (see not_gated_why when false)")
     not_gated_why: str | None = Field(None, description="Why the figure is shown but cannot gate")
     regressed: bool = False
 
@@ -104,6 +154,9 @@ class VerdictChange(BaseModel):
 class Comparison(BaseModel):
     """The outcome of `hwadvisor compare`."""
 
+    headline: str = Field("", description="One sentence: what got worse (or was lost), or that "
+                          "nothing did; the first line of every view")
+    passed: bool = Field(True, description="No regression: compare exits 0")
     baseline_path: str | None = None
     current_path: str | None = None
     max_regression_pct: float
@@ -146,6 +199,35 @@ class Figure:
     spread: float = 0.0  # relative: interquartile range / median of the samples behind it
     interval: tuple[float, float] | None = None  # 95%; None for a single sample or too few
     startup: bool = False  # a compile or first-call time: never gates by default
+    runs: tuple[float, ...] = ()  # each repeated run's value (validate --repeat), else empty
+    cpu: bool = False  # measured on the CPU
+    name: str = ""  # the effect's name or the measurement's label: what its kind is read from
+
+
+def figure_kind(figure: Figure) -> FigureKind:
+    """Return what kind of figure this is, by its unit and name (see MIN_EFFECT_PCT)."""
+    unit = (figure.unit or "").strip().lower()
+    name = figure.name.lower()
+    if figure.startup:
+        return "startup"
+    if unit == "bytes" or "memory_factor" in name or name.endswith("error") or "_error" in name:
+        return "deterministic"
+    if unit in ("gb/s", "gbps"):
+        return "bandwidth"
+    if unit in ("tflop/s", "tflops", "tops", "tokens/s"):
+        return "throughput"
+    if unit in LOWER_UNITS:
+        return "time"
+    return "ratio"
+
+
+def _median_runs(runs: tuple[float, ...]) -> tuple[float, float]:
+    """Return the runs' median and their relative spread (MAD x 1.4826 / median)."""
+    med = statistics.median(runs)
+    if not med:
+        return med, 0.0
+    mad = statistics.median(abs(v - med) for v in runs)
+    return med, MAD_TO_SIGMA * mad / abs(med)
 
 
 # Compile and first-call times: what a figure's label or name says when it is one of them.
@@ -201,14 +283,24 @@ def _effect_noise(trial: TrialResult, name: str, value: float
     return sum(spreads[:2]), ci, startup
 
 
+def _runs(trial: TrialResult, name: str) -> tuple[float, ...]:
+    """Each repeated run's value of the trial's figure `name` (empty without repeats)."""
+    values = [run.get(name) for run in trial.repeats]
+    if len(values) < 2 or any(v is None or not math.isfinite(v) for v in values):
+        return ()
+    return tuple(float(v) for v in values if v is not None)
+
+
 def _trial_figures(trial: TrialResult) -> dict[str, Figure]:
     figures: dict[str, Figure] = {}
     base = f"trials.{trial.id}"
+    cpu = trial.environment.device == "cpu"
     for effect in trial.effects:
         spread, ci, startup = _effect_noise(trial, effect.name, effect.value)
         figures[f"{base}.effect.{effect.name}"] = Figure(
             effect.value, effect.unit, effect.better, spread=spread, interval=ci,
-            startup=startup)
+            startup=startup, runs=_runs(trial, f"effect.{effect.name}"), cpu=cpu,
+            name=effect.name)
     seen: dict[str, int] = {}
     effect_values = trial.effect.values()
     for m in trial.measurements:
@@ -221,25 +313,27 @@ def _trial_figures(trial: TrialResult) -> dict[str, Figure]:
         if m.median is not None:
             figures[f"{base}.{label}.median"] = Figure(
                 m.median, m.unit, better_direction(m.unit, m.label), m.noisy, spread,
-                _median_ci(m), startup)
+                _median_ci(m), startup, _runs(trial, f"{label}.median"), cpu, m.label)
         # A derived value the trial also reports as an effect (matmul's bf16_tflops) is shown
         # once, as the effect.
         if m.value is not None and m.value not in effect_values:
             figures[f"{base}.{label}.value"] = Figure(
                 m.value, m.value_unit, better_direction(m.value_unit, m.label), m.noisy, spread,
-                _value_ci(m), startup)
+                _value_ci(m), startup, _runs(trial, f"{label}.value"), cpu, m.label)
     return figures
 
 
-def _copied(report: Report, value: float) -> tuple[float, tuple[float, float] | None]:
-    """Noise of a device.measured figure: that of the trial effect it was copied from."""
+def _copied(report: Report, value: float, unit: str, name: str) -> Figure:
+    """Return a device.measured figure with the noise and runs of the effect it came from."""
     for trial in report.trials:
         if trial.status == "ok":
-            for name, effect_value in trial.effect.items():
+            for effect_name, effect_value in trial.effect.items():
                 if effect_value == value:
-                    spread, ci, _ = _effect_noise(trial, name, value)
-                    return spread, ci
-    return 0.0, None
+                    spread, ci, _ = _effect_noise(trial, effect_name, value)
+                    return Figure(value, unit, "higher", spread=spread, interval=ci,
+                                  runs=_runs(trial, f"effect.{effect_name}"),
+                                  cpu=trial.environment.device == "cpu", name=name)
+    return Figure(value, unit, "higher", name=name)
 
 
 def measured_figures(report: Report) -> dict[str, Figure]:
@@ -251,13 +345,11 @@ def measured_figures(report: Report) -> dict[str, Figure]:
         base = f"devices[{d.index}].measured"
         bandwidth = d.measured.memory_bandwidth_gbps
         if bandwidth is not None:
-            spread, ci = _copied(report, bandwidth)
-            figures[f"{base}.memory_bandwidth_gbps"] = Figure(
-                bandwidth, "GB/s", "higher", spread=spread, interval=ci)
+            figures[f"{base}.memory_bandwidth_gbps"] = _copied(
+                report, bandwidth, "GB/s", "memory_bandwidth_gbps")
         for fmt, value in d.measured.matmul_tflops.items():
-            spread, ci = _copied(report, value)
-            figures[f"{base}.matmul_tflops.{fmt}"] = Figure(
-                value, "TFLOP/s", "higher", spread=spread, interval=ci)
+            figures[f"{base}.matmul_tflops.{fmt}"] = _copied(
+                report, value, "TFLOP/s", f"{fmt}_tflops")
     for trial in report.trials:
         if trial.status == "ok":
             figures.update(_trial_figures(trial))
@@ -273,6 +365,13 @@ def _apart(base: tuple[float, float], cur: tuple[float, float]) -> bool:
     return max(cur) < min(base) or min(cur) > max(base)
 
 
+def _all_worse(base: tuple[float, ...], cur: tuple[float, ...], better: Better | None) -> bool:
+    """Tell whether every current run is worse than every baseline run (the ranges apart)."""
+    if better == "higher":
+        return max(cur) < min(base)
+    return min(cur) > max(base)
+
+
 @dataclass(frozen=True)
 class Gate:
     """How a comparison gates: the threshold, the optional minimum effect, compile times."""
@@ -282,10 +381,22 @@ class Gate:
     gate_compile: bool = False
 
 
-def _not_gated_why(base: Figure, cur: Figure, gate: Gate) -> str | None:
+def _repeated(base: Figure, cur: Figure) -> bool:
+    """Tell whether both sides carry repeated runs of the figure (validate --repeat)."""
+    return len(base.runs) >= 2 and len(cur.runs) >= 2
+
+
+def _not_gated_why(base: Figure, cur: Figure, gate: Gate, kind: FigureKind) -> str | None:
     """Why a figure cannot gate (None when it can)."""
-    if (base.startup or cur.startup) and not gate.gate_compile:
+    if kind == "startup" and not gate.gate_compile:
         return "a compile or first-call time (--gate-compile gates it)"
+    if kind == "deterministic":
+        return None
+    if (base.cpu or cur.cpu) and gate.min_effect_pct is None:
+        return ("a CPU timing: it moves between runs far more than within one when other "
+                "processes share the cores (--min-effect PCT, the drift you allow, gates it)")
+    if _repeated(base, cur):
+        return None
     if base.interval is None or cur.interval is None:
         return "a single sample (or too few for an interval) in " + (
             "both runs" if base.interval is None and cur.interval is None
@@ -296,14 +407,22 @@ def _not_gated_why(base: Figure, cur: Figure, gate: Gate) -> str | None:
 def _delta(key: str, base: Figure, cur: Figure, gate: Gate) -> FigureDelta:
     unit = base.unit or cur.unit
     better = base.better or cur.better
-    delta = FigureDelta(key=key, unit=unit, better=better, baseline=base.value,
-                        current=cur.value, noisy=base.noisy or cur.noisy,
+    kind = figure_kind(base if base.name else cur)
+    base_value, base_dev = _median_runs(base.runs) if len(base.runs) >= 2 else (base.value, 0.0)
+    cur_value, cur_dev = _median_runs(cur.runs) if len(cur.runs) >= 2 else (cur.value, 0.0)
+    delta = FigureDelta(key=key, unit=unit, better=better, baseline=base_value,
+                        current=cur_value, noisy=base.noisy or cur.noisy, kind=kind,
                         baseline_ci=list(base.interval) if base.interval else None,
-                        current_ci=list(cur.interval) if cur.interval else None)
-    if base.value == 0 or not _finite(base.value, cur.value):
+                        current_ci=list(cur.interval) if cur.interval else None,
+                        baseline_runs=list(base.runs), current_runs=list(cur.runs))
+    if base_value == 0 or not _finite(base_value, cur_value):
         return delta  # no relative change from zero (or from a non-number); shown, never gates
-    change = (cur.value - base.value) / abs(base.value) * 100.0
-    noise = (base.spread + cur.spread) * 100.0
+    change = (cur_value - base_value) / abs(base_value) * 100.0
+    repeated = _repeated(base, cur)
+    if repeated:  # the variation between runs, robust to one outlier run a side
+        noise = BETWEEN_RUNS_K * (base_dev + cur_dev) * 100.0
+    else:
+        noise = (base.spread + cur.spread) * 100.0
     if not _finite(change, noise):
         return delta
     delta.change_pct = change
@@ -315,19 +434,26 @@ def _delta(key: str, base: Figure, cur: Figure, gate: Gate) -> FigureDelta:
     if delta.worse_pct is None:
         delta.not_gated_why = "which way is better is unknown"
         return delta
-    delta.not_gated_why = _not_gated_why(base, cur, gate)
+    delta.not_gated_why = _not_gated_why(base, cur, gate, kind)
     delta.gated = delta.not_gated_why is None
-    if not delta.gated or delta.worse_pct <= gate.max_regression_pct:
+    delta.min_effect_pct = gate.max_regression_pct if repeated else max(
+        gate.max_regression_pct, MIN_EFFECT_PCT[kind])
+    if not delta.gated or delta.worse_pct <= delta.min_effect_pct:
         return delta
-    assert base.interval is not None and cur.interval is not None
-    # Evidence of a real change: the 95% intervals lie apart *and* the change exceeds the two
-    # runs' spreads (IQR / median, added). Intervals of medians narrow as samples grow, and a
-    # report has ~70 figures: with intervals alone, chance alone trips a same-code pair now
-    # and then (2 in 20 resampled pairs of a real CPU run did).
-    evidence = _apart(base.interval, cur.interval) and delta.worse_pct > noise
-    real = evidence or (
+    if kind == "deterministic":
+        delta.regressed = True  # the same code computes the same figure: the change is the code's
+        return delta
+    if repeated:
+        evidence = delta.worse_pct > noise and _all_worse(base.runs, cur.runs, better)
+    else:
+        # Evidence of a real change within one run a side: the 95% intervals lie apart *and*
+        # the change exceeds the two runs' spreads (IQR / median, added). Intervals of medians
+        # narrow as samples grow, and a report has ~70 figures: with intervals alone, chance
+        # alone trips a same-code pair now and then (2 in 20 resampled pairs of a CPU run did).
+        evidence = (base.interval is not None and cur.interval is not None
+                    and _apart(base.interval, cur.interval) and delta.worse_pct > noise)
+    delta.regressed = evidence or (
         gate.min_effect_pct is not None and delta.worse_pct > gate.min_effect_pct)
-    delta.regressed = real
     return delta
 
 
@@ -387,6 +513,43 @@ def _lost_verdicts(changes: list[VerdictChange]) -> list[str]:
             and v.current != "inconclusive"]
 
 
+def _short(key: str) -> str:
+    """Return a figure key as people read it: 'memory-bandwidth copy_gbps'."""
+    parts = key.split(".")
+    if len(parts) >= 3 and parts[0] == "trials":
+        rest = parts[2:]
+        if rest[0] == "effect":
+            rest = rest[1:]
+        return f"{parts[1]} {'.'.join(rest)}"
+    return key
+
+
+def headline(comparison: Comparison) -> str:
+    """Say in one sentence what failed the comparison (the first of each kind named), or not."""
+    worse = [f for f in comparison.figures if f.regressed]
+    refuted = [v for v in comparison.verdicts if v.regressed]
+    lost = [] if comparison.allow_missing else comparison.lost
+    count = len(worse) + len(refuted) + len(lost)
+    if count == 0:
+        gated = sum(1 for f in comparison.figures if f.gated)
+        if not comparison.figures:
+            return "No regression, but no measured figure is in both reports: nothing compared."
+        return (f"No regression: {len(comparison.figures)} figures compared ({gated} could "
+                "gate), none worse beyond the limit and the runs' noise, nothing lost.")
+    parts = []
+    if lost:
+        parts.append(f"lost {lost[0]}" + (f" (+{len(lost) - 1} more lost)" if len(lost) > 1
+                                           else ""))
+    if worse:
+        first = worse[0]
+        parts.append(f"{_short(first.key)} {first.worse_pct:.1f}% worse"
+                     + (f" (+{len(worse) - 1} more figures)" if len(worse) > 1 else ""))
+    if refuted:
+        parts.append(f"recommendation {refuted[0].id} {refuted[0].baseline} → "
+                     f"{refuted[0].current}")
+    return f"REGRESSION ({count}): " + "; ".join(parts) + "."
+
+
 def compare_reports(
     baseline: Report, current: Report, max_regression_pct: float = 5.0,
     min_effect_pct: float | None = None, gate_compile: bool = False,
@@ -408,7 +571,7 @@ def compare_reports(
              for k in only_in_baseline
              if not any(k.startswith(f"trials.{t}.") for t in lost_ids)]
     lost += _lost_verdicts(verdicts)
-    return Comparison(
+    comparison = Comparison(
         max_regression_pct=max_regression_pct,
         min_effect_pct=min_effect_pct,
         allow_missing=allow_missing,
@@ -419,3 +582,6 @@ def compare_reports(
         lost=lost,
         notes=_device_notes(baseline, current),
     )
+    comparison.headline = headline(comparison)
+    comparison.passed = not comparison.regressions
+    return comparison

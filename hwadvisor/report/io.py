@@ -352,6 +352,19 @@ def parse_report_json(raw: bytes, path: Path) -> Any:
                         hint="regenerate it with --output") from None
 
 
+def read_json(path: Path | str) -> Any:
+    """Read a report-sized JSON file through the hardened reader (UserError when it is not)."""
+    path = Path(path)
+    return parse_report_json(_read_bytes(path), path)
+
+
+def is_comparison(path: Path | str) -> bool:
+    """Tell whether a file is a comparison `hwadvisor compare -o` wrote (not a report)."""
+    data = read_json(path)
+    return (isinstance(data, dict) and "schema_version" not in data
+            and "max_regression_pct" in data and "figures" in data)
+
+
 def load_report(path: Path | str) -> Report:
     """Read a report, refusing unreadable, corrupt, odd or incompatible files with a UserError."""
     path = Path(path)

@@ -288,7 +288,7 @@ def render_markdown(report: Report) -> str:
 
 def render_comparison_markdown(comparison: Comparison) -> str:
     """`hwadvisor compare` as markdown: regressions first, then every figure and verdict."""
-    lines = ["# hwadvisor compare", ""]
+    lines = [f"**{comparison.headline}**", "", "# hwadvisor compare", ""]
     lines.append(f"Baseline `{comparison.baseline_path}` → current `{comparison.current_path}`, "
                  f"regression limit {comparison.max_regression_pct:g}%.")
     lines += ["", "## Regressions", ""]
@@ -302,7 +302,7 @@ def render_comparison_markdown(comparison: Comparison) -> str:
             change = None if f.change_pct is None else f"{f.change_pct:+.1f}%"
             status = "❌ regressed" if f.regressed else (
                 "direction unknown" if f.better is None
-                else "not gated" if not f.gated else "ok")
+                else f"not gated: {f.not_gated_why}" if not f.gated else "ok")
             rows.append([f.key, f.unit, f.better, num(f.baseline, 4), num(f.current, 4), change,
                          status + (" (noisy)" if f.noisy else "")])
         lines += ["", "## Measured figures", ""]

@@ -14,7 +14,7 @@ from functools import cache
 from importlib import resources
 
 from hwadvisor import units
-from hwadvisor.models import Report
+from hwadvisor.models import Report, TrialResult
 
 try:  # Python 3.11+
     import tomllib
@@ -231,9 +231,17 @@ def _estimate_line(report: Report) -> str:
     return line + "."
 
 
+def _trials_ran_on(report: Report, ran: list[TrialResult]) -> str:
+    """Where the trials ran: the CPU when torch ran them there (a CPU-only torch), else the GPU."""
+    if ran and all(t.environment.device == "cpu" for t in ran) and report.devices:
+        return (f"this machine's CPU ({report.host.cpu_model or 'unknown'}), not "
+                f"{report.devices[0].name}: torch sees no GPU here")
+    return machine(report)
+
+
 def _validate_line(report: Report) -> str:
     ran = [t for t in report.trials if t.status == "ok"]
-    line = f"{len(ran)} of {len(report.trials)} trials ran on {machine(report)}"
+    line = f"{len(ran)} of {len(report.trials)} trials ran on {_trials_ran_on(report, ran)}"
     skipped = len(report.trials) - len(ran)
     if skipped:
         line += f" ({skipped} could not run here: see the reasons below)"

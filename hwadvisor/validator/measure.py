@@ -29,13 +29,14 @@ def read_any_model(config: dict[str, Any], source: str) -> ModelSpec:
     """Read any causal LM's config with the generic reader (trials/meta_model.py).
 
     A model_type the hand-written parsers lack is read from the module tree transformers
-    builds on the meta device (torch and transformers load only then, never at start-up).
-    The pipeline hands this to the workload's builder, as it hands calibrate the cluster's
-    network reader.
+    builds on the meta device (torch and transformers load only then, never at start-up),
+    once per config: validator/model_cache.py keeps the counted shapes. The pipeline hands
+    this to the workload's builder, as it hands calibrate the cluster's network reader.
     """
     from hwadvisor.trials.meta_model import describe_config
+    from hwadvisor.validator.model_cache import cached
 
-    return describe_config(config, source)
+    return cached(describe_config)(config, source)
 
 
 def torch_missing() -> str | None:
@@ -132,13 +133,14 @@ def cpu_torch_note(target: Device | None) -> str | None:
 
 
 def run_here(report: Report, target: Device | None, ids: list[str] | None, quick: bool,
-             nvls: bool, progress: Progress | None) -> Found:
-    """Run the trials (all without ids) on target; return what they found."""
+             nvls: bool, progress: Progress | None, repeat: int = 1) -> Found:
+    """Run the trials (all without ids) on target, `repeat` times; return what they found."""
     ctx = runner.context_for(report, quick, nvls=nvls)
     ctx.device = target
     found = Found()
     found.note(cpu_torch_note(target))
-    found.trials, found.interrupted = runner.run_trials(ids or all_trial_ids(), ctx, progress)
+    found.trials, found.interrupted = runner.run_repeated(ids or all_trial_ids(), ctx, repeat,
+                                                          progress)
     attribute_trials(found.trials, target)
     found.note(runner.busy_note(found.trials))
     return found
@@ -189,6 +191,8 @@ def saved_recommendations(path: Path) -> Report:
     from hwadvisor.report.io import load_report
 
     report = load_report(path)
+    # The saved run's interruption is its own; this run is interrupted only if it is stopped.
+    report.interrupted = False
     if not report.recommendations:
         raise UserError(f"{path} has no recommendations to validate",
                         hint="pass a report written by 'hwadvisor recommend --output FILE'")

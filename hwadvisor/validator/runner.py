@@ -9,7 +9,9 @@ re-prediction come in as callbacks: the validator draws nothing and runs no rule
 
 from __future__ import annotations
 
+import math
 import os
+import statistics
 import time
 from collections.abc import Callable, Iterable
 
@@ -23,6 +25,7 @@ from hwadvisor.models import (
     TrialResult,
     Validation,
 )
+from hwadvisor.models.trial import figure_values
 from hwadvisor.trials import registry
 from hwadvisor.trials.base import Trial, TrialContext
 from hwadvisor.trials.kit import environment
@@ -192,6 +195,44 @@ def run_trials(ids: Iterable[str], ctx: TrialContext, progress: Progress | None 
         except KeyboardInterrupt:  # a signal whose exception was lost during the last trial
             return results, True
     return results, False
+
+
+def run_repeated(ids: Iterable[str], ctx: TrialContext, repeat: int,
+                 progress: Progress | None = None) -> tuple[list[TrialResult], bool]:
+    """Run the trials `repeat` times in rounds (all once, then all again); one result each.
+
+    Rounds, not each trial N times in a row: a passing load on a shared machine then falls on
+    one run of several trials, not on every run of one. See combine_runs for the result.
+    """
+    ids = list(ids)
+    results, interrupted = run_trials(ids * max(1, repeat), ctx, progress)
+    return [combine_runs([r for r in results if r.id == i]) for i in ids
+            if any(r.id == i for r in results)], interrupted
+
+
+def combine_runs(runs: list[TrialResult]) -> TrialResult:
+    """One trial's runs as one result: the run nearest the runs' medians, with every run's figures.
+
+    A run that did not end ok (error, unsupported, interrupted) is the result: the trial did
+    not run cleanly every time. Otherwise the result is the run whose figures lie nearest the
+    medians over the runs (the sum of |log(value / median)|), so one outlier run is never the
+    one verdicts and calibration read, and `repeats` holds each run's figures for compare.
+    """
+    failed = [r for r in runs if r.status != "ok"]
+    if failed:
+        return failed[-1]
+    if len(runs) == 1:
+        return runs[0]
+    figures = [figure_values(r) for r in runs]
+    keys = [k for k in figures[0] if all(k in f for f in figures)]
+    medians = {k: statistics.median(f[k] for f in figures) for k in keys}
+
+    def distance(found: dict[str, float]) -> float:
+        return sum(abs(math.log(found[k] / medians[k])) for k in keys
+                   if found[k] > 0 and medians[k] > 0)
+
+    nearest = min(range(len(runs)), key=lambda i: distance(figures[i]))
+    return runs[nearest].model_copy(update={"repeats": figures})
 
 
 def busy_note(results: list[TrialResult]) -> str | None:

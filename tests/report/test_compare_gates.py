@@ -36,14 +36,15 @@ RECORDED = (Path(__file__).parents[1] / "fixtures" / "reports" / "cpu-validate-q
             / "run-4.json.gz")
 
 
-def _bandwidth(copy_gbps: float, spread: tuple[float, ...]) -> TrialResult:
+def _bandwidth(copy_gbps: float, spread: tuple[float, ...],
+               device: str = "NVIDIA H200") -> TrialResult:
     moved = 2 * 2**30
     t = moved / (copy_gbps * 1e9)
     return TrialResult(
         id="memory-bandwidth", status="ok",
         measurements=[Measurement(label="copy", samples=[t * f for f in spread],
                                   value=copy_gbps, value_unit="GB/s")],
-        effect={"copy_gbps": copy_gbps}, environment=TrialEnvironment(device="cpu"))
+        effect={"copy_gbps": copy_gbps}, environment=TrialEnvironment(device=device))
 
 
 def _compile(compile_s: float, samples: int = 1) -> TrialResult:
@@ -195,17 +196,20 @@ def _slower(report: Report, trial_id: str, factor: float) -> Report:
     return copy
 
 
-def test_recorded_same_code_pairs_pass_and_a_10pct_bandwidth_drop_trips(tmp_path: Path) -> None:
-    """20 same-code pairs exit 0; a 10% bandwidth drop and a lost trial exit 1."""
+def test_recorded_same_code_pairs_pass_and_a_lost_trial_trips(tmp_path: Path) -> None:
+    """20 resampled same-code pairs exit 0; one CPU run's 10% bandwidth drop is shown, not
+    gated (CPU timings move between runs far beyond one run's noise); a lost trial exits 1.
+    docs/benchmarks.md has the real pairs (benchmarks/gate_pairs.py)."""
     base = _recorded()
     for seed in range(20):
         comparison = compare_reports(_rerun(base, 2 * seed), _rerun(base, 2 * seed + 1))
         assert comparison.regressions == [], (seed, comparison.regressions)
     dropped = _slower(base, "memory-bandwidth", 1 / 0.9)
     result = _cli(tmp_path, base, dropped, "--json")
-    assert result.exit_code == ExitCode.GATE_TRIPPED
-    regressed = {f["key"] for f in json.loads(result.stdout)["figures"] if f["regressed"]}
-    assert "trials.memory-bandwidth.effect.triad_gbps" in regressed
+    assert result.exit_code == ExitCode.OK
+    triad = next(f for f in json.loads(result.stdout)["figures"]
+                 if f["key"] == "trials.memory-bandwidth.effect.triad_gbps")
+    assert triad["worse_pct"] > 9 and "CPU timing" in triad["not_gated_why"]
     lost = base.model_copy(deep=True)
     lost.trials = [t for t in lost.trials if t.id != "int4-weight-only"]
     result = _cli(tmp_path, base, lost)

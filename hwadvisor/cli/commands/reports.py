@@ -18,6 +18,7 @@ from hwadvisor.cli.console import (
     MarkdownOverwriteOpt,
     console,
     err_console,
+    is_stdout,
     note,
     print_wrapped,
     write_html,
@@ -90,17 +91,8 @@ def _status(f: Any) -> str:
 
 
 def compare_line(comparison: Comparison) -> str:
-    """Say in one sentence what got worse beyond the noise, or that nothing did."""
-    count = len(comparison.figures)
-    worse = [f for f in comparison.figures if f.regressed]
-    if not count:
-        return "No measured figure is in both reports: nothing to compare."
-    if not worse and not comparison.regressions:
-        return (f"No measured figure got worse beyond the limit and the runs' noise "
-                f"({count} compared).")
-    names = ", ".join(short_key(f.key)[1] for f in worse[:3]) or "a recommendation's verdict"
-    return (f"{len(worse)} of {count} measured figures got worse beyond the limit and the "
-            f"noise: {names}{' ...' if len(worse) > 3 else ''}.")
+    """Say in one sentence what got worse or was lost (named), or that nothing did."""
+    return comparison.headline
 
 
 def _comparison_tables(comparison: Comparison) -> list[Table]:
@@ -202,15 +194,9 @@ def compare(
     for line in comparison.notes:
         note(line)
     comparison_json = comparison.model_dump_json(indent=2) + "\n"
-    if output is not None:  # the whole file first; the append last (see emit_report)
-        write_output(output, comparison_json)
-    if markdown is not None:
-        from hwadvisor.report.markdown import render_comparison_markdown
-
-        write_markdown(markdown, render_comparison_markdown(comparison), markdown_overwrite)
-    if html is not None:
-        write_html(cur, html, comparison=comparison)
-    if as_json:
+    _write_comparison(comparison, comparison_json, cur, output, markdown, markdown_overwrite,
+                      html)
+    if as_json and not (output is not None and is_stdout(output)):
         sys.stdout.write(comparison_json)
     else:
         print_wrapped([compare_line(comparison)], bold_first=True)
@@ -227,6 +213,33 @@ def compare(
             err_console.print(f"[bold red]regression:[/] {escape(one_line(line, 2000))}",
                               highlight=False, soft_wrap=True)
         raise typer.Exit(int(ExitCode.GATE_TRIPPED))
+
+
+def _write_comparison(comparison: Comparison, comparison_json: str, cur: Any,
+                      output: Path | None, markdown: Path | None, markdown_overwrite: bool,
+                      html: Path | None) -> None:
+    """Write -o, --html, then the --markdown append; a failure removes the files this created."""
+    created: list[Path] = []
+
+    def new(path: Path) -> None:
+        if not (path.exists() or path.is_symlink()):
+            created.append(path)
+
+    try:
+        if output is not None:  # the whole files first; the append last (see emit_report)
+            new(output)
+            write_output(output, comparison_json)
+        if html is not None:
+            new(html)
+            write_html(cur, html, comparison=comparison)
+        if markdown is not None:
+            from hwadvisor.report.markdown import render_comparison_markdown
+
+            write_markdown(markdown, render_comparison_markdown(comparison), markdown_overwrite)
+    except BaseException:
+        for path in created:
+            path.unlink(missing_ok=True)
+        raise
 
 
 def plot(
@@ -286,8 +299,13 @@ def html_report(
     to a CI run as is.
     """
     from hwadvisor.cli.console import write_html
-    from hwadvisor.report.io import load_report
+    from hwadvisor.report.io import is_comparison, load_report
 
+    if baseline is None and is_comparison(report):
+        saved_report, saved = _saved_comparison(report)
+        write_html(saved_report, output, comparison=saved)
+        note(f"wrote {output}")
+        return
     loaded = load_report(report)
     base = load_report(baseline) if baseline is not None else None
     comparison = None
@@ -298,6 +316,30 @@ def html_report(
         comparison.baseline_path, comparison.current_path = str(baseline), str(report)
     write_html(loaded, output, comparison=comparison)
     note(f"wrote {output}")
+
+
+def _saved_comparison(path: Path) -> tuple[Any, Comparison]:
+    """Read `compare -o`'s file and the current report it names; UserError when unreadable."""
+    from pydantic import ValidationError
+
+    from hwadvisor.report.compare import Comparison
+    from hwadvisor.report.io import load_report, read_json
+
+    try:
+        comparison = Comparison.model_validate(read_json(path))
+    except ValidationError as exc:
+        where = ".".join(str(p) for p in exc.errors()[0]["loc"])
+        raise UserError(f"{path} looks like a comparison but does not match one at "
+                        f"'{one_line(where, 80)}'",
+                        hint="write it again with hwadvisor compare BASELINE CURRENT -o FILE"
+                        ) from None
+    current = comparison.current_path
+    if not current or not Path(current).is_file():
+        raise UserError(f"{path} is a comparison; its current report "
+                        f"{one_line(str(current), 200)!r} is not there to draw the page from",
+                        hint="pass the reports: hwadvisor report CURRENT.json --baseline "
+                        "BASELINE.json -o page.html")
+    return load_report(current), comparison
 
 
 def register(app: typer.Typer) -> None:

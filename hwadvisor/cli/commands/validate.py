@@ -42,6 +42,10 @@ FromReportOpt = Annotated[
                  "workload sizes the trials; the workload options are then ignored).",
                  dir_okay=False, show_default=False),
 ]
+RepeatOpt = Annotated[int, typer.Option(
+    "--repeat", min=1, max=20, help="Run the trials N times (in rounds) and keep every run's "
+    "figures, so compare gates on the variation between runs, not within one; the run nearest "
+    "the medians is the one shown. 3 or more makes the gate robust to one outlier run.")]
 AllowUnsupportedOpt = Annotated[bool, typer.Option(
     "--allow-unsupported", help="Exit 0 even when no trial could run here (all unsupported: "
     "no torch, no GPU); without it that is exit 4, so a CI job missing the extra fails.")]
@@ -291,6 +295,21 @@ def _load_test(request: WorkloadRequest, device: str | None, spec: EndpointSpec,
     ui.exit_for_gates(report)
 
 
+def _stopped_before_trials() -> Report:
+    """Return the report of a run stopped while it probed, built the workload or loaded torch.
+
+    No trial had started, so it holds none; it is still written (interrupted), as README and
+    docs/exit-codes.md promise a CI job's upload step.
+    """
+    from hwadvisor.cli import signals
+    from hwadvisor.probe.host import probe_host
+
+    with signals.deferred():  # a second signal waits until the report exists
+        return Report(kind="validate", host=probe_host(), devices=[], interrupted=True,
+                      notes=["stopped before the first trial started (while probing the "
+                             "machine, building the workload or loading torch): no trial ran"])
+
+
 def register(app: typer.Typer) -> None:
     """Register `validate`."""
 
@@ -308,6 +327,7 @@ def register(app: typer.Typer) -> None:
         list_trials: ListOpt = False,
         from_report: FromReportOpt = None,
         nvls: NvlsOpt = False,
+        repeat: RepeatOpt = 1,
         allow_unsupported: AllowUnsupportedOpt = False,
         endpoint: EndpointOpt = None,
         device: DeviceOpt = None,
@@ -370,6 +390,10 @@ def register(app: typer.Typer) -> None:
         if require_gpu:
             _require_gpu()
         launch = cluster.launch_for(launcher, out.output)
+        if repeat > 1 and (from_report is not None or launch is not None):
+            raise UserError("--repeat runs validate's own trials on this machine; it does not "
+                            "apply to --report or a torchrun/srun job",
+                            hint="drop --repeat, or run plain 'hwadvisor validate --repeat N'")
         if launch is not None and from_report is not None:
             raise UserError("--report does not run under torchrun or srun: it validates one "
                             "saved recommend report on one machine",
@@ -386,8 +410,11 @@ def register(app: typer.Typer) -> None:
             elif from_report is not None:
                 report = pipeline.validate_saved_report(from_report, quick, progress, nvls=nvls)
             else:
-                report = pipeline.validate_trials_report(trial, quick, request, progress,
-                                                         nvls=nvls, gpus=gpus)
+                try:
+                    report = pipeline.validate_trials_report(trial, quick, request, progress,
+                                                             nvls=nvls, gpus=gpus, repeat=repeat)
+                except KeyboardInterrupt:
+                    report = _stopped_before_trials()
         ui.mark_interruption(report)
         ui.print_report_notes(report)
         report.gates_tripped = apply_gates(report, gates.fail_on, gates.min_bandwidth_fraction)
