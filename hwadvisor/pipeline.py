@@ -79,10 +79,7 @@ def _planned(device_id: str | None, count: int, request: WorkloadRequest,
 
 def estimate_report(request: WorkloadRequest, device_id: str | None, options: ModelOptions,
                     calibration: Path | None = None, load: LoadRequest | None = None) -> Report:
-    """Resolve the hardware and the workload, run the performance model, return the report.
-
-    calibration: measurements replacing the datasheet's; load: simulated under (report.serving).
-    """
+    """Model the workload on the hardware (calibrated), under a load if given; the report."""
     from hwadvisor.perfmodel import estimate
     from hwadvisor.probe.target import MAX_PLANNED_DEVICES, resolve_target
     from hwadvisor.workload import Sizing
