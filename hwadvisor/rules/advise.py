@@ -40,7 +40,7 @@ from hwadvisor.rules.search import (
     step_of,
     tier,
 )
-from hwadvisor.rules.sizing import max_batch, max_context, per_gpu
+from hwadvisor.rules.sizing import max_batch, max_context, per_gpu, window_note
 
 
 @dataclass
@@ -220,6 +220,10 @@ def recommend(
     plan.alternatives_order = order_words(goal, plan, workload.model, latency is not None)
     plan.engine_config = engine_config(final, plan)
     plan.summary = _summary(goal, plan, final, floor if below_floor else None)
+    capped = window_note(workload) if workload.phase == "inference" else None
+    if capped is not None:
+        # the bottom line says it: the model cannot read the whole request
+        plan.summary += f" Note: {capped}."
     recs = _recommendations(goal, result)
     return Outcome(estimate=result.base.estimate, plan=plan, recommendations=recs,
                    rejected=_rejected(goal, result, recs), notes=[])
