@@ -81,6 +81,9 @@ class PlanValues(BaseModel):
     """True: say fp16 compute"""
     precision_bf16: bool | None = None
     """True: say bf16 compute (training)"""
+    torch_dtype: str | None = None
+    """The 16-bit dtype the workload computes in, as torch names it (torch.bfloat16, or
+    torch.float16 on a GPU without bf16)"""
     # speculative decoding
     draft: str | None = None
     """The drafter's published checkpoint"""

@@ -142,6 +142,8 @@ def plan_values(ctx: RuleContext, plan: Plan) -> PlanValues:
         wl.activation_dtype not in ("fp32", "tf32") else None,
         precision_bf16=True if training and opts.mixed_precision and not half and
         wl.activation_dtype == "bf16" else None,
+        # bitsandbytes' compute dtype: a T4 or V100 has no bf16 (QLoRA computes in fp16 there)
+        torch_dtype="torch.float16" if half else "torch.bfloat16",
         fine_tune_type="lora" if opts.finetune in ("lora", "qlora") else "full",
         zero_stage=_zero_stage(plan, opts),
         # sequences per optimizer step over all data-parallel ranks (Megatron, torchtitan)
@@ -172,7 +174,9 @@ def plan_values(ctx: RuleContext, plan: Plan) -> PlanValues:
     tp = layout.tp // layout.attn_dp if config.dp_attention_tp == "attention" else layout.tp
     return values.model_copy(update={
         "tp": tp, "pp": layout.pp, "dp": replicas, "cp": layout.cp, "attn_dp": layout.attn_dp,
-        "ep": layout.gpus if layout.ep else 1, "dp_shard": layout.shard_degree(),
+        # expert parallelism subdivides one replica's tensor-parallel group, never the
+        # replicas (SGLang 0.5.23 arg_groups/moe_hook.py: ep_size must be 1 or tp_size)
+        "ep": layout.tp if layout.ep else 1, "dp_shard": layout.shard_degree(),
         "dp_replicate": replicas})
 
 

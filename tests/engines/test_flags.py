@@ -51,7 +51,7 @@ SAMPLE_VALUES = PlanValues(
     fine_tune_type="lora", zero_stage=3, precision_fp16=True, precision_bf16=True,
     context=2048, global_batch=64, local_batch=4, checkpoint_every=2,
     recompute_layers=8,
-    compute_units="gpu",
+    compute_units="gpu", torch_dtype="torch.bfloat16",
 )
 LAYOUT_VALUES = {"tp": 2, "pp": 2, "dp": 2, "ep": 2, "max_batch": 16, "context": 4096,
                  "gpu_layers": 33}

@@ -168,3 +168,40 @@ def test_the_drafters_weights_count_per_gpu(drafter: str, low: float, high: floa
     with_draft = estimate_memory(built, device, ModelOptions(speculative_drafter=drafter))
     assert low <= with_draft.weights_bytes - base.weights_bytes <= high
 
+
+# ---- combinations the engine refuses
+
+def test_qlora_computes_in_fp16_on_a_gpu_without_bf16():
+    # bitsandbytes' bnb_4bit_compute_dtype=torch.bfloat16 fails on a T4 (no bf16)
+    report = resolve_target("t4", 1)
+    device = primary_device(report)
+    built = build_workload(WorkloadRequest(model="llama-3-8b", phase="training", batch=1,
+                                           prompt_len=1024, engine="hf"),
+                           device.memory_total_bytes, device.device_class, device.formats)
+    out = recommend(built, device, "training-throughput", host=report.host)
+    assert "qlora" in {s.id for s in out.plan.steps}
+    assert out.plan.engine_config is not None
+    assert "bnb_4bit_compute_dtype=torch.float16" in out.plan.engine_config.text
+
+
+def test_expert_parallelism_stays_inside_one_replicas_tensor_parallel_group():
+    # SGLang takes --ep-size 1 or --tp-size (moe_hook.py): with two replicas of TP 8 the EP
+    # degree is 8, not the 16 GPUs of both
+    from types import SimpleNamespace
+
+    from hwadvisor.models import ModelOptions
+    from hwadvisor.models.plan import Plan, PlanLayout, PlanMetric
+    from hwadvisor.rules.engine_config import plan_values
+
+    report = resolve_target("h100-sxm", 16)
+    device = primary_device(report)
+    built = build_workload(WorkloadRequest(model="qwen3-30b-a3b", gpus=16, engine="sglang"),
+                           device.memory_total_bytes, device.device_class)
+    layout = PlanLayout(tp=8, pp=1, cp=1, dp=2, gpus=16, nodes=2, sharding="tp", ep=True)
+    plan = Plan(engine="sglang", steps=[], fits=True, memory_per_gpu_bytes=1,
+                metric=PlanMetric(name="request_latency_s", unit="s", better="lower"),
+                layout=layout, summary="")
+    ctx = SimpleNamespace(workload=built, options=ModelOptions(expert_parallel=True),
+                          device=device, fits_with=lambda *_: True)
+    values = plan_values(ctx, plan)  # type: ignore[arg-type]
+    assert (values.tp, values.dp, values.ep) == (8, 2, 8)
