@@ -58,6 +58,10 @@ TRTLLM_GIT = ("https://github.com/nctu6/vllm-tensorrt",
               "95c8e29a28cb60170413e25671dffba8b68cd863", "third_party/tensorrt_llm/tensorrt_llm")
 
 Flags = dict[str, dict[str, Any]]
+# Older releases a plan may start from (`--engine vllm==0.6.0`) whose configs are said in that
+# release's flags (the engine's [[history]] config_steps): their tables are written beside the
+# pinned one as <engine>@<version>.json, read the same way from that release's sdist.
+PAST: dict[str, tuple[str, ...]] = {"vllm": ("0.6.0",)}
 
 
 @dataclass(frozen=True)
@@ -711,8 +715,12 @@ def extract_vllm(root: Path) -> tuple[dict[str, Any], list[str]]:
     index = PyIndex.build(pkg, ("config", "engine", "entrypoints", "model_executor/layers/"
                                 "quantization", "v1/attention", "compilation", "attention"))
     flags = argparse_table(pkg / "engine" / "arg_utils.py", index)
-    cli_args = pkg / "entrypoints" / "common" / "cli_args.py"
-    flags.update(argparse_table(cli_args, index))
+    # the server's own flags: entrypoints/common/ now, entrypoints/openai/ in older releases
+    for cli_args in (pkg / "entrypoints" / "common" / "cli_args.py",
+                     pkg / "entrypoints" / "openai" / "cli_args.py"):
+        if cli_args.exists():
+            flags.update(argparse_table(cli_args, index))
+            break
     for cls in ("FrontendArgs", "BaseFrontendArgs"):
         if index.cls(cls) is not None:
             for name, rec in generated_flags(index, cls, set(), "optional").items():
@@ -1426,9 +1434,14 @@ EXTRACTORS: dict[str, Extractor] = {
 
 
 def build(engine: str, mlc_git: Path | None,
-          trtllm_git: Path | None = None) -> dict[str, Any] | None:
-    """Return one engine's table, or None (with a message) when its source is out of reach."""
+          trtllm_git: Path | None = None, version: str | None = None) -> dict[str, Any] | None:
+    """Return one engine's table, or None (with a message) when its source is out of reach.
+
+    version: an older release of PAST instead of the pinned one (a PyPI package's).
+    """
     pin = PINS[engine]
+    if version is not None:
+        pin = Pin(pin.package, version, pin.dist, pin.extra)
     source: dict[str, str] = {}
     if engine == "trtllm":
         if trtllm_git is None:
@@ -1474,11 +1487,13 @@ def main() -> int:
                         help=f"git dir of a clone of {TRTLLM_GIT[0]} (TensorRT-LLM's table)")
     args = parser.parse_args()
     drift = 0
-    for engine in args.engine or sorted(PINS):
-        table = build(engine, args.mlc_llm_git, args.trtllm_git)
+    wanted = [(e, None) for e in args.engine or sorted(PINS)]
+    wanted += [(e, v) for e, _ in list(wanted) for v in PAST.get(e, ())]
+    for engine, version in wanted:
+        table = build(engine, args.mlc_llm_git, args.trtllm_git, version)
         if table is None:
             continue
-        path = OUT_DIR / f"{engine}.json"
+        path = OUT_DIR / (f"{engine}@{version}.json" if version else f"{engine}.json")
         text = json.dumps(table, indent=1, sort_keys=False, default=str) + "\n"
         if args.check:
             old = json.loads(path.read_text()) if path.exists() else {}
@@ -1489,7 +1504,8 @@ def main() -> int:
         OUT_DIR.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         n = sum(len(c["flags"]) for c in table["commands"].values())
-        print(f"{engine}: {n} flags/keys in {len(table['commands'])} command(s) -> "
+        print(f"{engine} {table['version']}: {n} flags/keys in {len(table['commands'])} "
+              "command(s) -> "
               f"{path.relative_to(ROOT)}")
     return 1 if drift else 0
 

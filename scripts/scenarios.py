@@ -184,6 +184,19 @@ SCENARIOS: tuple[Scenario, ...] = (
              dict(model="llama-3.2-1b", engine="vllm", engine_options=("cuda_graphs=false",))),
     Scenario("serve-70b-8xh100-pcie", "Llama-3-70B on 8 H100 PCIe cards (NVLink-bridged pairs) "
              "for 32 users.", "b", "h100-pcie", dict(model="llama-3-70b", batch=32, gpus=8)),
+    # ---- what the engine checks at start-up: the window, the reservation, the drafter
+    Scenario("serve-70b-fp8-1xh100", "Llama-3.3-70B in FP8 on one H100 (80 GB) for one user: "
+             "will vLLM start, drafter and all?", "b", "h100-sxm",
+             dict(model="llama-3.3-70b", weights_dtype="fp8")),
+    Scenario("serve-8b-128k-x8-a100", "Eight 128k-token requests at once of Llama-3.1-8B on one "
+             "A100-80GB with vLLM.", "b", "a100-80gb",
+             dict(model="llama-3.1-8b", batch=8, prompt_len=131072)),
+    Scenario("serve-70b-4xa100-40gb-bf16", "Llama-3-70B in bf16 (no quantisation) on 4 "
+             "A100-40GB for 4 users.", "b", "a100-40gb",
+             dict(model="llama-3-70b", gpus=4, batch=4, quality="lossless")),
+    Scenario("serve-8b-h100-eager", "Llama-3.1-8B for one user on vLLM started with "
+             "--enforce-eager on an H100.", "b", "h100-sxm",
+             dict(model="llama-3.1-8b", engine="vllm", engine_options=("cuda_graphs=false",))),
     Scenario("train-8b-m3-max-mlx-lora", "Fine-tune Llama-3-8B on an M3 Max with mlx-lm, as "
              "small as it goes.", "c", "m3-max",
              dict(model="llama-3-8b", phase="training", batch=1, prompt_len=2048, engine="mlx")),

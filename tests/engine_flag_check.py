@@ -49,9 +49,15 @@ NOTE_FILES = {"trtllm": "extra_llm_api_options.yaml"}
 
 
 @cache
-def table(engine: str) -> dict[str, Any] | None:
-    """Return an engine's flag table, or None when none was extracted."""
+def table(engine: str, version: str | None = None) -> dict[str, Any] | None:
+    """Return an engine's flag table, or None when none was extracted.
+
+    version: a config said in an older release's flags (`--engine vllm==0.6.0`) is checked
+    against that release's table (<engine>@<version>.json), the pinned one otherwise.
+    """
     path = TABLES / f"{engine}.json"
+    if version is not None and (TABLES / f"{engine}@{version}.json").exists():
+        path = TABLES / f"{engine}@{version}.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
@@ -316,9 +322,12 @@ def _python_literal(node: ast.expr) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def check_config(engine_id: str, fmt: str, text: str) -> list[str]:
-    """Return the problems of one rendered config text of an engine (empty: it checks out)."""
-    data = table(engine_id)
+def check_config(engine_id: str, fmt: str, text: str, version: str | None = None) -> list[str]:
+    """Return the problems of one rendered config text of an engine (empty: it checks out).
+
+    version: the release the config's flags are said in (EngineConfig.version).
+    """
+    data = table(engine_id, version)
     if data is None:
         return []
     commands = data["commands"]

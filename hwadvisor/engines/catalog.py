@@ -24,6 +24,7 @@ from hwadvisor.engines.schema import (
     KERNEL_KINDS,
     KERNELS,
     PHASES,
+    STEP_IDS,
     Choice,
     Defaults,
     Engine,
@@ -168,6 +169,9 @@ def _at_version(engine: Engine, version: str) -> Engine:
     rates = dict(engine.kernels.rates)
     by_family = {family: dict(figures) for family, figures in engine.costs.by_family.items()}
     costs: dict[str, float | int] = {}
+    steps: dict[str, list[str]] = {}
+    lacks: set[str] = set()
+    flags_at: str | None = None
     for past in engine.history:  # newest first: the oldest matching entry is applied last
         before = release_tuple(past.before)
         if before is not None and wanted < before:
@@ -175,6 +179,9 @@ def _at_version(engine: Engine, version: str) -> Engine:
             rates.update(past.kernel_rates)
             costs.update(past.costs)
             _merge_costs(by_family, past.costs_by_family)
+            steps.update(past.config_steps)
+            lacks.update(past.lacks)
+            flags_at = past.flags_at or flags_at
     differ = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(changes.items()))
     older = sorted(k for k, v in rates.items() if engine.kernels.rates.get(k) != v)
     if older:
@@ -184,15 +191,38 @@ def _at_version(engine: Engine, version: str) -> Engine:
         differ = ", ".join(filter(None, [differ, "kernel counts or host costs of that release"]))
     note = (f"planned from the defaults of {engine.name} {version} ({differ})" if differ else
             f"{engine.name} {version}: no recorded default differs from {engine.release}'s")
-    note += (f"; the flags are {engine.release}'s, checked against its parser: an older "
-             "release may spell some differently")
+    if lacks:
+        note += f"; {version} lacks {', '.join(sorted(lacks))}, so the plan leaves them out"
+    checked = flags_at or engine.release
+    note += (f"; the flags are {checked}'s, checked against its parser" +
+             ("" if checked == version else ": a release between may spell some differently"))
     changed = _with_defaults(engine, changes)
     changed = changed.model_copy(update={
         "kernels": changed.kernels.model_copy(update={"rates": rates}),
         "costs": changed.costs.model_copy(update={**costs, "by_family": by_family})})
-    # `version` stays the one whose flags were checked; `release` is what the plan started from
-    return changed.model_copy(update={"release": version,
+    changed = _with_config(changed, steps, lacks)
+    # `version` is the one whose flags were checked; `release` is what the plan started from
+    return changed.model_copy(update={"release": version, "version": flags_at or engine.version,
                                       "variant_notes": [*changed.variant_notes, note]})
+
+
+def _with_config(engine: Engine, steps: Mapping[str, list[str]], lacks: set[str]) -> Engine:
+    """Return the engine with an older release's config: its spelling, without what it lacks.
+
+    A step it lacks is unsupported (the search never plans it); a form or a layout key it
+    lacks leaves the config, so no drafter or layout the release cannot run is chosen.
+    """
+    if not steps and not lacks:
+        return engine
+    config = {k: v for k, v in {**engine.config.steps, **steps}.items() if k not in lacks}
+    unsupported = [*engine.unsupported, *sorted(s for s in lacks if s in STEP_IDS and
+                                                s not in engine.unsupported)]
+    reasons = {**engine.reasons, **{s: f"{engine.name} {engine.release} does not have it"
+                                    for s in lacks if s in STEP_IDS}}
+    applies = [s for s in engine.applies if s not in lacks]
+    return engine.model_copy(update={
+        "config": engine.config.model_copy(update={"steps": config}),
+        "unsupported": unsupported, "reasons": reasons, "applies": applies})
 
 
 def _merge_costs(by_family: dict[str, dict[str, float]],
@@ -213,7 +243,9 @@ def _merge_costs(by_family: dict[str, dict[str, float]],
 def option_keys() -> list[str]:
     """Return every key --engine-option takes: the defaults' fields and kernel.<kind>."""
     fields = [f for f in Defaults.model_fields
-              if f not in ("notes", "sources", "version", "prefill_chunk_by_memory")]
+              if f not in ("notes", "sources", "version", "prefill_chunk_by_memory",
+                           "graphs_off_disables",
+                           "kv_memory_reserved_by_memory", "kv_memory_scope", "kv_memory_flag")]
     return fields + [f"kernel.{kind}" for kind in KERNEL_KINDS]
 
 
@@ -250,6 +282,11 @@ def _with_option(engine: Engine, key: str, value: str) -> Engine:
     changes: dict[str, Any] = {key: _typed(key, value)}
     if key == "prefill_chunk_tokens":
         changes["prefill_chunk_by_memory"] = []  # the user's chunk holds on every GPU
+    if key == "cuda_graphs" and changes[key] is False:
+        # the engine's eager switch turns these off with the graphs (vLLM --enforce-eager)
+        changes.update({other: False for other in engine.defaults.graphs_off_disables})
+    if key == "kv_memory_fraction":
+        changes["kv_memory_reserved_by_memory"] = []  # the user's fraction on every GPU
     return _with_defaults(engine, changes)
 
 
@@ -312,8 +349,11 @@ def defaults_text(engine: Engine, options: Mapping[str, str]) -> list[str]:
     if defaults.server or "server" in options:  # an engine whose server's host work counts
         keys.append("server")
     out = []
+    # defaults the eager switch turned off with the graphs were the user's doing too
+    eager = set(defaults.graphs_off_disables) if "cuda_graphs" in options else set()
     for key in keys:
-        where = "--engine-option" if key in options else f"{engine.id} {engine.release}"
+        where = "--engine-option" if key in options else (
+            "--engine-option cuda_graphs" if key in eager else f"{engine.id} {engine.release}")
         out.append(f"{key}={value_text(getattr(defaults, key))} ({where})")
     out += [f"{key}={value} (--engine-option)" for key, value in options.items()
             if key.startswith("kernel.")]

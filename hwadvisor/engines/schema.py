@@ -18,6 +18,7 @@ import re
 import shlex
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -79,8 +80,9 @@ STEP_FORMS: dict[str, tuple[str, str]] = {
 # HF Trainer default to fp32). recompute_full / recompute_selective: the checkpointing level
 # the model counted, said in the engine's words.
 LAYOUT_KEYS: tuple[str, ...] = (
-    "base", "tp", "pp", "dp", "ep", "max_batch", "step_tokens", "context", "gpu_layers",
-    "precision_fp16", "precision_bf16",
+    "base", "tp", "pp", "dp", "ep", "max_batch", "step_tokens", "memory_fraction", "eager",
+    "context",
+    "gpu_layers", "precision_fp16", "precision_bf16",
 )
 _DEGREE_KEYS: frozenset[str] = frozenset({"tp", "pp", "dp", "ep"})
 # The {placeholders} a template may use: the plan values' fields (values.PlanValues).
@@ -186,12 +188,43 @@ def chunk_for_memory(tiers: list[ChunkTier], memory_gib: float) -> int | None:
     return row.tokens if row is not None else None
 
 
+class ReserveTier(_Strict):
+    """What an engine holds back from its KV pool on GPUs below a memory size."""
+
+    below_gib: float | None = Field(
+        None, gt=0, description="Applies to GPUs with less memory than this; None: any size")
+    reserved_gib: float = Field(gt=0, description="GiB kept for activations and CUDA graphs")
+
+
+ReserveScope = Literal["all", "static", "free"]
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The share of a GPU's memory an engine lets the plan use, and what it covers.
+
+    scope "all": weights, activations, CUDA graphs and the KV pool together within `fraction`
+    of the GPU (vLLM gpu_memory_utilization); "static": weights and the KV pool within it, the
+    rest kept for activations and graphs (SGLang mem_fraction_static); "free": the KV pool
+    takes `fraction` of what is free once the weights and activations are in (TensorRT-LLM
+    free_gpu_memory_fraction).
+    """
+
+    scope: ReserveScope
+    fraction: float
+    flag: str  # how the engine's config names it, for the words the plan says
+
+
 class Defaults(_Strict):
     """What the engine does when the user passes no flag (the state the advisor starts from)."""
 
     attention_kernel: Literal["math", "flash"]
     cuda_graphs: bool = Field(description="Decode steps replayed from CUDA/HIP graphs")
     compiled: bool = Field(description="torch.compile or an ahead-of-time compiled graph")
+    graphs_off_disables: list[str] = Field(
+        default_factory=list, description="Other defaults the engine's switch for eager "
+        "decode turns off with the graphs (vLLM's --enforce-eager: torch.compile too), so "
+        "--engine-option cuda_graphs=false plans what that switch runs")
     paged_kv: bool
     prefix_caching: bool
     continuous_batching: bool
@@ -230,9 +263,21 @@ class Defaults(_Strict):
         "(llama-server n_batch, TensorRT-LLM max_num_tokens); None: the prefill chunk "
         "(vLLM max_num_batched_tokens and SGLang chunked_prefill_size are that chunk)")
     kv_memory_fraction: float | None = Field(
-        None, gt=0, le=1, description="Share of the GPU's memory the engine lets its weights, "
-        "activations and KV cache take by default (vLLM gpu_memory_utilization, SGLang "
-        "mem_fraction_static); the KV pool is what is left of it; None: all of it")
+        None, gt=0, le=1, description="Share of the GPU's memory the engine reserves by default "
+        "(vLLM gpu_memory_utilization, TensorRT-LLM free_gpu_memory_fraction; what it covers: "
+        "kv_memory_scope); the KV pool is what is left of it; None: all of it, or by memory "
+        "(kv_memory_reserved_by_memory)")
+    kv_memory_reserved_by_memory: list[ReserveTier] = Field(
+        default_factory=list, description="Where the engine computes its fraction from the "
+        "GPU's memory (SGLang: mem_fraction_static = 1 - reserved / memory): what it keeps for "
+        "activations and CUDA graphs, the first row whose below_gib the GPU is under")
+    kv_memory_scope: ReserveScope = Field(
+        "all", description="What the reservation covers: all (weights, activations, graphs and "
+        "KV within the fraction of the GPU), static (weights and KV within it), free (the KV "
+        "pool takes the fraction of what is free after weights and activations)")
+    kv_memory_flag: str | None = Field(
+        None, description="The engine's name for the reservation, as its config says it "
+        "(--gpu-memory-utilization)")
     host_overhead_s_per_step: float | None = Field(
         None, ge=0, description="Published CPU time per decode step; None: no published figure"
     )
@@ -250,6 +295,20 @@ class Defaults(_Strict):
         if not memory_bytes:
             return None
         return tier_for(self.prefill_chunk_by_memory, memory_bytes / 2**30, name)
+
+    def reservation(self, memory_bytes: float | None) -> Reservation | None:
+        """Return the engine's memory reservation on a GPU of this memory (None: none)."""
+        flag = self.kv_memory_flag or "its memory fraction"
+        if self.kv_memory_fraction is not None:
+            return Reservation(self.kv_memory_scope, self.kv_memory_fraction, flag)
+        if not self.kv_memory_reserved_by_memory or not memory_bytes:
+            return None
+        gib = memory_bytes / 2**30
+        for row in self.kv_memory_reserved_by_memory:
+            if row.below_gib is None or gib < row.below_gib:
+                fraction = round(max(0.0, (gib - row.reserved_gib) / gib), 3)
+                return Reservation(self.kv_memory_scope, fraction, flag)
+        return None
 
     def chunk_on(self, memory_bytes: float | None) -> int | None:
         """Return the prompt tokens a step takes on a GPU of this memory (None: not stated)."""
@@ -479,6 +538,11 @@ class Costs(_Strict):
     elementwise: str = Field(description="ELEMENTWISE_BYTES row when not compiled")
     attention: str = Field(description="ATTENTION_PEAK_FRACTION column of its attention kernel")
     kv_passes: float = Field(0.0, ge=0, description="KV-cache passes per decode step beyond one")
+    chunked_kv_full: bool = Field(
+        False, description="Layers of chunked local attention (Llama 4's attention_chunk_size) "
+        "get a KV cache of the whole context, as full attention does: the engine allocates no "
+        "window for them (vLLM 0.33.0 turns its hybrid KV cache manager off for them); false: "
+        "they keep the chunk")
     kv_pad: int | None = Field(
         None, gt=0, description="The engine's attention reads the KV cache in blocks of this "
         "many positions: a decode step reads the context rounded up to a multiple of it "
@@ -669,7 +733,7 @@ class History(_Strict):
     """Defaults that differed before a version: `--engine vllm==0.6.0` starts from these."""
 
     before: str = Field(description="The first version that no longer had these defaults")
-    defaults: dict[str, bool | int | str | None] = Field(default_factory=dict)
+    defaults: dict[str, bool | int | float | str | None] = Field(default_factory=dict)
     kernel_rates: dict[str, KernelRate] = Field(
         default_factory=dict, description="Kernel rates of releases before `before` (an empty "
         "entry: the general table's figure, not the pinned release's measured one)")
@@ -679,6 +743,15 @@ class History(_Strict):
     costs: dict[str, float | int] = Field(
         default_factory=dict, description="Cost figures of releases before `before` on every "
         "family (kv_pad_unfused ...)")
+    config_steps: dict[str, list[str]] = Field(
+        default_factory=dict, description="[config.steps] entries spelled otherwise before "
+        "`before` (vLLM 0.6.0's --speculative-model for today's --spec-method)")
+    lacks: list[str] = Field(
+        default_factory=list, description="Steps, step forms (speculative-decoding-eagle3) and "
+        "layout keys (dp) releases before `before` do not have: never planned, never said")
+    flags_at: str | None = Field(
+        None, description="The release whose own parser these config_steps were checked "
+        "against (tests/fixtures/engine_flags/<id>@<release>.json)")
     source: str = Field(min_length=1)
 
     @field_validator("costs_by_family", mode="before")
@@ -720,6 +793,10 @@ class Engine(_Strict):
     delegates: list[str] = Field(
         default_factory=list, description="Backend delegates (ExecuTorch QNN/Core ML, LiteRT NPU)"
     )
+    weight_only: dict[str, str] = Field(
+        default_factory=dict, description="Weight formats the engine also runs on NVIDIA GPUs "
+        "without their tensor cores, dequantised to 16 bits in its kernel (W8A16), with the "
+        "least compute capability it needs: vLLM's FP8 Marlin on Ampere")
     own_formats: dict[str, str] = Field(
         default_factory=dict,
         description="The engine's own file format for 4- and 8-bit weights (GGUF, MLX)")

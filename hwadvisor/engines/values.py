@@ -57,6 +57,12 @@ class PlanValues(BaseModel):
     step_tokens: int | None = None
     """The step's token budget, where the planned batch is above the engine's own (None: not
     said)"""
+    eager: bool | None = None
+    """True: the plan runs without CUDA graphs where the engine captures them by default (the
+    user's --engine-option cuda_graphs=false, kept by the plan), said as the engine's switch"""
+    memory_fraction: float | None = None
+    """The memory reservation the plan runs with, where it is not the engine's own default
+    (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static); None: not said"""
     prompt_len: int | None = None
     gen_len: int | None = None
     context: int | None = None
@@ -75,6 +81,9 @@ class PlanValues(BaseModel):
     """True: say fp16 compute"""
     precision_bf16: bool | None = None
     """True: say bf16 compute (training)"""
+    torch_dtype: str | None = None
+    """The 16-bit dtype the workload computes in, as torch names it (torch.bfloat16, or
+    torch.float16 on a GPU without bf16)"""
     # speculative decoding
     draft: str | None = None
     """The drafter's published checkpoint"""

@@ -63,6 +63,9 @@ class ModelSpec(Strict):
     # Sliding window: window size and how many layers use it (the rest are global)
     sliding_window: int | None = None
     sliding_window_layers: int | None = None
+    attention_chunked: bool = Field(
+        False, description="The window layers attend within fixed chunks (Llama 4's "
+        "attention_chunk_size), not a sliding window")
     # MoE
     num_experts: int = 0
     experts_per_token: int = 0
@@ -84,6 +87,10 @@ class ModelSpec(Strict):
         "None: every layer from dense_layers on, every moe_layer_freq-th",
     )
     max_position_embeddings: int | None = None
+    context_window: int | None = Field(
+        None, gt=0, description="The longest sequence the model reads, as vLLM derives it from "
+        "the config: the smallest of its length keys, times a linear or dynamic RoPE factor "
+        "(llama3 and YaRN configs state the scaled window already); None: not stated")
     # Per-sequence state: attention layers keep a KV cache that grows with the context;
     # state-space (Mamba) and linear-attention layers keep a state of constant size instead.
     attention_layers: int | None = Field(

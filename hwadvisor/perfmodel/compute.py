@@ -317,6 +317,13 @@ class _Rates:
     host_rate: float  # B/s over PCIe
 
 
+def _weight_only(setup: Setup) -> dict[str, str]:
+    """Return the formats the engine runs weight-only where the GPU lacks their units."""
+    from hwadvisor.engines import engine_for
+
+    return engine_for(setup.workload).weight_only
+
+
 def rates(setup: Setup) -> _Rates:
     """Return the rates for this setup (cached on it: one estimate builds several phases)."""
     cached = setup.__dict__.get("_rates")
@@ -330,6 +337,11 @@ def rates(setup: Setup) -> _Rates:
     weights = working_weight_dtype(setup)
     kernels = E.engine_kernels(wl)
     kernel = E.quant_kernel(weights, kernels, kfamily, opts.quant_kernel)
+    if weights in _weight_only(setup) and res.compute_dtype != weights and \
+            opts.quant_kernel is None:
+        # FP8 weights on a GPU without FP8 units: the engine's weight-only path (vLLM's FP8
+        # Marlin streams 8-bit weights through the Marlin GEMM, dequantised to 16 bits)
+        kernel = "marlin"
     engine = E.engine_time(wl, family)
     backend = engine.attention
     if opts.attention_kernel == "math":

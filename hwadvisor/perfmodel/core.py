@@ -159,11 +159,27 @@ def _setup(workload: Workload, device: Device, options: ModelOptions | None,
         measured = calibration.measured(device.measured)
         if measured is not device.measured:
             device = device.model_copy(update={"measured": measured})
-    spec = _spec(workload)
+    spec = _engine_kv_spec(workload, _spec(workload))
     parts = workload_breakdown(workload, spec)
     return Setup(workload=workload, spec=spec, options=options, device=device, parts=parts,
                  layout=resolve_layout(workload, options),
                  res=resolve(workload, device, options, calibration))
+
+
+def _engine_kv_spec(workload: Workload, spec: ModelSpec) -> ModelSpec:
+    """Return the spec as the engine allocates its KV cache.
+
+    An engine that gives chunked-attention layers a cache of the whole context (vLLM 0.33.0:
+    `VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE` unset turns the hybrid KV cache
+    manager off for Llama 4, config/vllm.py) holds every layer's KV at full length.
+    """
+    if not spec.attention_chunked or not spec.sliding_window:
+        return spec
+    from hwadvisor.engines import engine_for
+
+    if not engine_for(workload).costs.chunked_kv_full:
+        return spec
+    return spec.model_copy(update={"sliding_window": None, "sliding_window_layers": None})
 
 
 class PerfModel:

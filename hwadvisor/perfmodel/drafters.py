@@ -109,6 +109,9 @@ class Published:
     id: str
     targets: tuple[str, ...]
     source: str
+    params: int | None = None  # a draft model's parameters (None: a head sized from its target)
+    kv_bytes_per_token: float | None = None  # its own KV cache, 16-bit, all layers
+    weights_dtype: str | None = None  # the format the checkpoint is stored in
 
 
 @lru_cache(maxsize=1)
@@ -121,7 +124,9 @@ def published_drafts() -> tuple[Published, ...]:
         if row["drafter"] not in DRAFTERS or row["form"] not in ("hf", "gguf", "mlx"):
             raise RuntimeError(f"drafters.toml: unknown drafter or form in {row!r}")
         out.append(Published(row["drafter"], row["form"], row["id"],
-                             tuple(t.lower() for t in row["targets"]), row["source"]))
+                             tuple(t.lower() for t in row["targets"]), row["source"],
+                             row.get("params"), row.get("kv_bytes_per_token"),
+                             row.get("weights_dtype")))
     return tuple(out)
 
 
@@ -151,3 +156,35 @@ def published_for_model(drafter_id: str, model: str, form: str | None) -> Publis
     if preset is not None:
         names.add(preset)
     return published_draft(drafter_id, names, form)
+
+
+# An EAGLE-3 head's own output vocabulary: the published heads map 32,000 draft tokens to the
+# target's (draft_vocab_size in yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's and
+# nebius/EAGLE3-Llama-3.3-70B-Instruct's config.json); the embedding is the target's, shared
+# when the head ships none (vllm/v1/spec_decode/llm_base_proposer.py _maybe_share_embeddings).
+EAGLE3_DRAFT_VOCAB = 32000
+# A draft model whose checkpoint the catalog does not name: about 1B parameters in 16 bits with
+# a Llama-3.2-1B-like cache (the family's usual draft; drafters.toml's Llama rows), scaled down
+# to an eighth of a smaller target (assumption).
+FALLBACK_DRAFT_PARAMS = 1.24e9
+FALLBACK_DRAFT_KV_BYTES = 32768.0
+
+
+@dataclass(frozen=True)
+class DraftMemory:
+    """What a drafter adds to a replica's memory: its weights, and its KV cache per token."""
+
+    weight_bytes: float
+    kv_bytes_per_token: float  # one sequence, one token, all its layers, 16-bit
+    words: str
+
+
+def head_params(hidden: int, q_dim: int, kv_dim: int, mlp: float, vocab: int) -> float:
+    """Return one EAGLE-3 head's parameters as vLLM 0.33.0 builds it (llama_eagle3.py).
+
+    The fusion layer (3 x hidden -> hidden), one decoder layer whose QKV takes the embedding
+    and the fused state (2 x hidden), its MLP, and an LM head over the draft vocabulary.
+    """
+    fusion = 3 * hidden * hidden
+    attention = 2 * hidden * (q_dim + 2 * kv_dim) + q_dim * hidden
+    return fusion + attention + mlp + vocab * hidden

@@ -13,7 +13,8 @@ from hwadvisor.perfmodel.constants import bytes_per_element
 from hwadvisor.perfmodel.context import Setup
 
 if TYPE_CHECKING:
-    from hwadvisor.engines.schema import Recipe
+    from hwadvisor.engines.schema import Recipe, Reservation
+    from hwadvisor.perfmodel.drafters import DraftMemory, Published
 from hwadvisor.workload.params import (
     ParamBreakdown,
     attention_layer_count,
@@ -89,6 +90,62 @@ def kv_cache_bytes(spec: ModelSpec, dtype: str, batch: float, tokens: float, tp:
     full = attention_layer_count(spec) - swa
     windowed = min(tokens, float(spec.sliding_window or tokens))
     return batch * per * (full * tokens + swa * windowed) + recurrent_state_bytes(spec, batch, tp)
+
+
+# --- The drafter --------------------------------------------------------------------------------
+
+def draft_memory(setup: Setup) -> DraftMemory | None:
+    """Return what the planned drafter adds per replica: its weights and its KV per token.
+
+    An EAGLE-3 head is sized from the target (drafters.head_params; its embedding is the
+    target's); the checkpoint's MTP layers are one more decoder layer each (plus the projection
+    of the embedding and hidden state) the engine loads beside the model; a draft model is the
+    published checkpoint the config names (drafters.toml: parameters, format, KV per token).
+    n-gram drafting holds nothing; Medusa is never planned.
+    """
+    from hwadvisor.perfmodel import drafters as D
+
+    drafter_id = setup.options.speculative_drafter
+    if setup.training or drafter_id not in ("eagle3", "mtp", "draft-model"):
+        return None
+    spec, parts = setup.spec, setup.parts
+    layer_kv = kv_bytes_per_token_per_layer(spec, "bf16")
+    if drafter_id == "eagle3":
+        q_dim = spec.num_heads * spec.head_dim
+        kv_dim = spec.num_kv_heads * spec.head_dim
+        params = D.head_params(spec.hidden_size, q_dim, kv_dim,
+                               mlp_params(spec, spec.intermediate_size),
+                               min(D.EAGLE3_DRAFT_VOCAB, spec.vocab_size))
+        return D.DraftMemory(params * 2.0, layer_kv,
+                             f"EAGLE-3 head {params / 1e9:.2f}B parameters in 16 bits")
+    if drafter_id == "mtp":
+        layers = max(spec.mtp_layers, 1)
+        body = parts.attention + parts.dense_mlp + parts.routed_experts + \
+            parts.shared_experts_and_router
+        params = layers * (body / max(spec.num_layers, 1) + 2 * spec.hidden_size ** 2)
+        size = bytes_per_element(stored_weight_dtype(setup))
+        return D.DraftMemory(params * size, layers * layer_kv,
+                             f"{layers} MTP layer(s), {params / 1e9:.1f}B parameters")
+    published = _published_draft(setup)
+    if published is not None and published.params:
+        size = bytes_per_element(published.weights_dtype or "bf16")
+        return D.DraftMemory(published.params * size, float(published.kv_bytes_per_token or 0),
+                             f"{published.id}, {published.params / 1e9:.2f}B parameters")
+    # no checkpoint named: about a 1B model, never more than an eighth of the target
+    share = min(1.0, parts.total / 8.0 / D.FALLBACK_DRAFT_PARAMS)
+    params = D.FALLBACK_DRAFT_PARAMS * share
+    return D.DraftMemory(params * 2.0, D.FALLBACK_DRAFT_KV_BYTES * share,
+                         f"a {params / 1e9:.2f}B draft model in 16 bits (assumed: no checkpoint "
+                         "named)")
+
+
+def _published_draft(setup: Setup) -> Published | None:
+    """Return the draft checkpoint the engine's config would name for this model, if any."""
+    from hwadvisor.engines import engine_for
+    from hwadvisor.perfmodel.drafters import published_for_model
+
+    form = engine_for(setup.workload).config.draft_source
+    return published_for_model("draft-model", setup.workload.model, form)
 
 
 # --- Activations ------------------------------------------------------------------------------
@@ -583,6 +640,46 @@ def runtime_bytes(setup: Setup, tensors: float) -> float:
     return fixed + C.FRAGMENTATION_FRACTION.get(cls, 0.05) * tensors
 
 
+def engine_reservation(setup: Setup) -> Reservation | None:
+    """Return the serving engine's memory reservation on this GPU (None: it takes what fits)."""
+    if setup.training or setup.res.device_class not in ("datacenter-gpu", "consumer-gpu"):
+        return None
+    from hwadvisor.engines import engine_for
+
+    return engine_for(setup.workload).defaults.reservation(setup.res.memory_total_bytes)
+
+
+def _within_reservation(setup: Setup, held: Reservation, usable: int, runtime: float,
+                        act: float, kv: float, notes: list[str]) -> tuple[int, float]:
+    """Return (usable memory, runtime allowance) as the engine's reservation leaves them.
+
+    all (vLLM): weights, activations, CUDA graphs and the KV pool fit within the fraction of
+    the GPU; static (SGLang): weights and the KV pool do, and the rest (1 - fraction) is kept
+    for activations and graphs whether they need it or not; free (TensorRT-LLM): the KV pool
+    is the fraction of what is free after the weights and activations, so the rest of that
+    free memory stays unused.
+    """
+    from hwadvisor.engines import engine_for
+
+    engine = engine_for(setup.workload)
+    memory = float(setup.res.memory_total_bytes or usable)
+    said = f"{engine.name} {engine.release} ({held.flag} {held.fraction:g})"
+    if held.scope == "all":
+        notes.append(f"{said}: weights, activations, CUDA graphs and the KV pool within "
+                     f"{held.fraction:.0%} of {memory / C.GB:.1f} GB")
+        return min(usable, int(held.fraction * memory)), runtime
+    if held.scope == "static":
+        kept = (1.0 - held.fraction) * memory
+        notes.append(f"{said}: weights and the KV pool within {held.fraction:.0%} of "
+                     f"{memory / C.GB:.1f} GB; {kept / C.GB:.1f} GB kept for activations and "
+                     "CUDA graphs")
+        return usable, max(runtime, kept - act)
+    unused = kv * (1.0 / held.fraction - 1.0)
+    notes.append(f"{said}: the KV pool takes {held.fraction:.0%} of the memory free after the "
+                 f"weights and activations; {unused / C.GB:.1f} GB of it stays unused")
+    return usable, runtime + unused
+
+
 def reserved_peak_range(tensors_bytes: float, checkpointing: bool,
                         sharded: bool = False) -> tuple[float, float]:
     """Return the range the allocator's reserved peak lies in, for a tensors' peak.
@@ -684,13 +781,25 @@ def memory_estimate(setup: Setup) -> MemoryEstimate:
         kv = kv_cache_bytes(setup.spec, wl.kv_dtype, setup.batch / layout.attn_dp,
                             wl.prompt_len + wl.gen_len, layout.attn_tp) / layout.pp
         act = inference_activation_bytes(setup)
+        draft = draft_memory(setup)
+        if draft is not None:
+            # the engine shards the drafter over the target's tensor-parallel group (vLLM's
+            # draft_tensor_parallel_size defaults to it) and keeps its KV in the same pool
+            weights += draft.weight_bytes / layout.tp
+            kv += (setup.batch / layout.attn_dp * (wl.prompt_len + wl.gen_len)
+                   * draft.kv_bytes_per_token * bytes_per_element(wl.kv_dtype) / 2.0
+                   / layout.attn_tp)
+            notes.append(f"the drafter's weights and KV cache: {draft.words}")
     if setup.training:
         tensors = training_peak_bytes(setup, weights, act, grads, opt, notes)
     else:
         tensors = weights + kv + act + grads + opt
     runtime = runtime_bytes(setup, tensors)
-    total = tensors + runtime
     usable = setup.res.usable_memory_bytes
+    held = engine_reservation(setup)
+    if held is not None and usable:
+        usable, runtime = _within_reservation(setup, held, usable, runtime, act, kv, notes)
+    total = tensors + runtime
     headroom = None if usable is None else int(usable - total)
     return MemoryEstimate(
         weights_bytes=int(weights),

@@ -41,7 +41,7 @@ from hwadvisor.rules.search import (
     step_of,
     tier,
 )
-from hwadvisor.rules.sizing import max_batch, max_context, per_gpu
+from hwadvisor.rules.sizing import max_batch, max_context, per_gpu, window_note
 
 
 @dataclass
@@ -226,6 +226,10 @@ def recommend(
     plan.summary = _summary(goal, plan, final, floor if below_floor else None)
     if serving is not None:  # under a load, the bottom line is the load's answer
         plan.summary = serving.verdict
+    capped = window_note(workload) if workload.phase == "inference" else None
+    if capped is not None:
+        # the bottom line says it: the model cannot read the whole request
+        plan.summary += f" Note: {capped}."
     recs = _recommendations(goal, result)
     return Outcome(estimate=result.base.estimate, plan=plan, recommendations=recs,
                    rejected=_rejected(goal, result, recs), notes=[])

@@ -15,7 +15,7 @@ from hwadvisor.models import Device, ModelOptions, Plan, Workload
 from hwadvisor.models.plan import EngineConfig, EngineLine
 from hwadvisor.models.serving import ServingConfig
 from hwadvisor.rules.context import RuleContext
-from hwadvisor.rules.sizing import longest_request
+from hwadvisor.rules.sizing import longest_request, model_window, window_note
 
 # llama.cpp pads each slot's context to 256 tokens (llama-context.cpp GGML_PAD(n_ctx_seq, 256)).
 _SLOT_PAD = 256
@@ -112,7 +112,11 @@ def plan_values(ctx: RuleContext, plan: Plan) -> PlanValues:
     paged = engine.defaults.paged_kv
     mtp_layers = max(spec.mtp_layers, 1) if spec else 1  # the MTP form's draft depth
     request = wl.prompt_len + wl.gen_len
+    longest = _longest(ctx)
     slot = -(-request // _SLOT_PAD) * _SLOT_PAD
+    window = model_window(wl)
+    if window is not None and slot > window:
+        slot = window  # a slot never holds more than the model reads
     slots = wl.batch
     training = wl.phase == "training"
     half = wl.activation_dtype == "fp16" or "bf16" not in ctx.device.formats
@@ -127,13 +131,21 @@ def plan_values(ctx: RuleContext, plan: Plan) -> PlanValues:
         # the step's token budget, said only where the planned batch is above the engine's own
         step_tokens=wl.batch if paged and wl.batch > (_step_tokens(ctx) or wl.batch) else None,
         prompt_len=wl.prompt_len, gen_len=wl.gen_len,
-        context=wl.prompt_len if training else max(longest_request(ctx) or request, request),
-        max_model_len=max(longest_request(ctx) or request, request),
+        # the reservation the plan was fitted within, said where the user changed the engine's
+        memory_fraction=engine.defaults.kv_memory_fraction
+        if "kv_memory_fraction" in wl.engine_options else None,
+        # the graphs the user switched off stay off unless a step turned them back on
+        eager=True if not training and "cuda_graphs" in wl.engine_options and
+        not opts.cuda_graphs else None,
+        context=wl.prompt_len if training else longest,
+        max_model_len=longest,
         slot_context=slot, kv_pool_tokens=slot * slots,
         precision_fp16=True if half and opts.mixed_precision and
         wl.activation_dtype not in ("fp32", "tf32") else None,
         precision_bf16=True if training and opts.mixed_precision and not half and
         wl.activation_dtype == "bf16" else None,
+        # bitsandbytes' compute dtype: a T4 or V100 has no bf16 (QLoRA computes in fp16 there)
+        torch_dtype="torch.float16" if half else "torch.bfloat16",
         fine_tune_type="lora" if opts.finetune in ("lora", "qlora") else "full",
         zero_stage=_zero_stage(plan, opts),
         # sequences per optimizer step over all data-parallel ranks (Megatron, torchtitan)
@@ -164,8 +176,25 @@ def plan_values(ctx: RuleContext, plan: Plan) -> PlanValues:
     tp = layout.tp // layout.attn_dp if config.dp_attention_tp == "attention" else layout.tp
     return values.model_copy(update={
         "tp": tp, "pp": layout.pp, "dp": replicas, "cp": layout.cp, "attn_dp": layout.attn_dp,
-        "ep": layout.gpus if layout.ep else 1, "dp_shard": layout.shard_degree(),
+        # expert parallelism subdivides one replica's tensor-parallel group, never the
+        # replicas (SGLang 0.5.23 arg_groups/moe_hook.py: ep_size must be 1 or tp_size)
+        "ep": layout.tp if layout.ep else 1, "dp_shard": layout.shard_degree(),
         "dp_replicate": replicas})
+
+
+def _longest(ctx: RuleContext) -> int:
+    """Return the longest single request the config allows (--max-model-len, --context-length).
+
+    What the KV pool holds at batch 1 within the model's window (sizing.longest_request); when
+    not even that is known, the request itself, capped at the window. Never the request when it
+    is longer than either: the engines refuse to start above them.
+    """
+    found = longest_request(ctx)
+    if found is not None:
+        return found
+    request = ctx.workload.prompt_len + ctx.workload.gen_len
+    window = model_window(ctx.workload)
+    return min(request, window) if window else request
 
 
 def _zero_stage(plan: Plan, options: ModelOptions) -> int:
@@ -231,6 +260,9 @@ def engine_config(ctx: RuleContext, plan: Plan,
         note = step_note(engine, implied, values)
         if note is not None:
             rendered = rendered.model_copy(update={"notes": [*rendered.notes, note]})
+    capped = window_note(ctx.workload) if ctx.workload.phase == "inference" else None
+    if capped is not None:
+        rendered = rendered.model_copy(update={"notes": [capped, *rendered.notes]})
     # the plan for each of the engine's other tools (Genie's JSON, a coremltools conversion)
     others = [render_config(engine, steps, values, device_class, forms, "inference", tool)
               for tool in engine.other_configs] if ctx.workload.phase == "inference" else []

@@ -187,12 +187,41 @@ def max_batch(ctx: RuleContext) -> int | None:
     return _largest(1, MAX_BATCH, fits)
 
 
+def model_window(workload: Workload) -> int | None:
+    """Return the longest sequence the model reads (None when its config states none).
+
+    The config's window, RoPE scaling included as vLLM derives it, else max_position_embeddings.
+    """
+    spec = workload.spec
+    if spec is None:
+        return None
+    return spec.context_window or spec.max_position_embeddings
+
+
+def window_note(workload: Workload) -> str | None:
+    """Say it when the request (prompt + generation) is longer than the model reads."""
+    window = model_window(workload)
+    request = workload.prompt_len + workload.gen_len
+    if window is None or request <= window:
+        return None
+    name = workload.spec.name if workload.spec else workload.model
+    room = window - workload.gen_len
+    keep = (f"keep prompts to {room:,} tokens to generate {workload.gen_len:,}" if room > 0
+            else f"the generation alone ({workload.gen_len:,} tokens) is longer than that")
+    return (f"the request ({request:,} tokens: {workload.prompt_len:,} prompt + "
+            f"{workload.gen_len:,} generated) is longer than {name} reads ({window:,} tokens, "
+            f"its config's window): the config caps each request at {window:,}; {keep}")
+
+
 def max_context(ctx: RuleContext, batch: int | None = None) -> int | None:
-    """Inference: the longest prompt + generation that fits at the plan's batch (or `batch`)."""
+    """Inference: the longest prompt + generation that fits at the plan's batch (or `batch`).
+
+    Never above the model's window (model_window).
+    """
     if ctx.workload.phase != "inference":
         return None
     gen = ctx.workload.gen_len
-    limit = ctx.workload.spec.max_position_embeddings if ctx.workload.spec else None
+    limit = model_window(ctx.workload)
     high = max(limit or 0, ctx.workload.prompt_len + gen, 1 << 17)
 
     def fits(total: int) -> bool:
@@ -252,7 +281,9 @@ def offloaded_host_bytes(ctx: RuleContext, gpus: int, est: Estimate,
 def longest_request(ctx: RuleContext) -> int | None:
     """Inference: the longest prompt + generation one request may have (the KV pool at batch 1).
 
-    Capped by the model's context limit; what a serving engine's --max-model-len should say.
+    Capped by the model's window; what a serving engine's --max-model-len should say: vLLM
+    refuses to start above either (config/model.py _get_and_verify_max_len; the KV cache check
+    of v1/core/kv_cache_utils.py, 0.33.0). None when not even one short request fits.
     """
     if ctx.workload.phase != "inference":
         return None

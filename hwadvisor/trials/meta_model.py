@@ -378,4 +378,6 @@ def _window(text: Any, attention_layers: int) -> dict[str, Any]:
     else:
         count = attention_layers
     count = min(count, attention_layers)
-    return {"sliding_window": window, "sliding_window_layers": count} if count else {}
+    chunked = not _first_int(text, ("sliding_window",))  # attention_chunk_size alone
+    return {"sliding_window": window, "sliding_window_layers": count,
+            "attention_chunked": chunked} if count else {}

@@ -242,6 +242,41 @@ class _Fields:
         return value
 
 
+# The keys vLLM reads a model's window from, the smallest winning, and the RoPE types whose
+# config already states the scaled window (vllm/transformers_utils/model_arch_config_convertor.py
+# derive_max_model_len_and_key and vllm/config/model.py _get_and_verify_max_len, v0.33.0;
+# `vllm serve --max-model-len` above it refuses to start).
+_WINDOW_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                "model_max_length", "max_target_positions", "max_sequence_length",
+                "max_seq_length", "seq_len")
+_SCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+
+
+def context_window(data: dict[str, Any]) -> int | None:
+    """Return the longest sequence the config lets an engine read (None: no key states one).
+
+    As vLLM 0.33.0 derives it: the smallest length key, times the factor of a RoPE scaling
+    that does not state the scaled window itself (linear, dynamic); Gemma-3's window is
+    already scaled. A multimodal config's text_config is read, as vLLM's hf_text_config.
+    """
+    if isinstance(data.get("text_config"), dict):
+        data = data["text_config"]
+    lengths = [v for k in _WINDOW_KEYS if isinstance(v := data.get(k), int)
+               and not isinstance(v, bool) and v > 0]
+    if not lengths:
+        return None
+    window = float(min(lengths))
+    if isinstance(data.get("model_max_length"), int) and data["model_max_length"] > 0:
+        window = float(data["model_max_length"])  # Cohere: this key wins (as vLLM reads it)
+    rope = data.get("rope_parameters") or data.get("rope_scaling")
+    if isinstance(rope, dict) and "gemma3" not in str(data.get("model_type", "")):
+        kind = rope.get("rope_type", rope.get("type"))
+        factor = rope.get("factor")
+        if kind not in _SCALED_ROPE and isinstance(factor, (int, float)) and factor > 0:
+            window *= float(factor)
+    return int(window)
+
+
 def parse_config(data: object, source: str, read_model: ModelReader | None = None) -> ModelSpec:
     """Build a ModelSpec from a parsed config.json; source names it in errors and in the spec.
 
@@ -272,7 +307,8 @@ def _generic(data: dict[str, Any], label: str, model_type: object,
     shown = repr(model_type)[:60]
     if isinstance(model_type, str) and read_model is not None:
         spec = read_model(data, label)
-        return spec.model_copy(update={"name": _name(data, label)})
+        return spec.model_copy(update={"name": _name(data, label),
+                                       "context_window": context_window(data)})
     close = difflib.get_close_matches(str(model_type), list(FAMILIES), n=3)
     hint = (f"model types read without transformers: {', '.join(supported_model_types())}; "
             "any other causal LM of transformers is read with pip install 'hwadvisor[hf]'")
@@ -327,6 +363,7 @@ def _build_spec(f: _Fields, family: Family, name: str) -> ModelSpec:
         "mlp_bias": family.mlp_bias_always or (
             family.mlp_bias_use_bias and f.bool_("use_bias", True)),
         "max_position_embeddings": f.opt_int("max_position_embeddings", None),
+        "context_window": context_window(f.data),
         "source": f.label,
     }
     native, where = native_weights_dtype(f.data)

@@ -45,7 +45,7 @@ VALUES = PlanValues(
     kv_pool_tokens=147456, fine_tune_type="lora", precision_fp16=True,
     precision_bf16=True, zero_stage=3, global_batch=64, local_batch=4,
     checkpoint_every=2, recompute_layers=8,
-    compute_units="gpu",
+    compute_units="gpu", torch_dtype="torch.bfloat16",
 )
 
 

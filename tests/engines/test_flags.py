@@ -47,11 +47,11 @@ SAMPLE_VALUES = PlanValues(
     spec_draft_tokens=5, gpu_layers=33, grad_accum=2,
     lora_rank=16, threads=8, offload_fraction=0.5, mtp_layers=1,
     mtp_draft_tokens=2, soc_model="SM8750",
-    slot_context=1280, max_model_len=8192, kv_pool_tokens=5120,
+    slot_context=1280, max_model_len=8192, kv_pool_tokens=5120, memory_fraction=0.95,
     fine_tune_type="lora", zero_stage=3, precision_fp16=True, precision_bf16=True,
     context=2048, global_batch=64, local_batch=4, checkpoint_every=2,
     recompute_layers=8,
-    compute_units="gpu",
+    compute_units="gpu", torch_dtype="torch.bfloat16",
 )
 LAYOUT_VALUES = {"tp": 2, "pp": 2, "dp": 2, "ep": 2, "max_batch": 16, "context": 4096,
                  "gpu_layers": 33}
@@ -105,6 +105,31 @@ def test_each_step_alone_renders_flags_the_engine_takes(engine_id: str, key: str
     assert check_rendered(rendered) == []
 
 
+def _older_cases() -> list[tuple[str, str, str]]:
+    """Return (engine, release, config key) of every step an older release spells otherwise."""
+    return [(e.id, past.flags_at or "", key) for e in load_engines().values()
+            for past in e.history if past.config_steps for key in past.config_steps]
+
+
+@pytest.mark.parametrize(("engine_id", "release", "key"), _older_cases())
+def test_an_older_release_step_alone_renders_flags_that_release_takes(
+        engine_id: str, release: str, key: str) -> None:
+    from hwadvisor.engines import STEP_FORMS, get_engine
+
+    assert release, f"{engine_id}: a history entry with config_steps names flags_at"
+    data = table(engine_id, release)
+    assert data is not None and data["version"] == release, \
+        f"no table for {engine_id} {release}: python scripts/engine_flags.py --engine {engine_id}"
+    engine = get_engine(engine_id, release)
+    assert engine.version == release  # the config says which release's flags it uses
+    step, forms = key, None
+    if key in STEP_FORMS:
+        step, form = STEP_FORMS[key]
+        forms = {step: form}
+    rendered = render_config(engine, [step], SAMPLE_VALUES, None, forms, "inference")
+    assert check_config(engine_id, rendered.format, rendered.text, release) == [], rendered.text
+
+
 def test_every_engine_but_the_listed_ones_has_a_table() -> None:
     missing = [e for e in load_engines() if table(e) is None and e not in NO_TABLE]
     assert missing == []
@@ -137,15 +162,16 @@ def test_the_table_script_pins_what_the_tables_hold() -> None:
 
 
 @lru_cache(maxsize=1)
-def _scenario_configs() -> tuple[tuple[str, str, str, str, tuple[str, ...]], ...]:
-    """Return (scenario id, engine, format, text, notes) of every gallery plan's engine config."""
+def _scenario_configs() -> tuple[tuple[str, str, str, str, tuple[str, ...], str], ...]:
+    """Return (scenario id, engine, format, text, notes, version) of every gallery plan's
+    engine config (version: the release its flags are said in)."""
     module = load_script("scripts/scenarios.py")
     out = []
     for scenario in module.SCENARIOS:
         config = module.run(scenario).plan.engine_config
         if config is not None:
             out.append((scenario.id, config.engine, config.format, config.text,
-                        tuple(config.notes)))
+                        tuple(config.notes), config.version))
     return tuple(out)
 
 
@@ -162,10 +188,24 @@ KNOWN_BAD_SCENARIOS: dict[str, str] = {}
                  if s in KNOWN_BAD_SCENARIOS else []) for s in _scenario_ids()])
 def test_gallery_plans_emit_flags_the_engine_takes(scenario_id: str) -> None:
     configs = [c for c in _scenario_configs() if c[0] == scenario_id]
-    for _, engine_id, fmt, text, notes in configs:
+    for _, engine_id, fmt, text, notes, version in configs:
         if engine_id in NO_TABLE:
             continue
-        assert check_config(engine_id, fmt, text) + check_notes(engine_id, list(notes)) == [], text
+        assert check_config(engine_id, fmt, text, version) + \
+            check_notes(engine_id, list(notes)) == [], text
+
+
+def test_an_older_release_is_said_in_its_own_flags() -> None:
+    # `--engine vllm==0.6.0`: 0.6.0's speculative flags, checked against 0.6.0's own parser;
+    # today's --spec-method is not one of them, and no EAGLE-3 (0.6.0 has none)
+    configs = [c for c in _scenario_configs() if c[0] == "serve-8b-vllm-0.6"]
+    assert configs
+    _, engine_id, fmt, text, _, version = configs[0]
+    assert version == "0.6.0"
+    assert "--speculative-model" in text and "--use-v2-block-manager" in text
+    assert "--spec-method" not in text and "eagle3" not in text.lower()
+    assert check_config(engine_id, fmt, text, version) == []
+    assert check_config(engine_id, fmt, "vllm serve m --spec-method ngram", version) != []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,7 +251,7 @@ def test_drawn_workloads_emit_flags_the_engine_takes(case: tuple[str, str, dict]
     config = report.plan.engine_config
     if config is None or config.engine in NO_TABLE:
         return
-    problems = check_config(config.engine, config.format, config.text) + \
+    problems = check_config(config.engine, config.format, config.text, config.version) + \
         check_notes(config.engine, config.notes)
     bad = [p for p in problems if not _known(config.engine, p)]
     assert bad == [], config.text

@@ -298,6 +298,18 @@ def test_with_cuda_graphs_off_the_plan_may_turn_them_on_again():
     assert "cuda-graphs" in {s.id for s in report.plan.steps}
 
 
+def test_cuda_graphs_off_is_the_engines_eager_switch_and_is_said():
+    # vLLM's --enforce-eager turns torch.compile off with the graphs (config/vllm.py 0.33.0);
+    # a plan that keeps the graphs off says the switch, so the pasted line runs what was modelled
+    engine = get_engine("vllm", None, {"cuda_graphs": "false"})
+    assert not engine.defaults.cuda_graphs and not engine.defaults.compiled
+    report = plan("h100-sxm", B, model="llama-3.1-8b", engine="vllm",
+                  engine_options=("cuda_graphs=false",))
+    assert report.plan is not None and report.plan.engine_config is not None
+    kept_off = "cuda-graphs" not in {s.id for s in report.plan.steps}
+    assert ("--enforce-eager" in report.plan.engine_config.text) == kept_off
+
+
 def test_an_older_release_starts_from_its_own_defaults():
     report = plan("h200-sxm", B, model="llama-3-8b", batch=32, engine="vllm==0.6.0")
     assert report.workload is not None
@@ -305,8 +317,12 @@ def test_an_older_release_starts_from_its_own_defaults():
     assert "prefix_caching=false (vllm 0.6.0)" in report.workload.engine_defaults
     assert report.plan is not None and report.plan.engine_config is not None
     config = report.plan.engine_config
-    assert config.version == get_engine("vllm").version  # the flags are the pinned release's
+    assert config.version == "0.6.0"  # said in 0.6.0's flags (checked against its parser)
     assert any("defaults of vLLM 0.6.0" in note for note in config.notes)
+    # 0.6.0 has no EAGLE-3 and spells speculative decoding --speculative-model
+    assert "eagle3" not in config.text.lower() and "--spec-method" not in config.text
+    # the headline counts only what 0.6.0 runs: no step names a drafter it lacks
+    assert all("EAGLE" not in s.why for s in report.plan.steps)
     # prefix caching was off before V1: the plan that turns it on says so in a flag
     if "prefix-caching" in {s.id for s in report.plan.steps}:
         assert "--enable-prefix-caching" in config.text

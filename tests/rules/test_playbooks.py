@@ -279,11 +279,20 @@ def test_hf_decode_at_batch_1_gets_graphs_first():
     assert "reduce-overhead" in graphs.title  # the transformers way to graph generate()
 
 
-def test_fp8_weights_rejected_on_ampere():
-    out = run("rtx-3090", B, model="llama-3-8b", engine="vllm")
+def test_fp8_weights_rejected_on_turing():
+    out = run("t4", B, model="llama-3.2-1b", engine="vllm")
     why = rejected_why(out, "fp8-weights")
     assert why.startswith("fp8-weights:") and "FP8" in why
     assert "fp8-weights" not in {s.id for s in out.plan.steps}
+
+
+def test_fp8_weights_run_weight_only_on_ampere_with_vllm():
+    # vLLM runs FP8 checkpoints on Ampere through FP8 Marlin (W8A16): the step halves the
+    # weight bytes and says it is weight-only; the config is the same --quantization fp8
+    out = run("rtx-3090", B, model="llama-3-8b", engine="vllm")
+    fp8 = step(out, "fp8-weights")
+    assert "weight-only" in fp8.title and "Marlin" in fp8.title
+    assert "--quantization fp8" in out.plan.engine_config.text
 
 
 def test_tensor_parallel_stays_inside_one_node():
@@ -468,7 +477,8 @@ FIRES = {
     "flash-attention": (B, "h200-sxm", {**S_8B, "attention_kernel": "math", **HF}),
     "prefix-caching": (B, "h200-sxm", {**S_8B, **HF}),
     "fp8-weights": (B, "h200-sxm", S_8B),
-    "int8-weights": (B, "a100-80gb", S_8B),
+    # Ampere with SGLang (vLLM runs FP8 weight-only there, which it prefers)
+    "int8-weights": (B, "a100-80gb", {**S_8B, "engine": "sglang"}),
     "fp4-weights": (B, "b200", S_8B),
     "int4-weights": (B, "h200-sxm", S_8B),
     "cuda-graphs": (B, "h200-sxm", {**S_8B, **HF}),
@@ -508,7 +518,7 @@ REJECTED = {
     "flash-attention": (B, "snapdragon-8-elite", {"model": "llama-3.2-1b"},
                         "device_class_not_in"),
     "prefix-caching": (B, "h200-sxm", {**S_8B, "prompt_len": 128, **HF}, "min_prompt_len"),
-    "fp8-weights": (B, "rtx-3090", {**S_8B, "engine": "vllm"}, "fp8_usable"),
+    "fp8-weights": (B, "t4", {"model": "llama-3.2-1b", "engine": "vllm"}, "fp8_usable"),
     "int8-weights": (B, "h200-sxm", S_8B, "fp8_usable"),
     "fp4-weights": (B, "h200-sxm", S_8B, "fp4_usable"),
     "int4-weights": (B, "h200-sxm", {**S_8B, "weights_dtype": "int4"}, "weights_dtype_not_in"),

@@ -263,7 +263,22 @@ _KNOBS = ("cuda_graphs", "compiled", "fused_optimizer", "comm_overlap", "expert_
 def _engine_runs(workload: Workload, fmt: str, device: Device) -> bool:
     from hwadvisor.engines import engine_for
 
-    return fmt in device.formats and fmt in engine_for(workload).weight_formats
+    engine = engine_for(workload)
+    if fmt not in engine.weight_formats:
+        return False
+    if fmt in device.formats:
+        return True
+    least = engine.weight_only.get(fmt)  # weight-only kernels (vLLM's FP8 Marlin on Ampere)
+    return least is not None and device.vendor == "nvidia" and \
+        _capability(device.compute_capability) >= _capability(least)
+
+
+def _capability(text: str | None) -> tuple[int, ...]:
+    """Return '8.6' as (8, 6); (0,) when unknown."""
+    try:
+        return tuple(int(part) for part in (text or "0").split("."))
+    except ValueError:
+        return (0,)
 
 
 def build_facts(
