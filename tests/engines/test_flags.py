@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from engine_flag_check import (
     check_config,
+    check_launch,
     check_notes,
     check_rendered,
     load_engines,
@@ -137,15 +138,16 @@ def test_the_table_script_pins_what_the_tables_hold() -> None:
 
 
 @lru_cache(maxsize=1)
-def _scenario_configs() -> tuple[tuple[str, str, str, str, tuple[str, ...]], ...]:
-    """Return (scenario id, engine, format, text, notes) of every gallery plan's engine config."""
+def _scenario_configs() -> tuple[tuple[str, str, str, str, tuple[str, ...], str], ...]:
+    """Return (scenario id, engine, format, text, notes, launch) of every gallery plan's engine
+    config."""
     module = load_script("scripts/scenarios.py")
     out = []
     for scenario in module.SCENARIOS:
         config = module.run(scenario).plan.engine_config
         if config is not None:
             out.append((scenario.id, config.engine, config.format, config.text,
-                        tuple(config.notes)))
+                        tuple(config.notes), config.launch))
     return tuple(out)
 
 
@@ -162,10 +164,11 @@ KNOWN_BAD_SCENARIOS: dict[str, str] = {}
                  if s in KNOWN_BAD_SCENARIOS else []) for s in _scenario_ids()])
 def test_gallery_plans_emit_flags_the_engine_takes(scenario_id: str) -> None:
     configs = [c for c in _scenario_configs() if c[0] == scenario_id]
-    for _, engine_id, fmt, text, notes in configs:
+    for _, engine_id, fmt, text, notes, launch in configs:
         if engine_id in NO_TABLE:
             continue
-        assert check_config(engine_id, fmt, text) + check_notes(engine_id, list(notes)) == [], text
+        assert check_config(engine_id, fmt, text) + check_notes(engine_id, list(notes)) + \
+            check_launch(launch) + check_launch(text) == [], text
 
 
 # ---------------------------------------------------------------------------------------------
