@@ -53,6 +53,21 @@ def _nodes(report: Report) -> list[dict[str, str | None]]:
     return [_flags(block) for block in command_blocks(config.text)]
 
 
+def test_a_405b_that_fits_one_node_is_a_replica_per_node_not_tp_16_over_the_network():
+    report = _plan("b", "h100-sxm", model="llama-3.1-405b", batch=1, nodes=2, gpus_per_node=8)
+    layout = report.plan.layout
+    assert layout is not None and (layout.tp, layout.dp) == (8, 2)
+    config = report.plan.engine_config
+    assert config is not None
+    nodes = _nodes(report)
+    assert len(nodes) == 1  # the same server on each node
+    assert nodes[0]["--tensor-parallel-size"] == "8"
+    assert "--data-parallel-size" not in nodes[0] and "--nnodes" not in nodes[0]
+    assert "on each of the 2 nodes" in config.text
+    assert any("load balancer" in note for note in config.notes)
+    assert check_config("vllm", "cli", config.text) == []
+
+
 def test_vllm_tp_over_two_nodes_names_each_nodes_rank_and_the_head():
     report = _plan("b", "a100-80gb", model="llama-3.1-405b", batch=8, nodes=2, gpus_per_node=8)
     layout = report.plan.layout
