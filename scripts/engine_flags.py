@@ -97,6 +97,11 @@ PINS: dict[str, Pin] = {
     "megatron": Pin("megatron-core", "0.19.2", "sdist"),
     "deepspeed": Pin("deepspeed", "0.19.6", "sdist"),
     "hf": Pin("transformers", "5.24.0", "wheel", (("accelerate", "1.15.0", "wheel"),)),
+    # torchrun, the launcher torchtitan, Megatron-LM and the HF Trainer start on several nodes
+    # with: read from torch/distributed/run.py of the torch installed beside this script (PyPI's
+    # torch wheels are CUDA builds of ~800 MB; the launcher's arguments are the same in the CPU
+    # build), refused unless its version is the pin.
+    "torchrun": Pin("torch", "2.13.0", "installed"),
 }
 
 
@@ -153,6 +158,22 @@ def fetch(package: str, version: str, dist: str) -> Path:
             tf.extractall(tmp, filter="data")
     tmp.rename(dest)
     return dest
+
+
+def installed(package: str, version: str) -> Path:
+    """Return the site-packages folder of an installed package at this version.
+
+    Nothing is imported from it: importlib.metadata reads its dist-info.
+    """
+    import importlib.metadata
+
+    try:
+        dist = importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        raise SystemExit(f"{package} is not installed beside this script") from None
+    if dist.version.split("+")[0] != version:
+        raise SystemExit(f"{package} {dist.version} is installed, the pin is {version}")
+    return Path(str(dist.locate_file("")))
 
 
 def fetch_git(repo_dir: Path, commit: str, subdir: str, name: str) -> Path:
@@ -877,7 +898,17 @@ def extract_deepspeed(root: Path) -> tuple[dict[str, Any], list[str]]:
                 sub.setdefault(key.rsplit(".", 1)[0] + "." + alias if "." in key else alias,
                                {**rec, "aliases": [key]})
         keys.update(sub)
-    return {"ds_config.json": _command(keys)}, index.files()
+    # the `deepspeed` launcher (launcher/runner.py parse_args): --hostfile, --num_nodes ...
+    runner = pkg / "launcher" / "runner.py"
+    launcher = argparse_table(runner, index)
+    return {"ds_config.json": _command(keys), "deepspeed": _command(launcher)}, index.files()
+
+
+def extract_torchrun(root: Path) -> tuple[dict[str, Any], list[str]]:
+    """torchrun: the add_argument calls of torch/distributed/run.py's get_args_parser."""
+    path = root / "torch" / "distributed" / "run.py"
+    index = PyIndex(path.parent)  # its arguments name no class of torch's
+    return {"torchrun": _command(argparse_table(path, index))}, ["torch/distributed/run.py"]
 
 
 def extract_hf(root: Path, accelerate_root: Path) -> tuple[dict[str, Any], list[str]]:
@@ -1429,7 +1460,7 @@ EXTRACTORS: dict[str, Extractor] = {
     "executorch": extract_executorch, "qnn": extract_executorch,
     "coreml": extract_executorch, "deepspeed": extract_deepspeed,
     "exllamav2": extract_exllamav2, "litert": extract_litert, "llamacpp": extract_llamacpp,
-    "coremltools": extract_coremltools, "genie": extract_genie,
+    "coremltools": extract_coremltools, "genie": extract_genie, "torchrun": extract_torchrun,
 }
 
 
@@ -1462,6 +1493,8 @@ def build(engine: str, mlc_git: Path | None,
         root = fetch(pin.package, pin.version, pin.dist)
         extra = pin.extra[0]
         commands, files = extract_hf(root, fetch(*extra))
+    elif pin.dist == "installed":
+        commands, files = EXTRACTORS[engine](installed(pin.package, pin.version))
     else:
         root = fetch(pin.package, pin.version, pin.dist)
         commands, files = EXTRACTORS[engine](root)

@@ -233,6 +233,20 @@ SCENARIOS: tuple[Scenario, ...] = (
              "1 s and TPOT p90 under 40 ms on the two H100s we have: enough?", "b", "h100-sxm",
              dict(model="llama-3-70b", gpus=2),
              dict(rate=10, dataset="chat", ttft_ms=1000, tpot_ms=40)),
+    # ---- over several nodes: one command per node, replicas inside a node when it holds one
+    Scenario("serve-405b-2-nodes-h100-b1", "Llama-3.1-405B on 2 nodes of 8 H100s, one user at "
+             "a time: how do I start it?", "b", "h100-sxm",
+             dict(model="llama-3.1-405b", batch=1, nodes=2, gpus_per_node=8)),
+    Scenario("serve-deepseek-v3-2-nodes-h100", "DeepSeek-V3 (FP8) on 2 nodes of 8 H100s for 64 "
+             "users; it does not fit one node.", "b", "h100-sxm",
+             dict(model="deepseek-v3", batch=64, nodes=2, gpus_per_node=8)),
+    Scenario("serve-405b-2-nodes-a100-sglang", "Llama-3.1-405B in bf16 on 2 nodes of 8 "
+             "A100-80GB with SGLang, 8 users.", "b", "a100-80gb",
+             dict(model="llama-3.1-405b", batch=8, nodes=2, gpus_per_node=8, engine="sglang")),
+    Scenario("train-8b-2-nodes-deepspeed", "Fine-tune Llama-3-8B with DeepSpeed on 2 nodes of "
+             "8 H100s.", "a", "h100-sxm",
+             dict(model="llama-3-8b", phase="training", batch=2, prompt_len=4096, nodes=2,
+                  gpus_per_node=8, engine="deepspeed")),
 )
 
 
@@ -264,6 +278,11 @@ def key_fields(report: Any) -> dict[str, Any]:
         # what a user pastes: every setting of the engine config, in order
         "config": None if plan.engine_config is None else
         [line.setting for line in plan.engine_config.lines],
+        # over several nodes: where each command runs, and a config file's launcher
+        "launch": None if plan.engine_config is None else
+        [line for line in plan.engine_config.text.splitlines()
+         if line.startswith(("# on ", "# node "))] + plan.engine_config.launch.splitlines()
+        or None,
     }
     if report.serving is not None:  # under a load: the search's answer
         best = report.serving.best
@@ -321,6 +340,9 @@ def render(scenarios: tuple[Scenario, ...] = SCENARIOS) -> tuple[str, dict[str, 
         if config and report.plan.engine_config is not None:
             lines += ["", config[0], "", "```", *report.plan.engine_config.text.splitlines(),
                       "```"]
+            if report.plan.engine_config.launch:
+                lines += ["", "to start it on the nodes:", "", "```",
+                          *report.plan.engine_config.launch.splitlines(), "```"]
             for other in report.plan.engine_config.also:  # Genie, coremltools
                 lines += ["", f"the same plan for {other.tool} ({other.format}):", "", "```",
                           *other.text.splitlines(), "```"]

@@ -30,8 +30,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["Engine", "RenderedConfig", "check_config", "check_notes", "check_rendered",
-           "load_engines", "render_config", "table"]
+__all__ = ["Engine", "RenderedConfig", "check_config", "check_launch", "check_notes",
+           "check_rendered", "command_blocks", "load_engines", "render_config", "table"]
 
 TABLES = Path(__file__).parent / "fixtures" / "engine_flags"
 # The command a cli config runs -> the table command that describes it.
@@ -322,6 +322,73 @@ def _python_literal(node: ast.expr) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
+def command_blocks(text: str) -> list[str]:
+    """Return the commands of a config text: one per block, comment lines dropped.
+
+    A plan over several nodes writes one command per node, each block under a comment line
+    saying where it runs, blocks apart by a blank line.
+    """
+    blocks = []
+    for block in text.split("\n\n"):
+        kept = "\n".join(line for line in block.splitlines() if not line.startswith("#"))
+        if kept.strip():
+            blocks.append(kept)
+    return blocks
+
+
+# Launchers a command may run under, before the engine's own command (srun's flags are not
+# the engine's to check; trtllm-llmapi-launch passes the rest through).
+LAUNCHERS = ("srun", "mpirun", "trtllm-llmapi-launch")
+
+
+# Launchers with a table of their own (table file, command): torchrun (torch), DeepSpeed's.
+LAUNCHER_TABLES = {"torchrun": ("torchrun", "torchrun"), "deepspeed": ("deepspeed", "deepspeed")}
+
+
+def launcher_part(tokens: list[str], flags: dict[str, Any]) -> list[str]:
+    """Return the launcher's own words: up to its script, or through `-m MODULE`."""
+    i = 1
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.startswith("-"):
+            return tokens[:i]  # the script the launcher runs
+        rec = _lookup(flags, token.partition("=")[0])
+        takes = rec is None or rec.get("takes_value", True)
+        i += 1 + (1 if takes and "=" not in token else 0)
+        if token in ("-m", "--module") and rec is not None and rec.get("takes_value", True):
+            return tokens[:i]
+    return tokens
+
+
+def check_launch(text: str) -> list[str]:
+    """Return the problems of the launcher commands of a config (torchrun, deepspeed ...)."""
+    problems: list[str] = []
+    for block in command_blocks(text):
+        tokens = cli_tokens(block)
+        if not tokens or tokens[0] not in LAUNCHER_TABLES:
+            continue
+        engine, name = LAUNCHER_TABLES[tokens[0]]
+        data = table(engine)
+        if data is None:
+            problems.append(f"no table for the launcher {name}")
+            continue
+        command = data["commands"][name]
+        problems.extend(check_cli(shlex.join(launcher_part(tokens, command["flags"])),
+                                  command, name))
+    return problems
+
+
+def _without_launcher(engine_id: str, text: str) -> str:
+    """Return a command line from the engine's own command on (a launcher in front dropped)."""
+    name = CLI_COMMANDS.get(engine_id, "")
+    tokens = cli_tokens(text)
+    if tokens[:1] and tokens[0] in LAUNCHERS and name:
+        first = name.split()[0]
+        if first in tokens:
+            return shlex.join(tokens[tokens.index(first):])
+    return text
+
+
 def check_config(engine_id: str, fmt: str, text: str, version: str | None = None) -> list[str]:
     """Return the problems of one rendered config text of an engine (empty: it checks out).
 
@@ -330,6 +397,11 @@ def check_config(engine_id: str, fmt: str, text: str, version: str | None = None
     data = table(engine_id, version)
     if data is None:
         return []
+    if fmt == "cli" and len(command_blocks(text)) != 1:
+        return [p for block in command_blocks(text)
+                for p in check_config(engine_id, fmt, block)]
+    if fmt == "cli":
+        text = _without_launcher(engine_id, command_blocks(text)[0])
     commands = data["commands"]
     if fmt == "cli":
         name = CLI_COMMANDS.get(engine_id)
@@ -376,6 +448,9 @@ def check_notes(engine_id: str, notes: list[str]) -> list[str]:
 
 
 def check_rendered(rendered: RenderedConfig) -> list[str]:
-    """Return the problems of a RenderedConfig: its text and the files its notes fill."""
-    return check_config(rendered.engine, rendered.format, rendered.text) + \
+    """Return the problems of a RenderedConfig: its text, its launch and the files its notes
+    fill."""
+    launch = check_launch(rendered.launch) + \
+        (check_launch(rendered.text) if rendered.format == "cli" else [])
+    return check_config(rendered.engine, rendered.format, rendered.text) + launch + \
         check_notes(rendered.engine, rendered.notes)

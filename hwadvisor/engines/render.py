@@ -25,6 +25,8 @@ from hwadvisor.engines.schema import (
     Engine,
     EngineConfig,
     Format,
+    LaunchKind,
+    NodeLaunch,
     _Strict,
     fill,
     parse_value,
@@ -63,6 +65,8 @@ class RenderedConfig(_Strict):
     not_expressed: list[NotExpressed] = Field(default_factory=list)
     defaulted: list[str] = Field(default_factory=list, description="Steps it does already")
     notes: list[str] = Field(default_factory=list, description="What the steps need besides")
+    launch: str = Field("", description="How a config file starts on several nodes (the "
+                        "launcher's command on each); a command line says it in its text")
 
 
 def _wanted_keys(steps: list[str], values: Mapping[str, object]) -> list[str]:
@@ -116,6 +120,7 @@ def render_config(
     forms: Mapping[str, str] | None = None,
     phase: str = "inference",
     tool: str = "",
+    launch: LaunchKind | None = None,
 ) -> RenderedConfig:
     """Render plan steps as the engine's own config: a command line, TOML, JSON or Python.
 
@@ -127,6 +132,8 @@ def render_config(
     {"speculative-decoding": "mtp"}; an engine without that form says the plain one, with a note.
     `phase` picks the config: an engine may train with another tool than it serves with;
     `tool` one of the engine's other_configs (Genie's JSON, a coremltools conversion).
+    `launch` says how the plan spans nodes when it spans several (values.nodes > 1): the
+    engine's [config.launch] of that kind gives each node's command (render_launch).
     """
     _check_steps(steps)
     config = _config_of(engine, phase, tool)
@@ -152,8 +159,88 @@ def render_config(
     if config.format != "cli":
         traced = _last_setting_wins(traced, notes)
     text = _TEXT[config.format](config, traced, values)
+    started = ""
+    nodes = _count(values, "nodes")
+    how = _launch_of(config, launch) if launch is not None and nodes > 1 else None
+    if launch is not None and how is None and nodes > 1:
+        notes.append(f"multi-node: {engine.name}'s config here says no multi-node launch; "
+                     "it runs on one node as written")
+    if how is not None:
+        blocks, head_flags = render_launch(config, how, traced, values)
+        said = _fill_or_raise(how.note, values, "multi-node")
+        notes.append(f"multi-node: {said}")
+        # the commands say it too: they are what is pasted, or written by --emit
+        blocks = f"# {said}\n\n{blocks}"
+        if config.format == "cli":
+            text = blocks
+            traced = [*traced, *(RenderedLine(setting=f, step="multi-node") for f in head_flags)]
+        else:
+            started = blocks
     return RenderedConfig(engine=engine.id, format=config.format, text=text, lines=traced,
-                          not_expressed=skipped, defaulted=defaulted, notes=notes, tool=tool)
+                          not_expressed=skipped, defaulted=defaulted, notes=notes, tool=tool,
+                          launch=started)
+
+
+def _count(values: Mapping[str, object], key: str) -> int:
+    """Return a count among the plan values (1 when not given)."""
+    value = values.get(key)
+    return value if isinstance(value, int) and value >= 1 else 1
+
+
+def _launch_of(config: EngineConfig, kind: LaunchKind) -> NodeLaunch | None:
+    """Return the config's launch for this kind of layout (a kind not listed takes group's)."""
+    return config.launch.get(kind) or (config.launch.get("group") if kind != "replicas"
+                                       else None)
+
+
+# Nodes written out one by one; above this the head, node 1 and a line for the rest.
+_NODES_SPELLED = 4
+
+
+def render_launch(config: EngineConfig, how: NodeLaunch, traced: list[RenderedLine],
+                  values: Mapping[str, object]) -> tuple[str, list[str]]:
+    """Return the commands to run on the nodes, one block each, and node 0's launch flags.
+
+    A block starts with a comment line saying where it runs. `runs = "each"` writes one
+    command per node of an instance (node_rank and dp_start_rank filled per node; a worker
+    takes `worker`'s flags), "same" one command for every node, "head" one for node 0.
+    """
+    group = _count(values, "group_nodes" if values.get("group_nodes") else "nodes")
+    groups = max(1, _count(values, "nodes") // group)
+    flags = [line.setting for line in traced] if config.format == "cli" else []
+    blocks: list[str] = []
+    ranks = list(range(group)) if how.runs == "each" else [0]
+    if how.runs == "each" and group > _NODES_SPELLED:
+        ranks = [0, 1]
+    head_flags: list[str] = []
+    for rank in ranks:
+        local = _count(values, "dp_local")
+        per_node = {**values, "node_rank": rank, "dp_start_rank": rank * local}
+        extra = [*how.every, *(how.head if rank == 0 else how.worker)]
+        filled = [_fill_or_raise(f, per_node, "multi-node", "cli") for f in extra]
+        if rank == 0:
+            head_flags = filled
+        command = _fill_or_raise(how.command or config.command or "", per_node, "multi-node",
+                                 "cli")
+        merged = _merge_flags([*flags, *filled], config.merge_flags)
+        blocks.append("\n".join([_where(how, rank, group, groups),
+                                  " \\\n  ".join([command, *merged])]))
+    if how.runs == "each" and group > _NODES_SPELLED:
+        blocks.append(f"# nodes 2 to {group - 1}: as node 1, with its own index for node_rank"
+                      " (and the start rank that follows)")
+    return "\n\n".join(blocks), head_flags
+
+
+def _where(how: NodeLaunch, rank: int, group: int, groups: int) -> str:
+    """Return the comment line that says on which node(s) a command runs."""
+    if how.runs == "same":
+        return f"# on each of the {group * groups} nodes, the same command"
+    repeat = f"; the same on each of the {groups} groups of {group} nodes, each with its head" \
+        if groups > 1 else ""
+    if how.runs == "head":
+        return f"# on node 0 of {group}: the launcher starts the ranks on every node{repeat}"
+    role = " (the head)" if rank == 0 else ""
+    return f"# node {rank} of {group}{role}{repeat}"
 
 
 def step_note(engine: Engine, step: str, plan_values: PlanValues,

@@ -318,6 +318,36 @@ class Defaults(_Strict):
         return tier or self.prefill_chunk_tokens
 
 
+# How a plan spans nodes (rules/engine_config.py launch_kind): replicas that each fit one node
+# (independent servers behind a load balancer), one engine instance whose tensor / pipeline
+# group spans nodes, data-parallel attention ranks over nodes (vLLM's DP + EP), one training
+# job over all of them.
+LaunchKind = Literal["replicas", "group", "dp-attention", "job"]
+
+
+class NodeLaunch(_Strict):
+    """How one kind of multi-node layout starts: the command and its flags on each node.
+
+    `runs` says where the command runs: on every node with its own rank (each, the head first),
+    the same command on every node (same: a rendezvous assigns the ranks), or once on the head,
+    whose launcher starts the ranks everywhere (head: srun / mpirun, DeepSpeed's pdsh).
+    """
+
+    runs: Literal["each", "same", "head"]
+    command: str | None = Field(
+        None, description="The command that replaces the config's own (a launcher in front: "
+        "torchrun ..., srun ... trtllm-llmapi-launch trtllm-serve); None: the config's own")
+    every: list[str] = Field(default_factory=list, description="Flags on every node")
+    head: list[str] = Field(default_factory=list, description="Flags on node 0 only")
+    worker: list[str] = Field(default_factory=list, description="Flags on the other nodes")
+    note: str = Field(min_length=1, description="What the user fills in and what runs where")
+    source: str = Field(min_length=1, description="The engine's documentation or code read")
+
+    def templates(self) -> list[str]:
+        """Return every template of the launch (its command, flags and note)."""
+        return [self.command or "", *self.every, *self.head, *self.worker, self.note]
+
+
 class EngineConfig(_Strict):
     """How a plan is said in the engine's own configuration language."""
 
@@ -348,6 +378,10 @@ class EngineConfig(_Strict):
         default_factory=dict, description="How this config names each compute unit (cpu, gpu, "
         "npu): the engine's compute_unit default, or --engine-option compute_unit=..., fills "
         "{compute_units} with it (Core ML's cpu_and_ne, coremltools' CPU_AND_NE)")
+    launch: dict[LaunchKind, NodeLaunch] = Field(
+        default_factory=dict, description="How a plan over several nodes starts, by how it "
+        "spans them (LaunchKind); a kind not listed takes `group`'s, and an engine with none "
+        "says in a note that it runs on one node")
 
     @model_validator(mode="after")
     def _check(self) -> EngineConfig:
@@ -361,10 +395,17 @@ class EngineConfig(_Strict):
             raise ValueError(f"steps both mapped and not_expressed: {both}")
         if self.format == "cli" and not self.command:
             raise ValueError("a cli config needs a command")
-        for text in [self.command or "", *self.step_notes.values(), *self.all_settings()]:
+        launches = [t for launch in self.launch.values() for t in launch.templates()]
+        for text in [self.command or "", *self.step_notes.values(), *self.all_settings(),
+                     *launches]:
             _unknown(placeholders(text), PLACEHOLDERS, f"placeholder in {text!r}:")
         for setting in self.all_settings():
             _check_setting(self.format, setting)
+        for launch in self.launch.values():
+            for flag in [*launch.every, *launch.head, *launch.worker]:
+                _check_setting("cli", flag)
+            if self.format != "cli" and launch.command is None:
+                raise ValueError(f"a {self.format} config's launch needs its command")
         return self
 
     def all_settings(self) -> list[str]:

@@ -29,6 +29,17 @@ class PlanValues(BaseModel):
     """GPUs over all nodes"""
     nodes: int | None = None
     gpus_per_node: int | None = None
+    # over several nodes (the engine's [config.launch]): the head's address is the user's
+    head_address: str | None = None
+    """Node 0's address on the network the nodes share: a placeholder the user fills"""
+    group_nodes: int | None = None
+    """Nodes one engine instance spans (a replica over two nodes: 2; one per node: 1)"""
+    node_rank: int | None = None
+    """This node's index among group_nodes (0: the head); filled per node by the renderer"""
+    dp_local: int | None = None
+    """Data-parallel ranks (replicas, or DP-attention ranks) on one node"""
+    dp_start_rank: int | None = None
+    """The first data-parallel rank on this node (node_rank x dp_local); filled per node"""
     soc_model: str | None = None
     """The Qualcomm SoC part (SM8750 ...)"""
     compute_units: str | None = None

@@ -77,6 +77,8 @@ class EngineConfig(Strict):
                       "coremltools); empty for the engine's own config")
     also: list["EngineConfig"] = Field(
         default_factory=list, description="The same plan for the engine's other tools")
+    launch: str = Field("", description="How the config file starts on several nodes: the "
+                        "launcher's command for each node (a command line says it in text)")
 
 
 class PlanLayout(Strict):

@@ -135,7 +135,12 @@ def _prediction(p: Prediction) -> str:
 
 def _plan(report: Report) -> list[str]:
     """Render the plan first: the bottom line, its steps and numbers, then the engine's config."""
-    from hwadvisor.report.plantext import config_lines, other_config_blocks, plan_lines
+    from hwadvisor.report.plantext import (
+        LAUNCH_HEADING,
+        config_lines,
+        other_config_blocks,
+        plan_lines,
+    )
 
     if report.plan is None:
         return []
@@ -149,6 +154,9 @@ def _plan(report: Report) -> list[str]:
             report.plan.engine_config.format == "toml" else ""
         lines += ["", f"{config[0]}", "", f"```{fence}", *report.plan.engine_config.text
                   .splitlines(), "```"] if report.plan.engine_config else []
+        if report.plan.engine_config and report.plan.engine_config.launch:
+            lines += ["", LAUNCH_HEADING, "", "```", *report.plan.engine_config.launch
+                      .splitlines(), "```"]
         lines += [f"- {line}" for line in config[1:] if line.startswith(("not in", "note:"))]
     for other, block in zip(report.plan.engine_config.also if report.plan.engine_config else [],
                             other_config_blocks(report.plan), strict=True):

@@ -144,6 +144,10 @@ def validation_lines(plan: Plan) -> list[str]:
     return lines
 
 
+# The heading over the launcher's commands of a config file run on several nodes.
+LAUNCH_HEADING = "to start it on the nodes:"
+
+
 def config_lines(plan: Plan) -> list[str]:
     """Return the plan in the engine's own words, and what it could not say."""
     config = plan.engine_config
@@ -157,6 +161,8 @@ def config_lines(plan: Plan) -> list[str]:
         f"{engine_name(config.engine, short=True)} {config.version}"
     lines = [f"the {what} to run ({named}):",
              *config.text.splitlines()]
+    if config.launch:
+        lines += [LAUNCH_HEADING, *config.launch.splitlines()]
     lines += [f"not in the config: {item}" for item in config.not_expressed]
     lines += [f"note: {item}" for item in config.notes]
     return lines

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from hwadvisor.engines.schema import LaunchKind
 from hwadvisor.engines.values import PlanValues
 from hwadvisor.models import Device, ModelOptions, Plan, Workload
 from hwadvisor.models.plan import EngineConfig, EngineLine
@@ -197,6 +198,52 @@ def _longest(ctx: RuleContext) -> int:
     return min(request, window) if window else request
 
 
+# The head node's address in the commands: the user's to fill (no plan knows it).
+HEAD_ADDRESS = "HEAD_IP"
+
+
+def launch_kind(workload: Workload, plan: Plan) -> LaunchKind | None:
+    """Return how the plan spans its nodes (the engine's [config.launch] kind); None: one node.
+
+    Training is one job over every node. Serving: replicas when one engine instance (its
+    tensor x pipeline group) fits one node, each node then runs its own server; otherwise
+    one instance spans nodes, with its attention data-parallel (vLLM's DP + EP) or not.
+    """
+    if workload.nodes <= 1:
+        return None
+    if workload.phase == "training":
+        return "job"
+    layout = plan.layout
+    if layout is None or layout.tp * layout.pp <= _per_node(workload):
+        return "replicas"
+    return "dp-attention" if layout.attn_dp > 1 else "group"
+
+
+def _per_node(workload: Workload) -> int:
+    return workload.gpus_per_node or max(1, workload.gpus // max(workload.nodes, 1))
+
+
+def _launch_values(workload: Workload, plan: Plan, kind: LaunchKind | None) -> dict[str, object]:
+    """Return the values a multi-node launch reads.
+
+    The head's address, the nodes one instance spans and the data-parallel ranks per node; a
+    replicas plan's per-node command says its own replicas (dp).
+    """
+    if kind is None:
+        return {}
+    per_node = _per_node(workload)
+    layout = plan.layout
+    if kind == "job" or layout is None:
+        return {"head_address": HEAD_ADDRESS, "group_nodes": workload.nodes}
+    if kind == "replicas":
+        local = max(1, layout.replicas() // max(workload.nodes, 1))
+        return {"head_address": HEAD_ADDRESS, "group_nodes": 1, "dp_local": local,
+                "dp": local}
+    group = -(-layout.tp * layout.pp // per_node)
+    return {"head_address": HEAD_ADDRESS, "group_nodes": group,
+            "dp_local": max(1, layout.attn_dp // group)}
+
+
 def _zero_stage(plan: Plan, options: ModelOptions) -> int:
     """Return the plan's sharding as ZeRO counts it: 3 parameters, 2 gradients, 0 nothing."""
     steps = {s.id for s in plan.steps}
@@ -254,8 +301,14 @@ def engine_config(ctx: RuleContext, plan: Plan,
     elif ctx.workload.weights_dtype == "q4_0" and engine.own_formats.get("int4") != "q4_0":
         forms["int4-weights"] = "legacy"  # Q4_0 chosen over a K-quant mix that would fall back
     values = plan_values(ctx, plan)
+    kind = launch_kind(ctx.workload, plan)
+    values = values.model_copy(update=_launch_values(ctx.workload, plan, kind))
+    if kind == "replicas" and values.dp == 1:
+        # one replica a node: each node's command is a single server, the launch note says so
+        steps = [s for s in steps if s != "data-parallel-replicas"]
     device_class = str(ctx.device.device_class)
-    rendered = render_config(engine, steps, values, device_class, forms, ctx.workload.phase)
+    rendered = render_config(engine, steps, values, device_class, forms, ctx.workload.phase,
+                             launch=kind)
     if twin:
         note = step_note(engine, implied, values)
         if note is not None:
@@ -277,7 +330,8 @@ def _said(engine_id: str, version: str, rendered: Any,
         engine=engine_id, version=version, format=rendered.format, text=rendered.text,
         lines=[EngineLine(setting=line.setting, step=line.step) for line in rendered.lines],
         not_expressed=[f"{n.step}: {n.reason}" for n in rendered.not_expressed],
-        notes=list(rendered.notes), tool=rendered.tool, also=also or [])
+        notes=list(rendered.notes), tool=rendered.tool, also=also or [],
+        launch=rendered.launch)
 
 
 def _serving_config(ctx: RuleContext, plan: Plan, chosen: ServingConfig) -> EngineConfig | None:

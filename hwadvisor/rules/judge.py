@@ -92,6 +92,7 @@ class Candidate:
     fits_after: bool | None = None
     own_gain: float = 1.0  # on the rule's own metric
     caveats: list[str] = field(default_factory=list)  # the planner's, beside the rule's own
+    min_gain: float | None = None  # the planner's threshold, where it overrides the rule's
 
     @property
     def plan_eligible(self) -> bool:
@@ -251,7 +252,7 @@ def judge(rule: Rule, ctx: RuleContext, fit_cut: float | None = None) -> Candida
     return Candidate(rule, pred, after, workload, options, changes, list(said.notes),
                      fits_after=fits_limit(after, facts),
                      own_gain=gain(METRICS[metric], before_v, after_v),
-                     caveats=list(said.caveats))
+                     caveats=list(said.caveats), min_gain=said.min_gain)
 
 
 def _helps_fit(ctx: RuleContext, workload_changes: dict[str, Any],

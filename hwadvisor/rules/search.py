@@ -225,7 +225,8 @@ def _pick_for_metric(goal: Goal, ctx: RuleContext, candidates: list[Candidate]
             continue  # below the quality budget: for speed, never (it is listed beside)
         assert c.after is not None
         g = goal_gain(goal, ctx.estimate, c.after)
-        threshold = 1 + max(c.rule.min_gain or 0.0, MIN_PLAN_GAIN)
+        threshold = 1 + (c.min_gain if c.min_gain is not None
+                         else max(c.rule.min_gain or 0.0, MIN_PLAN_GAIN))
         if g >= threshold and (best is None or g > best[0]):
             best = (g, c)
     return best[1] if best is not None else None

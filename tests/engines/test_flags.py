@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from engine_flag_check import (
     check_config,
+    check_launch,
     check_notes,
     check_rendered,
     load_engines,
@@ -163,15 +164,15 @@ def test_the_table_script_pins_what_the_tables_hold() -> None:
 
 @lru_cache(maxsize=1)
 def _scenario_configs() -> tuple[tuple[str, str, str, str, tuple[str, ...], str], ...]:
-    """Return (scenario id, engine, format, text, notes, version) of every gallery plan's
-    engine config (version: the release its flags are said in)."""
+    """Return (scenario id, engine, format, text, notes, version, launch) of every gallery
+    plan's engine config (version: the release its flags are said in)."""
     module = load_script("scripts/scenarios.py")
     out = []
     for scenario in module.SCENARIOS:
         config = module.run(scenario).plan.engine_config
         if config is not None:
             out.append((scenario.id, config.engine, config.format, config.text,
-                        tuple(config.notes), config.version))
+                        tuple(config.notes), config.version, config.launch))
     return tuple(out)
 
 
@@ -188,11 +189,12 @@ KNOWN_BAD_SCENARIOS: dict[str, str] = {}
                  if s in KNOWN_BAD_SCENARIOS else []) for s in _scenario_ids()])
 def test_gallery_plans_emit_flags_the_engine_takes(scenario_id: str) -> None:
     configs = [c for c in _scenario_configs() if c[0] == scenario_id]
-    for _, engine_id, fmt, text, notes, version in configs:
+    for _, engine_id, fmt, text, notes, version, launch in configs:
         if engine_id in NO_TABLE:
             continue
         assert check_config(engine_id, fmt, text, version) + \
-            check_notes(engine_id, list(notes)) == [], text
+            check_notes(engine_id, list(notes)) + check_launch(launch) + \
+            check_launch(text) == [], text
 
 
 def test_an_older_release_is_said_in_its_own_flags() -> None:
@@ -200,7 +202,7 @@ def test_an_older_release_is_said_in_its_own_flags() -> None:
     # today's --spec-method is not one of them, and no EAGLE-3 (0.6.0 has none)
     configs = [c for c in _scenario_configs() if c[0] == "serve-8b-vllm-0.6"]
     assert configs
-    _, engine_id, fmt, text, _, version = configs[0]
+    _, engine_id, fmt, text, _, version, _ = configs[0]
     assert version == "0.6.0"
     assert "--speculative-model" in text and "--use-v2-block-manager" in text
     assert "--spec-method" not in text and "eagle3" not in text.lower()

@@ -35,6 +35,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     reject: str | None = None
     caveats: list[str] = field(default_factory=list)  # assumptions of the planner's choice
+    min_gain: float | None = None  # the gain it needs, if not its rule's (< 0: a small loss)
 
 
 @dataclass
@@ -425,10 +426,16 @@ def replicas_plan(ctx: RuleContext) -> Plan:
     gpus = ctx.workload.gpus
     current_dp = max(1, gpus // max(_current_tp(ctx), 1))
     total = ctx.workload.batch * current_dp
+    sizes = [size for size in (1, 2, 4, 8, 16) if size < _current_tp(ctx)
+             and not gpus % size and _splits_heads(ctx, size)]
+    per_node = ctx.workload.gpus_per_node or max(1, gpus // max(ctx.workload.nodes, 1))
+    # a group within one node holds the model: the replicas stay inside their nodes
+    inside = [s for s in sizes if s <= per_node and ctx.fits_with(
+        {"batch": max(1, math.ceil(total / (gpus // s)))}, {"sharding": "tp", "tp_size": s})] \
+        if _current_tp(ctx) > per_node else []
+    across, sizes = bool(inside), inside or sizes
     best: tuple[float, int, int] | None = None
-    for size in (1, 2, 4, 8, 16):
-        if size >= _current_tp(ctx) or gpus % size or not _splits_heads(ctx, size):
-            continue
+    for size in sizes:
         replicas = gpus // size
         batch = max(1, math.ceil(total / replicas))
         if not ctx.fits_with({"batch": batch}, {"sharding": "tp", "tp_size": size}):
@@ -444,8 +451,18 @@ def replicas_plan(ctx: RuleContext) -> Plan:
     _, size, batch = best
     notes = [f"TP {size} x {gpus // size} replicas, {batch} of the {total} concurrent requests "
              "each"]
+    if across:
+        notes.append(f"TP {_current_tp(ctx)} spans nodes, all-reducing over the network twice "
+                     f"a layer; a group of {size} holds the model inside one node's NVLink "
+                     "domain, so each node serves its own replicas (the engines' guidance: "
+                     "tensor parallelism within a node, more nodes for more replicas)")
     return Plan(workload={"batch": batch}, options={"sharding": "tp", "tp_size": size},
-                notes=notes)
+                notes=notes, min_gain=-IN_NODE_TOLERANCE if across else None)
+
+
+# TP across nodes goes back inside one at a loss below this: the network all-reduce's estimate
+# (perfmodel/comm.py) is this uncertain; vLLM's docs keep TP in a node (parallelism_scaling.md).
+IN_NODE_TOLERANCE = 0.05
 
 
 def _current_tp(ctx: RuleContext) -> int:
