@@ -13,15 +13,16 @@ from hwadvisor import profiles
 from hwadvisor.engines import baseline_options
 from hwadvisor.perfmodel import estimate
 from hwadvisor.perfmodel.core import _setup, layer_pipeline_share
-from hwadvisor.workload import build_workload
+from hwadvisor.workload import Sizing, WorkloadRequest, build_workload
 
 
 def _run(gpus: int, prompt: int, engine: str = "llamacpp"):
     device = profiles.device_from_profile("rtx-4090")
-    wl = build_workload("llama-3-70b", phase="inference", batch=1, prompt_len=prompt, gen_len=64,
-                        weights_dtype="q4_k_m" if engine == "llamacpp" else "int4",
-                        gpus=gpus, engine=engine, device_memory_bytes=device.memory_total_bytes,
-                        device_class=device.device_class)
+    request = WorkloadRequest(model="llama-3-70b", phase="inference", batch=1,
+                              prompt_len=prompt, gen_len=64,
+                              weights_dtype="q4_k_m" if engine == "llamacpp" else "int4",
+                              gpus=gpus, engine=engine)
+    wl = build_workload(request, Sizing(device.memory_total_bytes, device.device_class))
     return wl, device, baseline_options(wl, device)
 
 

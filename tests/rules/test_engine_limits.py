@@ -12,7 +12,7 @@ from hwadvisor.perfmodel import estimate_memory
 from hwadvisor.pipeline import build_workload
 from hwadvisor.probe.target import primary_device, resolve_target
 from hwadvisor.rules.advise import Outcome, recommend
-from hwadvisor.workload import WorkloadRequest
+from hwadvisor.workload import Sizing, WorkloadRequest
 from hwadvisor.workload.configparse import context_window
 
 B = "inference-latency"
@@ -22,8 +22,8 @@ def _plan(profile: str, gpus: int = 1, spec_update: dict | None = None,
           **workload: object) -> Outcome:
     report = resolve_target(profile, gpus)
     device = primary_device(report)
-    built = build_workload(WorkloadRequest(gpus=gpus, **workload), device.memory_total_bytes,
-                           device.device_class)
+    built = build_workload(WorkloadRequest(gpus=gpus, **workload),
+                           Sizing(device.memory_total_bytes, device.device_class))
     if spec_update:
         assert built.spec is not None
         built = built.model_copy(update={"spec": built.spec.model_copy(update=spec_update)})
@@ -91,7 +91,7 @@ def test_max_model_len_within_the_kv_pool_vllm_allocates_for_chunked_attention()
     report = resolve_target("h100-sxm", 1)
     device = primary_device(report)
     built = build_workload(WorkloadRequest(model="llama-3.1-8b", prompt_len=longest),
-                           device.memory_total_bytes, device.device_class)
+                           Sizing(device.memory_total_bytes, device.device_class))
     assert built.spec is not None
     spec = built.spec.model_copy(update=chunked)
     vllm = estimate_memory(built.model_copy(update={"spec": spec, "engine": "vllm"}), device)
@@ -163,7 +163,7 @@ def test_the_drafters_weights_count_per_gpu(drafter: str, low: float, high: floa
     report = resolve_target("h100-sxm", 1)
     device = primary_device(report)
     built = build_workload(WorkloadRequest(model="llama-3.1-8b", gen_len=1, prompt_len=1),
-                           device.memory_total_bytes, device.device_class)
+                           Sizing(device.memory_total_bytes, device.device_class))
     base = estimate_memory(built, device, ModelOptions())
     with_draft = estimate_memory(built, device, ModelOptions(speculative_drafter=drafter))
     assert low <= with_draft.weights_bytes - base.weights_bytes <= high
@@ -176,8 +176,7 @@ def test_qlora_computes_in_fp16_on_a_gpu_without_bf16():
     report = resolve_target("t4", 1)
     device = primary_device(report)
     built = build_workload(WorkloadRequest(model="llama-3-8b", phase="training", batch=1,
-                                           prompt_len=1024, engine="hf"),
-                           device.memory_total_bytes, device.device_class, device.formats)
+                                           prompt_len=1024, engine="hf"), Sizing.of(device))
     out = recommend(built, device, "training-throughput", host=report.host)
     assert "qlora" in {s.id for s in out.plan.steps}
     assert out.plan.engine_config is not None
@@ -196,7 +195,7 @@ def test_expert_parallelism_stays_inside_one_replicas_tensor_parallel_group():
     report = resolve_target("h100-sxm", 16)
     device = primary_device(report)
     built = build_workload(WorkloadRequest(model="qwen3-30b-a3b", gpus=16, engine="sglang"),
-                           device.memory_total_bytes, device.device_class)
+                           Sizing(device.memory_total_bytes, device.device_class))
     layout = PlanLayout(tp=8, pp=1, cp=1, dp=2, gpus=16, nodes=2, sharding="tp", ep=True)
     plan = Plan(engine="sglang", steps=[], fits=True, memory_per_gpu_bytes=1,
                 metric=PlanMetric(name="request_latency_s", unit="s", better="lower"),

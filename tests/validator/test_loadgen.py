@@ -188,11 +188,12 @@ def test_too_few_requests_decide_nothing() -> None:
 
 
 def test_measure_endpoint_predicts_measures_and_names_the_bench_command() -> None:
-    from hwadvisor.workload import WorkloadRequest
+    from hwadvisor.workload import Sizing, WorkloadRequest
     from hwadvisor.workload.settle import build_workload
 
     workload = build_workload(WorkloadRequest(model="llama-3.2-1b", engine="llamacpp",
-                                              prompt_len=16, gen_len=8), None, "cpu")
+                                              prompt_len=16, gen_len=8),
+                              Sizing(None, "cpu"), None)
     report = Report(kind="validate", host=HostInfo(os="Linux", cpu_cores=2, cpu_model="test",
                                                   memory_total_bytes=16 * 2**30),
                     workload=workload)
