@@ -120,11 +120,13 @@ def main() -> int:
 
     workload, device, options = _workload(args)
     ctx = args.slots * int((args.prompt_len + args.gen_len) * 4)  # room for the long tail
-    knobs = Knobs(max_seqs=args.slots, kv_pool_tokens=ctx)
+    extra = shlex.split(args.extra)
+    unified = True if {"-kvu", "--kv-unified"} & set(extra) else None  # else the server's rule
+    knobs = Knobs(max_seqs=args.slots, kv_pool_tokens=ctx, kv_unified=unified)
     capacity = predict(workload, device, _load(args, users=args.slots, requests=200), options,
                        knobs).figures.request_throughput_rps
     cmd = [args.server, "-m", args.model, "--parallel", str(args.slots), "--ctx-size", str(ctx),
-           *shlex.split(args.extra), "--host", HOST, "--port", str(args.port)]
+           *extra, "--host", HOST, "--port", str(args.port)]
     base = f"http://{HOST}:{args.port}"
     record: dict[str, Any] = {"command": cmd, "device": device.name, "workload": {
         "shape": args.shape, "weights_dtype": args.weights_dtype, "slots": args.slots,

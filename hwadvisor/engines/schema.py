@@ -248,6 +248,12 @@ class Defaults(_Strict):
         "other: llama.cpp's --split-mode layer), ddp / fsdp (training); none: the usual default "
         "(serving: tp, training: ddp)")
     max_concurrent_sequences: int | None = Field(None, ge=1)
+    stream_per_slot: bool = Field(
+        False, description="A slot count the user sets gives each slot its own KV stream "
+        "(llama-server: kv_unified stays off unless the slot count is auto), and a step "
+        "decodes one forward pass per run of consecutive slot ids (llama_kv_cache splits "
+        "the batch with split_equal(sequential=true)); hwadvisor/serving/simulate.py plays "
+        "it with the server's least-recently-used slot choice")
     max_sequences_from_pool: bool = Field(
         False, description="The sequence limit follows the KV pool (SGLang's max_running_requests "
         "= None: min(clamp(pool / context_len x 512, 2048, 4096), pool / 2), "

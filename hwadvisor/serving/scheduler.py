@@ -30,6 +30,9 @@ class Knobs:
     max_seqs: int | None = None
     step_tokens: int | None = None
     kv_pool_tokens: int | None = None  # llama-server's --ctx-size: the cache it allocates
+    # llama-server's --kv-unified: None keeps the server's rule (unified only for the auto slot
+    # count, i.e. when max_seqs is not set); only an engine with stream_per_slot reads it
+    kv_unified: bool | None = None
 
 
 def policy_of(workload: Workload) -> Policy:
@@ -98,6 +101,19 @@ def kv_pool_tokens(steps: StepModel, workload: Workload, device: Device,
     return max(int(free / per_token), 0)
 
 
+def kv_streams(workload: Workload, knobs: Knobs, max_seqs: int) -> tuple[bool, bool]:
+    """(one stream per slot, one unified pool read whole) for the engine and the plan's knobs.
+
+    llama-server (engines' stream_per_slot): tools/server/server.cpp turns kv_unified on only
+    when the slot count is auto (n_parallel = -1 -> 4 slots); an explicit --parallel keeps one
+    KV stream per slot unless --kv-unified is given.
+    """
+    if not engine_for(workload).defaults.stream_per_slot or max_seqs <= 1:
+        return False, False
+    unified = knobs.kv_unified if knobs.kv_unified is not None else knobs.max_seqs is None
+    return not unified, unified
+
+
 def speculation(options: ModelOptions) -> tuple[float, float, float]:
     """(tokens a decode step yields, rows it verifies, the draft's cost) a sequence, per step.
 
@@ -126,13 +142,17 @@ def scheduler_for(steps: StepModel, workload: Workload, device: Device, options:
     accepted, verify, cost = speculation(options)
     if tokens_per_step != accepted:  # a caller's own figure: verified as accepted, no draft
         accepted, verify, cost = tokens_per_step, tokens_per_step, 0.0
+    max_seqs = knobs.max_seqs or default_max_seqs(workload, device, pool, window)
+    per_slot, unified = kv_streams(workload, knobs, max_seqs)
     return Scheduler(
         policy=policy_of(workload),
-        max_seqs=knobs.max_seqs or default_max_seqs(workload, device, pool, window),
+        max_seqs=max_seqs,
         step_tokens=step,
         kv_pool_tokens=pool,
         prefix_share=prefix_share,
         tokens_per_step=accepted,
         verify_tokens=verify,
         draft_cost=cost,
+        stream_per_slot=per_slot,
+        unified_pool=unified,
     )

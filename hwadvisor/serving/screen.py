@@ -185,11 +185,31 @@ class Limits:
     verify_tokens: float = 1.0  # rows a decode step verifies a sequence
     draft_cost: float = 0.0  # the drafter's share of a step
     request_s: float = 0.0  # the API server's own time a request (engine costs.request_overhead_s)
+    # llama-server's slots, each its own KV stream (simulate.Scheduler.stream_per_slot): a step
+    # decodes one forward pass per run of consecutive busy slot ids; 0: one pass a step
+    slot_streams: int = 0
 
     def slots(self, shape: Shape) -> float:
         """Sequences the replica can hold: its slots, or what its KV pool holds at mean length."""
         per_seq = shape.prompt + shape.output / 2.0
         return max(0.0, min(float(self.max_seqs), self.kv_pool_tokens / max(per_seq, 1.0)))
+
+
+def decode_s(table: Table, limits: Limits, rows: float) -> float:
+    """Seconds of a decode step of `rows` rows, as one pass or one per run of busy slots.
+
+    k busy slots placed at random among n make k - k(k-1)/n runs of consecutive ids on average
+    (n - 1 neighbouring id pairs, each busy on both sides with probability k(k-1)/(n(n-1)), and
+    each such pair joins two runs); the server's least-recently-used choice scatters them that
+    way once requests of unequal lengths have come and gone. Each pass carries its share of
+    the rows.
+    """
+    n = limits.slot_streams
+    if n <= 1 or rows <= 1.0:
+        return table.decode(rows)
+    k = min(rows, float(n))
+    runs = max(1.0, k - k * (k - 1.0) / n)
+    return runs * table.decode(rows / runs)
 
 
 @dataclass
@@ -221,7 +241,7 @@ def _step_map(table: Table, limits: Limits, shape: Shape, rate: float, t: float)
     rho = rate * u * c
     if rho >= 0.999:
         return _Step(math.inf, "prompts arrive faster than the steps can prefill them")
-    decode = table.decode(rows) * (1.0 + limits.draft_cost if tau > 1.0 else 1.0)
+    decode = decode_s(table, limits, rows) * (1.0 + limits.draft_cost if tau > 1.0 else 1.0)
     return _Step(decode / (1.0 - rho), "", decode, extra, chunk, room, c, rho)
 
 
@@ -233,7 +253,7 @@ def open_point(table: Table, limits: Limits, shape: Shape, rate: float,
     increasing in T: more time a step, more rows and more prompt work in the next one).
     """
     point = Point(ok=False, rate_rps=rate, tokens_per_step=limits.tokens_per_step)
-    low = table.decode(max(limits.verify_tokens, limits.tokens_per_step))
+    low = decode_s(table, limits, max(limits.verify_tokens, limits.tokens_per_step))
     t0 = low if start is None else start
     s0 = _step_map(table, limits, shape, rate, t0)
     if start is not None and s0.value < t0:  # a warm start above the fixed point: start low
@@ -348,7 +368,8 @@ def closed_point(table: Table, limits: Limits, shape: Shape, users: int) -> Poin
         return Point(ok=False, why="the KV pool holds no whole request")
     running = min(float(users), math.floor(slots))
     # throughput X from the running sequences: X = running / time a sequence is held
-    rate = running / max(shape.output * table.decode(running * limits.verify_tokens), 1e-9)
+    rate = running / max(shape.output * decode_s(table, limits, running * limits.verify_tokens),
+                         1e-9)
     point = Point(ok=False, why="no steady state")
     for _ in range(40):
         point = open_point(table, limits, shape, rate, point.step_s or None)

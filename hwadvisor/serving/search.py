@@ -42,6 +42,7 @@ from hwadvisor.serving.scheduler import (
     default_max_seqs,
     default_step_tokens,
     kv_pool_tokens,
+    kv_streams,
     policy_of,
     speculation,
 )
@@ -50,6 +51,7 @@ from hwadvisor.serving.screen import (
     Point,
     Shape,
     Table,
+    decode_s,
     figures_of,
     open_point,
     with_slots,
@@ -279,7 +281,9 @@ def _curve(model: _Model, inputs: Inputs, drafter: str | None, step_tokens: int,
                                                           model.workload))
     mixed = policy_of(model.workload) == "mixed"
     overhead = engine_time(model.workload, model.steps.setup.res.family).request_overhead_s
-    limits = Limits(mixed, step_tokens, most_seqs, pool, accepted, verify, cost, overhead)
+    per_slot, _ = kv_streams(model.workload, Knobs(max_seqs=most_seqs), most_seqs)
+    limits = Limits(mixed, step_tokens, most_seqs, pool, accepted, verify, cost, overhead,
+                    most_seqs if per_slot else 0)
     table = _table(model, shape, prefix_caching)
     top = _top_rate(table, limits, shape)
     rates = [top * _CURVE_RATIO ** -(k) for k in range(_CURVE_POINTS, -3, -1)]
@@ -319,7 +323,7 @@ def _top_rate(table: Table, limits: Limits, shape: Shape) -> float:
     per_token = table.chunk_s(1.0, chunk, limits.mixed) / chunk
     prefill = 1.0 / max(shape.uncached * per_token, 1e-12)
     slots = max(limits.slots(shape), 1.0)
-    step = table.decode(slots * limits.verify_tokens) * (1.0 + limits.draft_cost)
+    step = decode_s(table, limits, slots * limits.verify_tokens) * (1.0 + limits.draft_cost)
     decode = slots * limits.tokens_per_step / max(shape.output * step, 1e-12)
     return min(prefill, decode) * 1.2
 

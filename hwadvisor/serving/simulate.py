@@ -55,6 +55,18 @@ class Scheduler:
     # sequence, however many are accepted) and the drafter runs first: draft_cost of a step.
     verify_tokens: float = 1.0
     draft_cost: float = 0.0
+    # llama-server with a slot count set (--parallel N) and no --kv-unified: each slot is its
+    # own KV stream, and llama_kv_cache::init_batch splits a step with split_equal(sequential)
+    # (src/llama-kv-cache.cpp, llama-batch.cpp at 0c1e57098), which puts one run of
+    # consecutive sequence ids in each forward pass: k busy slots scattered over the ids cost
+    # up to k passes where one would do. The server picks the least recently used idle slot
+    # (server-context.cpp get_available_slot, prompts sharing no prefix), so the ids scatter
+    # as requests of unequal lengths finish.
+    stream_per_slot: bool = False
+    # llama-server with --kv-unified and several slots: one KV buffer that every sequence's
+    # attention reads up to its last used cell (the flash-attention kernel's KV_max, masked
+    # per sequence), so a decode row reads about the whole used pool, not its own context.
+    unified_pool: bool = False
 
 
 @dataclass(slots=True)
@@ -68,6 +80,7 @@ class _Seq:
     generated: int = 0
     first_token: float = -1.0
     admitted: float = -1.0
+    slot: int = -1  # the server slot it runs in (stream_per_slot only)
 
     @property
     def context(self) -> int:
@@ -103,6 +116,9 @@ class _Run:
         self.sent = 0
         self.concurrency = concurrency
         self.kv_used = 0
+        # each slot's last release time (server_slot::t_last_used, -1 until first used)
+        self.slot_last = [-1.0] * sched.max_seqs if sched.stream_per_slot else []
+        self.slot_busy = [False] * len(self.slot_last)
 
     # --- arrivals ----------------------------------------------------------------------------
     def _new_seq(self, i: int, at: float) -> _Seq:
@@ -148,13 +164,31 @@ class _Run:
                 break
             self.waiting.popleft()
             seq.admitted = self.t
+            seq.slot = self._take_slot()
             self.running.append(seq)
             self.kv_used += seq.prompt
+
+    def _take_slot(self) -> int:
+        """Take the least recently used idle slot; ties go to the last (the server's `<=`)."""
+        best = -1
+        for i, busy in enumerate(self.slot_busy):
+            if not busy and (best < 0 or self.slot_last[i] <= self.slot_last[best]):
+                best = i
+        if best >= 0:
+            self.slot_busy[best] = True
+        return best
+
+    def _free_slot(self, seq: _Seq) -> None:
+        if seq.slot >= 0:
+            self.slot_busy[seq.slot] = False
+            self.slot_last[seq.slot] = self.t
+            seq.slot = -1
 
     def _preempt(self) -> None:
         """Out of KV cache: the newest sequence gives its cache back and waits to recompute."""
         while self.kv_used > self.s.kv_pool_tokens and len(self.running) > 1:
             seq = self.running.pop()
+            self._free_slot(seq)
             self.kv_used -= seq.context
             # vLLM's recompute preemption: the prompt and what it generated are prefilled again
             seq.prefill_left, seq.prefill_done = seq.context, 0
@@ -166,6 +200,7 @@ class _Run:
     def finish(self, seq: _Seq) -> None:
         """Record a finished request, free its cache; in a closed loop its user sends again."""
         self.out.finish[seq.index] = self.t
+        self._free_slot(seq)
         self.kv_used -= seq.context
         self.done += 1
         if self.req.arrivals is None:
@@ -178,6 +213,39 @@ def _decoding(run: _Run) -> list[_Seq]:
 
 def _mean_context(seqs: list[_Seq]) -> float:
     return sum(q.context for q in seqs) / len(seqs) if seqs else 0.0
+
+
+def _passes(run: _Run, decoding: list[_Seq]) -> list[list[_Seq]]:
+    """Group the decoding sequences into the step's forward passes: one, or one a slot run."""
+    if not decoding:
+        return []
+    if not run.s.stream_per_slot:
+        return [decoding]
+    ordered = sorted(decoding, key=lambda q: q.slot)
+    groups = [[ordered[0]]]
+    for seq in ordered[1:]:
+        if seq.slot == groups[-1][-1].slot + 1:
+            groups[-1].append(seq)
+        else:
+            groups.append([seq])
+    return groups
+
+
+def _rows(run: _Run, n: int) -> int:
+    verify = max(run.s.verify_tokens, run.s.tokens_per_step)
+    return int(math.ceil(n * verify)) if verify > 1 else n
+
+
+def _context(run: _Run, group: list[_Seq], ahead: float = 0.0) -> float:
+    """Return the KV a decode row of the group reads: its context, or the used unified pool."""
+    if run.s.unified_pool:
+        return run.kv_used + ahead * len(run.running)
+    return _mean_context(group) + ahead
+
+
+def _decode_s(run: _Run, groups: list[list[_Seq]], ahead: float = 0.0) -> float:
+    """Seconds of the decode passes of a step, `ahead` tokens later than now."""
+    return sum(run.steps.step_s(_rows(run, len(g)), _context(run, g, ahead)) for g in groups)
 
 
 def _prefill_plan(run: _Run, budget: int, prefilling: list[_Seq]) -> list[tuple[_Seq, int]]:
@@ -225,9 +293,12 @@ def _step(run: _Run, decoding: list[_Seq], plan: list[tuple[_Seq, int]]) -> None
     tokens = sum(take for _, take in plan)
     start = sum(seq.prefill_done + take / 2.0 for seq, take in plan) / len(plan) if plan else 0.0
     rows = len(decoding)
-    verify = max(run.s.verify_tokens, run.s.tokens_per_step)
-    dt = run.steps.step_s(int(math.ceil(rows * verify)) if verify > 1 else rows,
-                          _mean_context(decoding), tokens, len(plan), max(0.0, start - 0.0))
+    groups = _passes(run, decoding) or [[]]
+    # the prompt tokens ride with the first pass (the step's rows are cut into n_ubatch pieces)
+    first = groups[0]
+    dt = run.steps.step_s(_rows(run, len(first)), _context(run, first) if first else 0.0,
+                          tokens, len(plan), max(0.0, start))
+    dt += _decode_s(run, groups[1:])
     if rows and run.s.tokens_per_step > 1:
         dt *= 1.0 + run.s.draft_cost  # the drafter's own forwards, before the verification
     run.t += dt
@@ -252,9 +323,9 @@ def _fast_forward(run: _Run, decoding: list[_Seq]) -> bool:
     steps = min(left, room)
     if steps <= 2:
         return False
-    rows, ctx = len(decoding), _mean_context(decoding)
-    first = run.steps.step_s(rows, ctx)
-    last = run.steps.step_s(rows, ctx + steps - 1)
+    rows, groups = len(decoding), _passes(run, decoding)
+    first = _decode_s(run, groups)
+    last = _decode_s(run, groups, steps - 1)
     slope = (last - first) / max(steps - 1, 1)
     arrival = run.next_arrival() if can_admit_more else math.inf
     if arrival < math.inf:

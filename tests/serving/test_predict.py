@@ -61,3 +61,24 @@ def test_arrivals_beyond_the_servers_pace_are_saturated_and_queue() -> None:
     assert got.saturated
     assert got.ttft_p90_s > 1.0  # waiting in the queue, not prefilling
 
+
+
+def test_llama_server_with_its_slots_set_runs_a_stream_a_slot_unless_told_unified() -> None:
+    from hwadvisor.serving.scheduler import Knobs
+
+    workload, device, options = _planned("llama-3.2-1b", "h100-sxm", "llamacpp", "q4_k_m",
+                                         prompt=512, gen=128)
+    load = _load(rate_rps=5.0, prompt=Lengths(mean=512, spread=0.5),
+                 output=Lengths(mean=128, spread=0.5), requests=120)
+    auto = predict(workload, device, load, options)  # --parallel auto: 4 slots, unified
+    assert auto.scheduler.unified_pool and not auto.scheduler.stream_per_slot
+    per_slot = predict(workload, device, load, options, Knobs(max_seqs=16))
+    unified = predict(workload, device, load, options, Knobs(max_seqs=16, kv_unified=True))
+    assert per_slot.scheduler.stream_per_slot and not per_slot.scheduler.unified_pool
+    assert unified.scheduler.unified_pool and not unified.scheduler.stream_per_slot
+    # scattered slots decode as several passes: slower tokens at this light load
+    assert per_slot.figures.tpot_p50_s > 1.3 * unified.figures.tpot_p50_s
+    # vLLM has no such streams
+    vllm, dev, opts = _planned("llama-3.2-1b", "h100-sxm", "vllm")
+    sched = predict(vllm, dev, load, opts, Knobs(max_seqs=16)).scheduler
+    assert not sched.stream_per_slot and not sched.unified_pool

@@ -104,3 +104,53 @@ def test_speculation_verifies_every_drafted_token_and_pays_for_the_draft() -> No
                    _sched(tokens_per_step=2.0, verify_tokens=4.0, draft_cost=0.5), steps)
     assert [rows for rows, _ in steps.calls[1:]] == [4] * 5
     assert out.finish[0] == pytest.approx(STEP + 5 * 1.5 * STEP)
+
+
+class Contexts(Fixed):
+    """Fixed step times that also record each decode pass's rows and context."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.contexts: list[tuple[int, float]] = []
+
+    def step_s(self, decode_rows: int, decode_context: float, prefill_tokens: int = 0,
+               prefill_seqs: int = 0, prefill_start: float = 0.0) -> float:
+        if decode_rows:
+            self.contexts.append((decode_rows, decode_context))
+        return super().step_s(decode_rows, decode_context, prefill_tokens, prefill_seqs,
+                              prefill_start)
+
+
+def test_llama_server_slots_take_the_least_recently_used_last_slot_first() -> None:
+    # three requests one after another on four idle slots: server-context.cpp's `<=` over
+    # slots never used (t_last_used -1) picks slot 3, then 2, then 1
+    steps = Contexts()
+    out = simulate(Requests((10,) * 3, (4,) * 3, (0.0, 0.0, 0.0)),
+                   _sched(max_seqs=4, stream_per_slot=True), steps)
+    assert out.finish == pytest.approx([4 * STEP] * 3)
+    # slots 1, 2, 3 are consecutive ids: one forward pass of three rows a decode step
+    assert {rows for rows, _ in steps.contexts} == {3}
+
+
+def test_busy_slots_apart_decode_as_a_forward_pass_each() -> None:
+    # two requests start together in slots 3 and 2, a third takes slot 1; the short ones end,
+    # and a fourth takes the least recently used idle slot, 0 (never used), apart from the long
+    # one's slot 2: those steps decode as two passes of one row where one pass of two would do
+    requests = Requests((10, 10, 10, 10), (3, 40, 3, 20), (0.0, 0.0, 0.001, 0.05))
+    steps = Contexts()
+    simulate(requests, _sched(max_seqs=4, stream_per_slot=True), steps)
+    one_pass = Contexts()
+    simulate(requests, _sched(max_seqs=4), one_pass)
+    assert sum(1 for rows, _ in steps.contexts if rows == 1) > \
+        sum(1 for rows, _ in one_pass.contexts if rows == 1)
+    assert len(steps.calls) > len(one_pass.calls)
+
+
+def test_a_unified_pool_makes_each_decode_row_read_the_whole_used_cache() -> None:
+    requests = Requests((100, 300), (5, 5), (0.0, 0.0))
+    own, pool = Contexts(), Contexts()
+    simulate(requests, _sched(max_seqs=4), own)
+    simulate(requests, _sched(max_seqs=4, unified_pool=True), pool)
+    first_own, first_pool = own.contexts[0], pool.contexts[0]
+    assert first_own == (2, pytest.approx((101 + 301) / 2))
+    assert first_pool == (2, pytest.approx(101 + 301))
