@@ -22,6 +22,7 @@ depend on the lengths' spread and the arrivals, which a simulation plays as they
 from __future__ import annotations
 
 import math
+import random
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -99,6 +100,7 @@ class Outcome:
     end_s: float = 0.0
     preemptions: int = 0
     saturated: bool = False
+    slots: list[int] = field(default_factory=list)  # the slot each request ran in (stream_per_slot)
 
 
 class _Run:
@@ -116,8 +118,7 @@ class _Run:
         self.sent = 0
         self.concurrency = concurrency
         self.kv_used = 0
-        # each slot's last release time (server_slot::t_last_used, -1 until first used)
-        self.slot_last = [-1.0] * sched.max_seqs if sched.stream_per_slot else []
+        self.slot_last = _served_before(sched.max_seqs) if sched.stream_per_slot else []
         self.slot_busy = [False] * len(self.slot_last)
 
     # --- arrivals ----------------------------------------------------------------------------
@@ -165,6 +166,8 @@ class _Run:
             self.waiting.popleft()
             seq.admitted = self.t
             seq.slot = self._take_slot()
+            if seq.slot >= 0:
+                self.out.slots.append(seq.slot)
             self.running.append(seq)
             self.kv_used += seq.prompt
 
@@ -205,6 +208,19 @@ class _Run:
         self.done += 1
         if self.req.arrivals is None:
             self._send(self.t)
+
+
+def _served_before(slots: int) -> list[float]:
+    """Each slot's last release time (server_slot::t_last_used) in a server that has served.
+
+    A fresh llama-server hands out slots last to first (t_last_used -1 everywhere, `<=`), a
+    neat rotation that keeps overlapping requests in neighbouring slots; once requests of
+    unequal lengths have come and gone the least-recently-used order is a shuffle. The run
+    starts from one (seeded, so a prediction repeats): the server as users meet it.
+    """
+    order = list(range(slots))
+    random.Random(slots).shuffle(order)
+    return [-1.0 - rank for rank in order]
 
 
 def _decoding(run: _Run) -> list[_Seq]:

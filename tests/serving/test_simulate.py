@@ -121,29 +121,32 @@ class Contexts(Fixed):
                               prefill_start)
 
 
-def test_llama_server_slots_take_the_least_recently_used_last_slot_first() -> None:
-    # three requests one after another on four idle slots: server-context.cpp's `<=` over
-    # slots never used (t_last_used -1) picks slot 3, then 2, then 1
-    steps = Contexts()
-    out = simulate(Requests((10,) * 3, (4,) * 3, (0.0, 0.0, 0.0)),
-                   _sched(max_seqs=4, stream_per_slot=True), steps)
-    assert out.finish == pytest.approx([4 * STEP] * 3)
-    # slots 1, 2, 3 are consecutive ids: one forward pass of three rows a decode step
-    assert {rows for rows, _ in steps.contexts} == {3}
+def test_llama_server_gives_each_request_the_least_recently_used_slot() -> None:
+    # one request at a time: each takes the slot released longest ago, so eight requests on
+    # four slots go round them twice in the same order
+    n = 8
+    requests = Requests((10,) * n, (3,) * n, tuple(0.1 * i for i in range(n)))
+    out = simulate(requests, _sched(max_seqs=4, stream_per_slot=True), Fixed())
+    assert sorted(out.slots[:4]) == [0, 1, 2, 3]
+    assert out.slots[4:] == out.slots[:4]
 
 
 def test_busy_slots_apart_decode_as_a_forward_pass_each() -> None:
-    # two requests start together in slots 3 and 2, a third takes slot 1; the short ones end,
-    # and a fourth takes the least recently used idle slot, 0 (never used), apart from the long
-    # one's slot 2: those steps decode as two passes of one row where one pass of two would do
-    requests = Requests((10, 10, 10, 10), (3, 40, 3, 20), (0.0, 0.0, 0.001, 0.05))
-    steps = Contexts()
-    simulate(requests, _sched(max_seqs=4, stream_per_slot=True), steps)
-    one_pass = Contexts()
-    simulate(requests, _sched(max_seqs=4), one_pass)
-    assert sum(1 for rows, _ in steps.contexts if rows == 1) > \
-        sum(1 for rows, _ in one_pass.contexts if rows == 1)
-    assert len(steps.calls) > len(one_pass.calls)
+    # pairs of overlapping requests on a server of 16 slots that has served before: its
+    # least-recently-used order is a shuffle, so most pairs sit apart and decode as two passes
+    # of one row, where one pass of two rows would do (and does with a unified cache)
+    pairs = 16
+    arrivals = tuple(t for i in range(pairs) for t in (1.0 * i, 1.0 * i + 0.001))
+    requests = Requests((10,) * 2 * pairs, (20,) * 2 * pairs, arrivals)
+    out = simulate(requests, _sched(max_seqs=16, stream_per_slot=True), Contexts())
+    one = simulate(requests, _sched(max_seqs=16, unified_pool=True), Contexts())
+    apart = [abs(a - b) != 1 for a, b in zip(out.slots[::2], out.slots[1::2], strict=True)]
+    assert sum(apart) >= pairs // 2
+    # a pass takes STEP whatever it holds: a pair apart takes two a step, side by side one
+    for i, is_apart in enumerate(apart):
+        took = out.finish[2 * i + 1] - out.arrival[2 * i + 1]
+        alone = one.finish[2 * i + 1] - one.arrival[2 * i + 1]
+        assert took == pytest.approx(2 * alone if is_apart else alone, rel=0.1)
 
 
 def test_a_unified_pool_makes_each_decode_row_read_the_whole_used_cache() -> None:
