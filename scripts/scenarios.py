@@ -229,6 +229,14 @@ SCENARIOS: tuple[Scenario, ...] = (
              "512-token summaries, 256 requests in flight on one H100; each must finish within "
              "two minutes.", "b", "h100-sxm", dict(model="llama-3-8b", gpus=1),
              dict(concurrency=256, dataset="batch", e2e_ms=120_000)),
+    Scenario("sla-chat-1b-h100-llamacpp", "Llama-3.2-1B in Q4_K_M behind llama-server on one "
+             "H100: 2 chat requests/s, TTFT p90 under 500 ms and TPOT p90 under 20 ms. How many "
+             "slots?", "b", "h100-sxm",
+             dict(model="llama-3.2-1b", weights_dtype="q4_k_m", engine="llamacpp", gpus=1),
+             dict(rate=2, dataset="chat", ttft_ms=500, tpot_ms=20)),
+    Scenario("serve-8b-h100-trtllm-b8", "Llama-3-8B with trtllm-serve on an H100 for 8 users: "
+             "what do I start, and what goes in the YAML it reads?", "b", "h100-sxm",
+             dict(model="llama-3-8b", batch=8, engine="trtllm")),
     Scenario("sla-70b-2xh100-too-few", "Llama-3-70B chat at 10 requests/s with TTFT p90 under "
              "1 s and TPOT p90 under 40 ms on the two H100s we have: enough?", "b", "h100-sxm",
              dict(model="llama-3-70b", gpus=2),
@@ -284,6 +292,8 @@ def key_fields(report: Any) -> dict[str, Any]:
          if line.startswith(("# on ", "# node "))] + plan.engine_config.launch.splitlines()
         or None,
     }
+    if plan.engine_config is not None and plan.engine_config.files:  # the files it names
+        fields["files"] = dict(plan.engine_config.files)
     if report.serving is not None:  # under a load: the search's answer
         best = report.serving.best
         fields["serving"] = {
@@ -343,6 +353,8 @@ def render(scenarios: tuple[Scenario, ...] = SCENARIOS) -> tuple[str, dict[str, 
             if report.plan.engine_config.launch:
                 lines += ["", "to start it on the nodes:", "", "```",
                           *report.plan.engine_config.launch.splitlines(), "```"]
+            for name, body in report.plan.engine_config.files.items():  # trtllm's YAML
+                lines += ["", f"{name}, beside it:", "", "```yaml", *body.splitlines(), "```"]
             for other in report.plan.engine_config.also:  # Genie, coremltools
                 lines += ["", f"the same plan for {other.tool} ({other.format}):", "", "```",
                           *other.text.splitlines(), "```"]

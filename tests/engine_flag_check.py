@@ -453,4 +453,22 @@ def check_rendered(rendered: RenderedConfig) -> list[str]:
     launch = check_launch(rendered.launch) + \
         (check_launch(rendered.text) if rendered.format == "cli" else [])
     return check_config(rendered.engine, rendered.format, rendered.text) + launch + \
-        check_notes(rendered.engine, rendered.notes)
+        check_notes(rendered.engine, rendered.notes) + \
+        check_files(rendered.engine, rendered.files)
+
+
+def check_files(engine_id: str, files: dict[str, str]) -> list[str]:
+    """Return the problems of the files a config names: YAML mappings of the file's keys."""
+    data = table(engine_id)
+    problems: list[str] = []
+    for name, text in files.items():
+        commands = data["commands"] if data is not None else {}
+        if name not in commands:
+            problems.append(f"{engine_id}: no table for the file {name!r}")
+            continue
+        parsed = yaml.safe_load(text)
+        if not isinstance(parsed, dict):
+            problems.append(f"{name}: not a mapping: {text!r}")
+            continue
+        problems.extend(check_keys(parsed, commands[name], name))
+    return problems

@@ -67,6 +67,8 @@ class RenderedConfig(_Strict):
     notes: list[str] = Field(default_factory=list, description="What the steps need besides")
     launch: str = Field("", description="How a config file starts on several nodes (the "
                         "launcher's command on each); a command line says it in its text")
+    files: dict[str, str] = Field(default_factory=dict, description="Files the config names "
+                                  "(config.files), by name: their text, to write beside it")
 
 
 def _wanted_keys(steps: list[str], values: Mapping[str, object]) -> list[str]:
@@ -142,6 +144,7 @@ def render_config(
     skipped: list[NotExpressed] = []
     defaulted: list[str] = []
     notes: list[str] = list(engine.variant_notes)
+    sources: list[str] = []
     for key in _wanted_keys(steps, values):
         if engine.does_by_default(key, device_class) and \
                 not _other_level(engine, key, (forms or {}).get(key)):
@@ -152,6 +155,7 @@ def render_config(
             skipped.append(NotExpressed(step=key, reason=reason))
             continue
         source = _form_key(engine, config, key, (forms or {}).get(key), notes)
+        sources.append(source)
         traced.extend(_render_step(config, key, values, source))
         if source in config.step_notes:
             notes.append(f"{key}: {_fill_or_raise(config.step_notes[source], values, key)}")
@@ -178,7 +182,49 @@ def render_config(
             started = blocks
     return RenderedConfig(engine=engine.id, format=config.format, text=text, lines=traced,
                           not_expressed=skipped, defaulted=defaulted, notes=notes, tool=tool,
-                          launch=started)
+                          launch=started, files=_files(config, sources, values))
+
+
+def _files(config: EngineConfig, sources: list[str],
+           values: Mapping[str, object]) -> dict[str, str]:
+    """Return the text of each file the rendered steps put settings in (YAML, by PyYAML)."""
+    out: dict[str, str] = {}
+    for name, by_step in config.files.items():
+        merged: dict[str, Any] = {}
+        for source in sources:
+            if source in by_step:
+                _merge(merged, _filled(by_step[source], values, source))
+        if merged:
+            import yaml  # only a plan that names such a file needs it
+
+            out[name] = yaml.safe_dump(merged, sort_keys=False, default_flow_style=False)
+    return out
+
+
+def _filled(value: Any, values: Mapping[str, object], step: str) -> Any:
+    """Fill the placeholders of a file's settings; a lone {name} keeps the value's type."""
+    if isinstance(value, dict):
+        return {k: _filled(v, values, step) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_filled(v, values, step) for v in value]
+    if isinstance(value, str):
+        names = placeholders(value)
+        if len(names) == 1 and value == "{" + next(iter(names)) + "}":
+            name = next(iter(names))
+            if name not in values:
+                raise UserError(f"plan step {step!r} needs a value for {{{name}}}")
+            return values[name]
+        return _fill_or_raise(value, values, step)
+    return value
+
+
+def _merge(into: dict[str, Any], more: Mapping[str, Any]) -> None:
+    """Merge nested settings; a later step's scalar wins (as a later flag would)."""
+    for key, value in more.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
 
 
 def _count(values: Mapping[str, object], key: str) -> int:

@@ -149,6 +149,17 @@ def parse_value(fmt: Format, literal: str) -> Any:
         raise ValueError(f"not a {fmt} value: {literal!r} ({exc})") from exc
 
 
+def _strings(value: Any) -> list[str]:
+    """Every string inside nested mappings and lists."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
 def _unknown(values: Iterable[str], known: Iterable[str], what: str) -> None:
     """Raise ValueError naming the values that are not in the known vocabulary."""
     bad = sorted(set(values) - set(known))
@@ -388,10 +399,20 @@ class EngineConfig(_Strict):
         default_factory=dict, description="How a plan over several nodes starts, by how it "
         "spans them (LaunchKind); a kind not listed takes `group`'s, and an engine with none "
         "says in a note that it runs on one node")
+    files: dict[str, dict[str, dict[str, Any]]] = Field(
+        default_factory=dict, description="Files the command line names (trtllm-serve "
+        "--extra_llm_api_options FILE), by file name: each step's (or step form's) settings in "
+        "it, merged in the order the steps render; a string that is one {placeholder} takes "
+        "the value's own type, placeholders inside longer strings fill as text")
 
     @model_validator(mode="after")
     def _check(self) -> EngineConfig:
         _unknown(self.steps, STEP_IDS + LAYOUT_KEYS + tuple(STEP_FORMS), "config step")
+        for name, by_step in self.files.items():
+            _unknown(by_step, STEP_IDS + LAYOUT_KEYS + tuple(STEP_FORMS),
+                     f"config.files.{name} step")
+            for text in _strings(by_step):
+                _unknown(placeholders(text), PLACEHOLDERS, f"placeholder in {text!r}:")
         _unknown(self.step_notes, STEP_IDS + LAYOUT_KEYS + tuple(STEP_FORMS),
                  "config.step_notes step")
         _unknown(self.not_expressed, STEP_IDS, "config.not_expressed step")

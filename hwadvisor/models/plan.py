@@ -79,6 +79,9 @@ class EngineConfig(Strict):
         default_factory=list, description="The same plan for the engine's other tools")
     launch: str = Field("", description="How the config file starts on several nodes: the "
                         "launcher's command for each node (a command line says it in text)")
+    files: dict[str, str] = Field(
+        default_factory=dict, description="Files the config names (TensorRT-LLM's "
+        "extra_llm_api_options.yaml), by file name: their text; --emit writes them beside it")
 
 
 class PlanLayout(Strict):

@@ -166,6 +166,10 @@ class ServingConfig(Strict):
     weights_dtype: str
     kv_dtype: str
     kv_pool_tokens: int = Field(description="Tokens of KV cache the replica holds")
+    slot_tokens: int | None = Field(
+        None, description="Tokens each sequence slot holds where the engine allocates its cache "
+        "slot by slot (llama-server: --ctx-size is --parallel times this): the load's p99 "
+        "prompt plus p99 output; None: a pool shared by page")
     speculative: str | None = None
     prefix_caching: bool = True
 

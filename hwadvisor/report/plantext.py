@@ -148,6 +148,11 @@ def validation_lines(plan: Plan) -> list[str]:
 LAUNCH_HEADING = "to start it on the nodes:"
 
 
+def file_heading(name: str) -> str:
+    """Return the line above a file the config names (--emit writes it beside the config)."""
+    return f"{name} (the file the command names; --emit writes it beside):"
+
+
 def config_lines(plan: Plan) -> list[str]:
     """Return the plan in the engine's own words, and what it could not say."""
     config = plan.engine_config
@@ -163,6 +168,8 @@ def config_lines(plan: Plan) -> list[str]:
              *config.text.splitlines()]
     if config.launch:
         lines += [LAUNCH_HEADING, *config.launch.splitlines()]
+    for name, text in config.files.items():
+        lines += [file_heading(name), *text.splitlines()]
     lines += [f"not in the config: {item}" for item in config.not_expressed]
     lines += [f"note: {item}" for item in config.notes]
     return lines

@@ -331,7 +331,7 @@ def _said(engine_id: str, version: str, rendered: Any,
         lines=[EngineLine(setting=line.setting, step=line.step) for line in rendered.lines],
         not_expressed=[f"{n.step}: {n.reason}" for n in rendered.not_expressed],
         notes=list(rendered.notes), tool=rendered.tool, also=also or [],
-        launch=rendered.launch)
+        launch=rendered.launch, files=dict(rendered.files))
 
 
 def _serving_config(ctx: RuleContext, plan: Plan, chosen: ServingConfig) -> EngineConfig | None:
@@ -369,6 +369,10 @@ def _serving_config(ctx: RuleContext, plan: Plan, chosen: ServingConfig) -> Engi
         "weights_dtype": chosen.weights_dtype, "kv_dtype": chosen.kv_dtype,
         "gpus": chosen.gpus if one_node else chosen.gpus_per_replica,
         "draft": _draft(spec_ctx), "spec_tokens": drafted, "spec_draft_tokens": drafted + 1})
+    if chosen.slot_tokens is not None:  # slots sized for the load's long requests
+        values = values.model_copy(update={
+            "slot_context": chosen.slot_tokens,
+            "kv_pool_tokens": chosen.slot_tokens * chosen.max_sequences})
     rendered = render_config(engine, steps, values, str(ctx.device.device_class), forms,
                              "inference")
     notes = [f"under the load: the config the serving search chose ({chosen.max_sequences} "

@@ -64,11 +64,11 @@ class Shape:
         return Shape(prompt=p.mean, uncached=max(1.0, p.mean * keep),
                      uncached_sq=(p.mean * keep) ** 2 * (1.0 + p.spread ** 2),
                      output=max(1.0, o.mean), output_cv=o.spread,
-                     uncached_q={q: max(1.0, _quantile(p, q) * keep) for q in PERCENTILES},
-                     output_q={q: max(1.0, _quantile(o, q)) for q in PERCENTILES})
+                     uncached_q={q: max(1.0, length_quantile(p, q) * keep) for q in PERCENTILES},
+                     output_q={q: max(1.0, length_quantile(o, q)) for q in PERCENTILES})
 
 
-def _quantile(lengths: Lengths, q: int) -> float:
+def length_quantile(lengths: Lengths, q: int) -> float:
     """Return the q-th percentile of a lognormal of the lengths' mean and spread (or values)."""
     if lengths.values:
         ordered = sorted(lengths.values)

@@ -53,6 +53,7 @@ from hwadvisor.serving.screen import (
     Table,
     decode_s,
     figures_of,
+    length_quantile,
     open_point,
     with_slots,
 )
@@ -279,6 +280,13 @@ def _curve(model: _Model, inputs: Inputs, drafter: str | None, step_tokens: int,
         return None  # the KV pool does not hold one request: the model does not fit this way
     accepted, verify, cost = speculation(_drafter_options(inputs.options, drafter,
                                                           model.workload))
+    slot = slot_tokens(model.workload, inputs.load)
+    if slot is not None:
+        # a cache allocated slot by slot (llama-server --ctx-size = --parallel x the slot):
+        # the slots must fit the memory, and they are the pool
+        if most_seqs * slot > pool:
+            return None
+        pool = most_seqs * slot
     mixed = policy_of(model.workload) == "mixed"
     overhead = engine_time(model.workload, model.steps.setup.res.family).request_overhead_s
     per_slot, _ = kv_streams(model.workload, Knobs(max_seqs=most_seqs), most_seqs)
@@ -315,6 +323,21 @@ def _toward(table: Table, limits: Limits, shape: Shape, last: Point | None,
         else:
             high = mid
     return out
+
+
+def slot_tokens(workload: Workload, load: Load) -> int | None:
+    """Tokens each slot holds where the engine allocates its cache slot by slot, else None.
+
+    llama-server (paged_kv false) splits --ctx-size evenly over --parallel slots and a request
+    longer than its slot is cut short: a slot holds the load's p99 prompt plus p99 output,
+    rounded up to 256 (the cache's padding), and never more than the model reads.
+    """
+    if engine_for(workload).defaults.paged_kv:
+        return None
+    need = length_quantile(load.prompt, 99) + length_quantile(load.output, 99)
+    slot = -(-int(math.ceil(need)) // 256) * 256
+    window = workload.spec.max_position_embeddings if workload.spec else None
+    return min(slot, window) if window else slot
 
 
 def _top_rate(table: Table, limits: Limits, shape: Shape) -> float:
@@ -546,7 +569,8 @@ def config_of(j: Judged, replicas: int, inputs: Inputs) -> ServingConfig:
         tensor_parallel=c.family.tp, pipeline_parallel=1, max_sequences=c.max_seqs,
         step_tokens=c.step_tokens, weights_dtype=c.family.weights_dtype,
         kv_dtype=c.family.kv_dtype, kv_pool_tokens=j.curve.limits.kv_pool_tokens,
-        speculative=c.drafter, prefix_caching=c.prefix_caching)
+        speculative=c.drafter, prefix_caching=c.prefix_caching,
+        slot_tokens=slot_tokens(j.curve.model.workload, inputs.load))
 
 
 def checks_of(figures: ServingFigures, targets: Targets) -> list[TargetCheck]:
@@ -576,7 +600,8 @@ def simulate_config(j: Judged, replicas: int, inputs: Inputs) -> ServingFigures:
     if not c.prefix_caching:
         load = load.model_copy(update={"prefix_share": 0.0})
     one = predict(model.workload, inputs.device, load, options,
-                  Knobs(c.max_seqs, c.step_tokens), steps=model.steps).figures
+                  Knobs(c.max_seqs, c.step_tokens, j.curve.limits.kv_pool_tokens),
+                  steps=model.steps).figures
     return one.model_copy(update={
         "request_throughput_rps": one.request_throughput_rps * replicas,
         "output_tokens_per_s": one.output_tokens_per_s * replicas,

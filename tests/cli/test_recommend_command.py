@@ -194,3 +194,41 @@ def test_emit_writes_the_engine_config(tmp_path):
     assert result.exit_code == 0, result.output
     text = path.read_text()
     assert text.startswith("vllm serve llama-3-8b") and "--kv-cache-dtype fp8" in text
+
+
+def test_emit_writes_the_files_the_command_names_beside_it(tmp_path):
+    # trtllm-serve takes its KV cache dtype and drafter from --extra_llm_api_options FILE: the
+    # file is written next to the command, with the settings the notes used to say in prose
+    import yaml
+    from engine_flag_check import check_files
+
+    path = tmp_path / "serve.sh"
+    result = invoke("--device", "h100-sxm", "--model", "llama-3-8b", "--engine", "trtllm",
+                    "--batch", "8", "--emit", str(path), "--json")
+    assert result.exit_code == 0, result.output
+    assert "--extra_llm_api_options extra_llm_api_options.yaml" in path.read_text()
+    written = (tmp_path / "extra_llm_api_options.yaml").read_text()
+    settings = yaml.safe_load(written)
+    assert settings["kv_cache_config"] == {"dtype": "fp8"}
+    assert settings["speculative_config"]["decoding_type"] == "NGram"
+    assert check_files("trtllm", {"extra_llm_api_options.yaml": written}) == []
+    report = json.loads(result.stdout)
+    assert report["plan"]["engine_config"]["files"]["extra_llm_api_options.yaml"] == written
+
+
+def test_llama_server_slots_under_a_load_hold_its_long_requests():
+    # llama-server splits --ctx-size evenly over --parallel: the serving config's slots must
+    # each hold the load's long requests (p99 prompt + p99 output), not the batch-1 plan's
+    # context spread over 64 slots (2304 / 64 = 36 tokens a slot would cut every request)
+    result = invoke("--device", "h100-sxm", "--model", "llama-3.2-1b", "--weights-dtype",
+                    "q4_k_m", "--engine", "llamacpp", "--gpus", "1", "--rate", "2", "--dataset",
+                    "chat", "--ttft", "500", "--tpot", "20", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    best = report["serving"]["best"]["config"]
+    settings = report["plan"]["engine_config"]["lines"]
+    flags = dict(line["setting"].split(" ", 1) for line in settings)
+    slots, ctx = int(flags["--parallel"]), int(flags["--ctx-size"])
+    assert slots == best["max_sequences"]
+    assert ctx == slots * best["slot_tokens"]
+    assert best["slot_tokens"] >= 2 * 1024  # chat prompts of ~1k with their long tail

@@ -281,8 +281,12 @@ def test_the_mtp_form_of_speculative_decoding(engines, engine_id, expected):
     spec = [line for line in rendered.lines if line.step == "speculative-decoding"]
     assert [line.setting for line in spec] == expected  # traced to the plan's step
     assert "ngram" not in rendered.text.lower()
-    if engine_id == "trtllm":
-        assert any("decoding_type: MTP, num_nextn_predict_layers: 1" in n for n in rendered.notes)
+    if engine_id == "trtllm":  # the settings go in the file the command names, written beside
+        import yaml
+
+        written = yaml.safe_load(rendered.files["extra_llm_api_options.yaml"])
+        assert written == {"speculative_config": {"decoding_type": "MTP",
+                                                  "num_nextn_predict_layers": 1}}
 
 
 def test_an_engine_without_the_form_says_the_general_one_with_a_note(engines):
@@ -392,20 +396,12 @@ def test_kernel_rates_must_name_a_known_kernel_and_a_family():
         History.model_validate({"before": "1.0", "source": "x",
                                 "kernel_rates": {"nosuch@amd": {}}})
 def _trtllm_speculative_notes() -> dict[str, dict[str, object]]:
-    """Return each trtllm step note's speculative_config mapping (the YAML the note fills)."""
-    import re
-
-    import yaml
-
+    """Return each trtllm step's speculative_config mapping (in the file the command names)."""
     from hwadvisor.engines import load_engines
 
-    out = {}
-    for step, text in load_engines()["trtllm"].config.step_notes.items():
-        match = re.search(r"speculative_config: (\{.*?\})(?:\s+\(|$)", text)
-        if match:
-            out[step] = yaml.safe_load(match.group(1).replace("{spec_tokens}", "4")
-                                       .replace("{mtp_layers}", "1"))
-    return out
+    files = load_engines()["trtllm"].config.files["extra_llm_api_options.yaml"]
+    return {step: settings["speculative_config"] for step, settings in files.items()
+            if "speculative_config" in settings}
 
 
 def _trtllm_yaml_keys() -> dict[str, dict[str, object]]:

@@ -12,10 +12,12 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 from engine_flag_check import (
     check_config,
+    check_files,
     check_launch,
     check_notes,
     check_rendered,
@@ -163,16 +165,17 @@ def test_the_table_script_pins_what_the_tables_hold() -> None:
 
 
 @lru_cache(maxsize=1)
-def _scenario_configs() -> tuple[tuple[str, str, str, str, tuple[str, ...], str], ...]:
-    """Return (scenario id, engine, format, text, notes, version, launch) of every gallery
-    plan's engine config (version: the release its flags are said in)."""
+def _scenario_configs() -> tuple[tuple[Any, ...], ...]:
+    """Return (scenario id, engine, format, text, notes, version, launch, files) of every
+    gallery plan's engine config (version: the release its flags are said in)."""
     module = load_script("scripts/scenarios.py")
     out = []
     for scenario in module.SCENARIOS:
         config = module.run(scenario).plan.engine_config
         if config is not None:
             out.append((scenario.id, config.engine, config.format, config.text,
-                        tuple(config.notes), config.version, config.launch))
+                        tuple(config.notes), config.version, config.launch,
+                        tuple(config.files.items())))
     return tuple(out)
 
 
@@ -189,12 +192,12 @@ KNOWN_BAD_SCENARIOS: dict[str, str] = {}
                  if s in KNOWN_BAD_SCENARIOS else []) for s in _scenario_ids()])
 def test_gallery_plans_emit_flags_the_engine_takes(scenario_id: str) -> None:
     configs = [c for c in _scenario_configs() if c[0] == scenario_id]
-    for _, engine_id, fmt, text, notes, version, launch in configs:
+    for _, engine_id, fmt, text, notes, version, launch, files in configs:
         if engine_id in NO_TABLE:
             continue
         assert check_config(engine_id, fmt, text, version) + \
             check_notes(engine_id, list(notes)) + check_launch(launch) + \
-            check_launch(text) == [], text
+            check_launch(text) + check_files(engine_id, dict(files)) == [], text
 
 
 def test_an_older_release_is_said_in_its_own_flags() -> None:
@@ -202,7 +205,7 @@ def test_an_older_release_is_said_in_its_own_flags() -> None:
     # today's --spec-method is not one of them, and no EAGLE-3 (0.6.0 has none)
     configs = [c for c in _scenario_configs() if c[0] == "serve-8b-vllm-0.6"]
     assert configs
-    _, engine_id, fmt, text, _, version, _ = configs[0]
+    _, engine_id, fmt, text, _, version, _, _ = configs[0]
     assert version == "0.6.0"
     assert "--speculative-model" in text and "--use-v2-block-manager" in text
     assert "--spec-method" not in text and "eagle3" not in text.lower()
@@ -254,7 +257,7 @@ def test_drawn_workloads_emit_flags_the_engine_takes(case: tuple[str, str, dict]
     if config is None or config.engine in NO_TABLE:
         return
     problems = check_config(config.engine, config.format, config.text, config.version) + \
-        check_notes(config.engine, config.notes)
+        check_notes(config.engine, config.notes) + check_files(config.engine, config.files)
     bad = [p for p in problems if not _known(config.engine, p)]
     assert bad == [], config.text
 

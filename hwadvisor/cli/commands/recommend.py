@@ -160,6 +160,19 @@ def _emit_text(report: Report) -> str:
     return config.text if config.text.endswith("\n") else config.text + "\n"
 
 
+def _emitted(report: Report, emit: Path) -> list[tuple[Path, str]]:
+    """Return the --emit file and the files its config names, to write beside it.
+
+    Beside it, or in the working directory when --emit names a device (/dev/stdout).
+    """
+    files = [(emit, _emit_text(report))]
+    config = report.plan.engine_config if report.plan is not None else None
+    where = Path.cwd() if str(emit).startswith("/dev/") else emit.parent
+    for name, text in (config.files.items() if config is not None else []):
+        files.append((where / name, text))
+    return files
+
+
 def goal_for(goal: str | None, phase: str | None) -> tuple[str | None, str | None]:
     """Return the goal to plan for, and a note when --phase chose it (no --goal given).
 
@@ -291,7 +304,7 @@ def register(app: typer.Typer) -> None:
                                                            engine_model=engine_model)
             mark_interruption(report)
         report.gates_tripped = apply_gates(report, gates.fail_on, gates.min_bandwidth_fraction)
-        extra = [(emit, _emit_text(report))] if emit is not None else []
+        extra = _emitted(report, emit) if emit is not None else []
         extra += html_file(report, out.html)  # written with the rest, all or nothing
         publish(report, lambda r: render(r, out.explain is not False), out, extra or None)
         exit_if_interrupted(report)
