@@ -7,7 +7,8 @@
 # STAGE holds llama.cpp-*.tgz, whl/ (pydantic and friends, cp312) and, optionally,
 # llamacpp-bin.tar.xz.* (a build packed by PACK_BIN=1).
 # Usage: bash serve_load.sh STAGE    (PRESETS="llama-3.2-1b llama-3-8b", DTYPES="q4_k_m f16",
-#        SLOTS=16, BUDGET_S=560, PACK_BIN=1, EXTRA="--n-gpu-layers 999 --kv-unified",
+#        SLOTS=16, BUDGET_S=560, PACK_BIN=1, EXTRA="--n-gpu-layers 999", MODES="streams unified"
+#        (unified adds --kv-unified),
 #        SLOT_RUNS="0;0,8;0,1" to time busy slots side by side or apart first (slot_runs.py));
 #        results in $OUT/res, packed as $OUT/serve_load.tgz
 set -u
@@ -65,12 +66,17 @@ for p in $PRESETS; do
                 --slots 16 --port $((port + 50)) --extra "${EXTRA:---n-gpu-layers 999}" --gen-len 128 \
                 --placements "$SLOT_RUNS" --out "$res/slots_${p}_${d}.json" 2>&1 | tee -a "$res/steps.log"
         fi
-        timeout $(( $(left) - 30 )) python3 "$code/benchmarks/llamacpp/serve_load.py" --server "$bin/llama-server" \
-            --model "$f" --shape "$code/hwadvisor/workload/presets/$p.json" --weights-dtype "$wd" \
-            --slots "${SLOTS:-16}" --port $port --time-limit "${LOAD_LIMIT_S:-45}" --requests "${REQUESTS:-120}" \
-            ${SHARES:+--shares "$SHARES"} ${CONCURRENCY:+--concurrency "$CONCURRENCY"} ${EXTRA:+--extra "$EXTRA"} \
-            --out "$res/load_${p}_${d}.json" 2>&1 | tee -a "$res/steps.log"
-        log "load $p $d rc=${PIPESTATUS[0]}"
+        for mode in ${MODES:-streams}; do  # streams: --parallel as given; unified: with --kv-unified
+            [ "$(left)" -gt 90 ] || { log "out of time before $p $d $mode"; break 3; }
+            flags=${EXTRA:---n-gpu-layers 999}; [ "$mode" = unified ] && flags="$flags --kv-unified"
+            port=$((port + 1))
+            timeout $(( $(left) - 30 )) python3 "$code/benchmarks/llamacpp/serve_load.py" --server "$bin/llama-server" \
+                --model "$f" --shape "$code/hwadvisor/workload/presets/$p.json" --weights-dtype "$wd" \
+                --slots "${SLOTS:-16}" --port $port --time-limit "${LOAD_LIMIT_S:-45}" --requests "${REQUESTS:-120}" \
+                ${SHARES:+--shares "$SHARES"} ${CONCURRENCY:+--concurrency "$CONCURRENCY"} --extra "$flags" \
+                --out "$res/load_${p}_${d}_${mode}.json" 2>&1 | tee -a "$res/steps.log"
+            log "load $p $d $mode rc=${PIPESTATUS[0]}"
+        done
     done
 done
 wait; log "end"

@@ -81,6 +81,7 @@ STEP_FORMS: dict[str, tuple[str, str]] = {
 # the model counted, said in the engine's words.
 LAYOUT_KEYS: tuple[str, ...] = (
     "base", "tp", "pp", "dp", "ep", "max_batch", "step_tokens", "memory_fraction", "eager",
+    "kv_unified",
     "context",
     "gpu_layers", "precision_fp16", "precision_bf16",
 )

@@ -68,6 +68,9 @@ class PlanValues(BaseModel):
     step_tokens: int | None = None
     """The step's token budget, where the planned batch is above the engine's own (None: not
     said)"""
+    kv_unified: bool | None = None
+    """True: one KV cache the slots share (llama-server --kv-unified), where the serving search
+    chose it over a stream a slot; None: not said"""
     eager: bool | None = None
     """True: the plan runs without CUDA graphs where the engine captures them by default (the
     user's --engine-option cuda_graphs=false, kept by the plan), said as the engine's switch"""

@@ -166,6 +166,10 @@ class ServingConfig(Strict):
     weights_dtype: str
     kv_dtype: str
     kv_pool_tokens: int = Field(description="Tokens of KV cache the replica holds")
+    kv_unified: bool = Field(
+        False, description="The slots share one KV cache (llama-server --kv-unified): one "
+        "forward pass a step, every sequence's attention reading the used cache; false: the "
+        "engine's own (a stream a slot where the slot count is set)")
     slot_tokens: int | None = Field(
         None, description="Tokens each sequence slot holds where the engine allocates its cache "
         "slot by slot (llama-server: --ctx-size is --parallel times this): the load's p99 "
@@ -189,6 +193,8 @@ class ServingConfig(Strict):
             parts.append(f"{self.speculative} drafts")
         if not self.prefix_caching:
             parts.append("no prefix caching")
+        if self.kv_unified:
+            parts.append("one unified KV cache")
         return ", ".join(parts)
 
 

@@ -369,12 +369,17 @@ def _serving_config(ctx: RuleContext, plan: Plan, chosen: ServingConfig) -> Engi
         "weights_dtype": chosen.weights_dtype, "kv_dtype": chosen.kv_dtype,
         "gpus": chosen.gpus if one_node else chosen.gpus_per_replica,
         "draft": _draft(spec_ctx), "spec_tokens": drafted, "spec_draft_tokens": drafted + 1})
+    if chosen.kv_unified:
+        values = values.model_copy(update={"kv_unified": True})
     if chosen.slot_tokens is not None:  # slots sized for the load's long requests
         values = values.model_copy(update={
             "slot_context": chosen.slot_tokens,
             "kv_pool_tokens": chosen.slot_tokens * chosen.max_sequences})
     rendered = render_config(engine, steps, values, str(ctx.device.device_class), forms,
                              "inference")
+    if chosen.kv_unified:  # the per-slot split and the streams' cost are not this config's
+        rendered = rendered.model_copy(update={"notes": [
+            n for n in rendered.notes if not n.startswith(("context:", "max_batch:"))]})
     notes = [f"under the load: the config the serving search chose ({chosen.max_sequences} "
              f"sequences, {chosen.step_tokens} tokens a step, TP {chosen.tensor_parallel}, "
              f"{chosen.replicas} replica{'s' if chosen.replicas != 1 else ''}), not the "

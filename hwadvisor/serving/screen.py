@@ -88,15 +88,19 @@ class Table:
     """
 
     def __init__(self, steps: StepModel, context: float, prompt: float,
-                 like: Table | None = None) -> None:
+                 like: Table | None = None, pool_wide: bool = False) -> None:
         """Tabulate for decode rows at `context` and prompts of `prompt` tokens.
 
         like: a table of the same steps and context whose row tables this one shares (the
         same replica with prefix caching on and off differs only in the prompt it prefills).
+        pool_wide: each decode row reads the whole used cache, every row's context (a unified
+        llama-server cache, simulate.Scheduler.unified_pool), not its own.
         """
         self.steps = steps
         self.context = context
-        shared = like is not None and like.steps is steps and like.context == context
+        self.pool_wide = pool_wide
+        shared = like is not None and like.steps is steps and like.context == context \
+            and like.pool_wide == pool_wide
         self._decode: dict[int, float] = like._decode if shared and like else {}
         self._dense_prefill: dict[int, float] = like._dense_prefill if shared and like else {}
         self._dense_decode: dict[int, float] = like._dense_decode if shared and like else {}
@@ -135,7 +139,7 @@ class Table:
         return self._interp(rows, self._dense_decode, self._dense_decode_one)
 
     def _decode_one(self, rows: int) -> float:
-        return self.steps.step_s(rows, self.context)
+        return self.steps.step_s(rows, self.context * rows if self.pool_wide else self.context)
 
     def _dense_prefill_one(self, rows: int) -> float:
         return self.steps.dense_s(rows, True)

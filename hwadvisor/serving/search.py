@@ -93,6 +93,7 @@ class Candidate:
     max_seqs: int
     step_tokens: int
     prefix_caching: bool
+    kv_unified: bool = False  # llama-server --kv-unified (engines with stream_per_slot)
 
 
 @dataclass
@@ -103,8 +104,9 @@ class _Model:
     workload: Workload
     options: ModelOptions
     steps: StepModel
-    tables: dict[bool, Table] = field(default_factory=dict)  # by prefix caching
+    tables: dict[tuple[bool, bool], Table] = field(default_factory=dict)  # prefix, pool-wide
     pools: dict[int, int] = field(default_factory=dict)  # KV pool tokens by step budget
+    slot: int | None = None  # tokens a slot holds, where the cache is allocated slot by slot
 
 
 @dataclass
@@ -118,6 +120,7 @@ class _Curve:
     shape: Shape
     limits: Limits  # with the largest slot count; each candidate replaces max_seqs
     points: list[Point]
+    kv_unified: bool = False
 
 
 @dataclass
@@ -248,7 +251,7 @@ def _model(inputs: Inputs, family: Family) -> _Model | None:
     steps = StepModel(wl, inputs.device, options, inputs.calibration)
     if steps.setup.layout.tp != family.tp or steps.replicas != 1:
         return None  # the heads do not split over this many GPUs
-    return _Model(family, wl, options, steps)
+    return _Model(family, wl, options, steps, slot=slot_tokens(wl, inputs.load))
 
 
 def _pool(model: _Model, inputs: Inputs, step_tokens: int) -> int:
@@ -260,27 +263,33 @@ def _pool(model: _Model, inputs: Inputs, step_tokens: int) -> int:
     return pool
 
 
-def _table(model: _Model, shape: Shape, prefix_caching: bool) -> Table:
-    table = model.tables.get(prefix_caching)
+def _table(model: _Model, shape: Shape, prefix_caching: bool,
+           pool_wide: bool = False) -> Table:
+    table = model.tables.get((prefix_caching, pool_wide))
     if table is None:
-        like = next(iter(model.tables.values()), None)
-        table = Table(model.steps, shape.prompt + shape.output / 2.0, shape.uncached, like)
-        model.tables[prefix_caching] = table
+        like = next((t for t in model.tables.values() if t.pool_wide == pool_wide), None)
+        table = Table(model.steps, shape.prompt + shape.output / 2.0, shape.uncached, like,
+                      pool_wide)
+        model.tables[(prefix_caching, pool_wide)] = table
     return table
 
 
 # --- curves and capacities ----------------------------------------------------------------------
 
 def _curve(model: _Model, inputs: Inputs, drafter: str | None, step_tokens: int,
-           prefix_caching: bool, most_seqs: int) -> _Curve | None:
-    """Solve the steady states of one replica over rising rates, up to saturation."""
+           prefix_caching: bool, most_seqs: int, kv_unified: bool = False) -> _Curve | None:
+    """Solve the steady states of one replica over rising rates, up to saturation.
+
+    kv_unified: llama-server's slots share one cache (one pass a step, each row reading the
+    used cache); otherwise such an engine decodes a pass per run of busy slot ids.
+    """
     shape = Shape.of(inputs.load, prefix_caching)
     pool = _pool(model, inputs, step_tokens)
     if pool < shape.prompt + shape.output:
         return None  # the KV pool does not hold one request: the model does not fit this way
     accepted, verify, cost = speculation(_drafter_options(inputs.options, drafter,
                                                           model.workload))
-    slot = slot_tokens(model.workload, inputs.load)
+    slot = model.slot
     if slot is not None:
         # a cache allocated slot by slot (llama-server --ctx-size = --parallel x the slot):
         # the slots must fit the memory, and they are the pool
@@ -289,10 +298,11 @@ def _curve(model: _Model, inputs: Inputs, drafter: str | None, step_tokens: int,
         pool = most_seqs * slot
     mixed = policy_of(model.workload) == "mixed"
     overhead = engine_time(model.workload, model.steps.setup.res.family).request_overhead_s
-    per_slot, _ = kv_streams(model.workload, Knobs(max_seqs=most_seqs), most_seqs)
+    per_slot, unified = (False, False) if slot is None else kv_streams(
+        model.workload, Knobs(max_seqs=most_seqs, kv_unified=kv_unified or None), most_seqs)
     limits = Limits(mixed, step_tokens, most_seqs, pool, accepted, verify, cost, overhead,
                     most_seqs if per_slot else 0)
-    table = _table(model, shape, prefix_caching)
+    table = _table(model, shape, prefix_caching, unified)
     top = _top_rate(table, limits, shape)
     rates = [top * _CURVE_RATIO ** -(k) for k in range(_CURVE_POINTS, -3, -1)]
     points: list[Point] = []
@@ -305,7 +315,8 @@ def _curve(model: _Model, inputs: Inputs, drafter: str | None, step_tokens: int,
             break
         points.append(point)
         warm = point.step_s
-    return _Curve(model, drafter, step_tokens, prefix_caching, shape, limits, points)
+    return _Curve(model, drafter, step_tokens, prefix_caching, shape, limits, points,
+                  kv_unified)
 
 
 def _toward(table: Table, limits: Limits, shape: Shape, last: Point | None,
@@ -422,6 +433,7 @@ def judge_all(inputs: Inputs) -> Searched:
     seqs_values, step_values = _knob_values(inputs.workload)
     closed = inputs.load.concurrency is not None
     prefixes = (True, False) if inputs.load.prefix_share > 0 else (True,)
+    per_slot = engine_for(inputs.workload).defaults.stream_per_slot
     judged: list[Judged] = []
     curves: list[_Curve] = []
     for tp in _tensor_parallel(inputs):
@@ -434,16 +446,29 @@ def judge_all(inputs: Inputs) -> Searched:
                     for step_tokens in step_values:
                         seqs = [s for s in seqs_values if s <= step_tokens]
                         for prefix in prefixes:
-                            curve = _curve(model, inputs, drafter, step_tokens, prefix,
-                                           max(seqs))
-                            if curve is None:
-                                continue
-                            curves.append(curve)
-                            for max_seqs in seqs:
-                                cand = Candidate(model.family, drafter, max_seqs, step_tokens,
-                                                 prefix)
-                                judged.append(_judge(cand, curve, inputs, closed))
+                            for group, unified in _slot_groups(per_slot, seqs):
+                                curve = _curve(model, inputs, drafter, step_tokens, prefix,
+                                               max(group), unified)
+                                if curve is None:
+                                    continue
+                                curves.append(curve)
+                                for max_seqs in group:
+                                    cand = Candidate(model.family, drafter, max_seqs,
+                                                     step_tokens, prefix, unified)
+                                    judged.append(_judge(cand, curve, inputs, closed))
     return Searched(judged, curves, time.perf_counter() - started)
+
+
+def _slot_groups(per_slot: bool, seqs: list[int]) -> list[tuple[list[int], bool]]:
+    """Group the slot counts that share one curve, with whether their cache is unified.
+
+    A paged engine's step times do not depend on its sequence limit: one curve serves every
+    count. Where each slot is its own KV stream (llama-server), the passes a step takes do, so
+    each count gets its own curve, and the unified cache (--kv-unified) is a candidate too.
+    """
+    if not per_slot:
+        return [(seqs, False)]
+    return [([n], unified) for unified in (False, True) for n in seqs]
 
 
 def _judge(cand: Candidate, curve: _Curve, inputs: Inputs, closed: bool) -> Judged:
@@ -489,7 +514,8 @@ def changes(c: Candidate, inputs: Inputs, seqs: int, step: int) -> int:
     wl = inputs.workload
     return sum((c.family.tp != 1, c.family.weights_dtype != wl.weights_dtype,
                 c.family.kv_dtype != wl.kv_dtype, c.drafter is not None,
-                c.max_seqs != seqs, c.step_tokens != step, not c.prefix_caching))
+                c.max_seqs != seqs, c.step_tokens != step, not c.prefix_caching,
+                c.kv_unified))
 
 
 def ranked(searched: Searched, inputs: Inputs) -> list[Judged]:
@@ -569,8 +595,8 @@ def config_of(j: Judged, replicas: int, inputs: Inputs) -> ServingConfig:
         tensor_parallel=c.family.tp, pipeline_parallel=1, max_sequences=c.max_seqs,
         step_tokens=c.step_tokens, weights_dtype=c.family.weights_dtype,
         kv_dtype=c.family.kv_dtype, kv_pool_tokens=j.curve.limits.kv_pool_tokens,
-        speculative=c.drafter, prefix_caching=c.prefix_caching,
-        slot_tokens=slot_tokens(j.curve.model.workload, inputs.load))
+        speculative=c.drafter, prefix_caching=c.prefix_caching, kv_unified=c.kv_unified,
+        slot_tokens=j.curve.model.slot)
 
 
 def checks_of(figures: ServingFigures, targets: Targets) -> list[TargetCheck]:
@@ -600,7 +626,8 @@ def simulate_config(j: Judged, replicas: int, inputs: Inputs) -> ServingFigures:
     if not c.prefix_caching:
         load = load.model_copy(update={"prefix_share": 0.0})
     one = predict(model.workload, inputs.device, load, options,
-                  Knobs(c.max_seqs, c.step_tokens, j.curve.limits.kv_pool_tokens),
+                  Knobs(c.max_seqs, c.step_tokens, j.curve.limits.kv_pool_tokens,
+                        c.kv_unified or None),
                   steps=model.steps).figures
     return one.model_copy(update={
         "request_throughput_rps": one.request_throughput_rps * replicas,

@@ -227,8 +227,28 @@ def test_llama_server_slots_under_a_load_hold_its_long_requests():
     report = json.loads(result.stdout)
     best = report["serving"]["best"]["config"]
     settings = report["plan"]["engine_config"]["lines"]
-    flags = dict(line["setting"].split(" ", 1) for line in settings)
+    flags = dict((line["setting"].split(" ", 1) + [""])[:2] for line in settings)
     slots, ctx = int(flags["--parallel"]), int(flags["--ctx-size"])
     assert slots == best["max_sequences"]
     assert ctx == slots * best["slot_tokens"]
     assert best["slot_tokens"] >= 2 * 1024  # chat prompts of ~1k with their long tail
+    # the step budget and the cache the search chose are said, not left at the defaults
+    assert int(flags["--batch-size"]) == best["step_tokens"]
+    assert ("--kv-unified" in flags) == best["kv_unified"]
+
+
+def test_llama_server_at_light_load_shares_one_cache_across_its_slots():
+    # two chat requests/s keep a few of the slots busy, scattered over their ids: a stream a
+    # slot decodes them as a forward pass each, --kv-unified as one (docs/benchmarks.md, the
+    # slots measured side by side and apart); the search takes the unified cache here
+    result = invoke("--device", "h100-sxm", "--model", "llama-3.2-1b", "--weights-dtype",
+                    "q4_k_m", "--engine", "llamacpp", "--gpus", "1", "--rate", "2", "--dataset",
+                    "chat", "--ttft", "500", "--tpot", "20", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["serving"]["best"]["config"]["kv_unified"] is True
+    assert "--kv-unified" in report["plan"]["engine_config"]["text"]
+    streams = [p for p in report["serving"]["top"] if not p["config"]["kv_unified"]]
+    if streams:  # a stream-a-slot config listed beside it is slower a token
+        assert streams[0]["figures"]["tpot_p90_s"] > report["serving"]["best"]["figures"][
+            "tpot_p90_s"]
