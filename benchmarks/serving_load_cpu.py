@@ -27,6 +27,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,21 @@ from hwadvisor.validator.loadtest import judged  # noqa: E402
 from hwadvisor.workload import WorkloadRequest  # noqa: E402
 
 HOST = "127.0.0.1"
+
+
+@contextmanager
+def server(cmd: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Run the server with its output in `log`; stop it on the way out, whatever happens."""
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)  # noqa: S603
+        try:
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def wait_health(base: str, proc: subprocess.Popen[bytes], limit_s: float) -> bool:
@@ -123,18 +140,10 @@ def main() -> None:
         cmd += ["--threads", str(args.threads)]
     base = f"http://{HOST}:{args.port}"
     log = args.out.with_suffix(".server.log")
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)  # noqa: S603
-        try:
-            if not wait_health(base, proc, 120.0):
-                raise SystemExit(f"llama-server did not come up: see {log}")
-            points = [point(args, base, report, load) for load in load_points(args)]
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with server(cmd, log) as proc:
+        if not wait_health(base, proc, 120.0):
+            raise SystemExit(f"llama-server did not come up: see {log}")
+        points = [point(args, base, report, load) for load in load_points(args)]
     result = {"server": " ".join(cmd), "model": args.model, "preset": args.preset,
               "weights_dtype": args.weights_dtype, "device": primary_device(report).name,
               "tool_version": report.tool_version, "points": points}

@@ -19,15 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from serving_load_cpu import server, wait_health  # noqa: E402 - after the path is set
 
 from hwadvisor.models import ModelOptions  # noqa: E402
 from hwadvisor.models.serving import Lengths, Load, ServingFigures  # noqa: E402
@@ -38,21 +38,6 @@ from hwadvisor.workload import WorkloadRequest  # noqa: E402
 HOST = "127.0.0.1"
 KEYS = ("ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "tpot_p90_s", "itl_p50_s", "itl_p90_s",
         "request_latency_p50_s", "output_tokens_per_s")
-
-
-def _wait_health(base: str, proc: subprocess.Popen[bytes], limit_s: float) -> bool:
-    end = time.monotonic() + limit_s
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            return False
-        try:
-            with urllib.request.urlopen(base + "/health", timeout=2) as r:  # noqa: S310
-                if r.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.25)
-    return False
 
 
 def _workload(args: argparse.Namespace) -> tuple[Any, Any, ModelOptions]:
@@ -132,35 +117,26 @@ def main() -> int:
         "shape": args.shape, "weights_dtype": args.weights_dtype, "slots": args.slots,
         "prompt_len": args.prompt_len, "gen_len": args.gen_len, "spread": args.spread},
         "predicted_capacity_rps": capacity, "runs": []}
-    log = Path(args.out).with_suffix(".log")
-    with log.open("w") as logf:
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)  # noqa: S603
-        try:
-            if not _wait_health(base, proc, 180):
-                record["error"] = "server did not become healthy"
-                return _write(args.out, record, 1)
-            endpoint = parse_endpoint(base)
-            limits = Limits(time_limit_s=args.time_limit, request_timeout_s=60.0)
-            play(endpoint, _load(args, users=args.slots, requests=2 * args.slots), limits=limits)
-            loads = [("rate", capacity * float(s)) for s in args.shares.split(",")]
-            loads += [("concurrency", float(c)) for c in args.concurrency.split(",")]
-            for kind, value in loads:
-                load = (_load(args, rate=value) if kind == "rate"
-                        else _load(args, users=int(value)))
-                run = play(endpoint, load, limits=limits)
-                predicted = predict(workload, device, load, options, knobs).figures
-                row = _row(kind, value, run.figures(), predicted, run)
-                record["runs"].append(row)
-                ratio = row.get("ratio", {})
-                print(f"{Path(args.model).name} {kind}={value:.2f}: measured/predicted "
-                      + " ".join(f"{k[:-2]}={ratio.get(k) or 0:.2f}" for k in KEYS[:6]),
-                      flush=True)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with server(cmd, Path(args.out).with_suffix(".log")) as proc:
+        if not wait_health(base, proc, 180):
+            record["error"] = "server did not become healthy"
+            return _write(args.out, record, 1)
+        endpoint = parse_endpoint(base)
+        limits = Limits(time_limit_s=args.time_limit, request_timeout_s=60.0)
+        play(endpoint, _load(args, users=args.slots, requests=2 * args.slots), limits=limits)
+        loads = [("rate", capacity * float(s)) for s in args.shares.split(",")]
+        loads += [("concurrency", float(c)) for c in args.concurrency.split(",")]
+        for kind, value in loads:
+            load = (_load(args, rate=value) if kind == "rate"
+                    else _load(args, users=int(value)))
+            run = play(endpoint, load, limits=limits)
+            predicted = predict(workload, device, load, options, knobs).figures
+            row = _row(kind, value, run.figures(), predicted, run)
+            record["runs"].append(row)
+            ratio = row.get("ratio", {})
+            print(f"{Path(args.model).name} {kind}={value:.2f}: measured/predicted "
+                  + " ".join(f"{k[:-2]}={ratio.get(k) or 0:.2f}" for k in KEYS[:6]),
+                  flush=True)
     return _write(args.out, record, 0)
 
 

@@ -23,7 +23,6 @@ import json
 import random
 import shlex
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -35,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from serving_load_cpu import wait_health  # noqa: E402 - after the path is set
+from serving_load_cpu import server, wait_health  # noqa: E402 - after the path is set
 
 from hwadvisor import pipeline  # noqa: E402
 from hwadvisor.models import ModelOptions  # noqa: E402
@@ -145,35 +144,24 @@ def main() -> int:
     record: dict[str, Any] = {"command": cmd, "device": device.name, "date": time.strftime(
         "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "placements": []}
     rng = random.Random(7)
-    log = Path(args.out).with_suffix(".log")
-    with log.open("w") as logf:
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)  # noqa: S603
-        try:
-            if not wait_health(base, proc, 300):
-                record["error"] = "server did not become healthy"
-                Path(args.out).write_text(json.dumps(record, indent=1), encoding="utf-8")
-                return 1
-            play(base, [0], args.prompt_len, 8, rng, vocab)  # warm-up
-            for text in args.placements.split(";"):
-                slots = [int(s) for s in text.split(",")]
-                samples = []
-                for _ in range(args.reps):
-                    samples.append(statistics.fmean(play(base, slots, args.prompt_len,
-                                                         args.gen_len, rng, vocab)))
-                mean, low, high = interval(samples)
-                rows = passes(slots, unified)
-                row = {"slots": slots, "passes": len(rows), "samples_ms": samples,
-                       "measured_ms": mean, "ci95_ms": [low, high],
-                       "modelled_ms": model_ms(steps, rows, context)}
-                record["placements"].append(row)
-                print(f"slots {text:>12}: {len(rows)} pass(es), measured {mean:7.2f} ms "
-                      f"[{low:.2f}, {high:.2f}], modelled {row['modelled_ms']:7.2f} ms", flush=True)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with server(cmd, Path(args.out).with_suffix(".log")) as proc:
+        if not wait_health(base, proc, 300):
+            record["error"] = "server did not become healthy"
+            Path(args.out).write_text(json.dumps(record, indent=1), encoding="utf-8")
+            return 1
+        play(base, [0], args.prompt_len, 8, rng, vocab)  # warm-up
+        for text in args.placements.split(";"):
+            slots = [int(s) for s in text.split(",")]
+            samples = [statistics.fmean(play(base, slots, args.prompt_len, args.gen_len, rng,
+                                             vocab)) for _ in range(args.reps)]
+            mean, low, high = interval(samples)
+            rows = passes(slots, unified)
+            row = {"slots": slots, "passes": len(rows), "samples_ms": samples,
+                   "measured_ms": mean, "ci95_ms": [low, high],
+                   "modelled_ms": model_ms(steps, rows, context)}
+            record["placements"].append(row)
+            print(f"slots {text:>12}: {len(rows)} pass(es), measured {mean:7.2f} ms "
+                  f"[{low:.2f}, {high:.2f}], modelled {row['modelled_ms']:7.2f} ms", flush=True)
     Path(args.out).write_text(json.dumps(record, indent=1), encoding="utf-8")
     return 0
 

@@ -216,15 +216,20 @@ def test_emit_writes_the_files_the_command_names_beside_it(tmp_path):
     assert report["plan"]["engine_config"]["files"]["extra_llm_api_options.yaml"] == written
 
 
-def test_llama_server_slots_under_a_load_hold_its_long_requests():
-    # llama-server splits --ctx-size evenly over --parallel: the serving config's slots must
-    # each hold the load's long requests (p99 prompt + p99 output), not the batch-1 plan's
-    # context spread over 64 slots (2304 / 64 = 36 tokens a slot would cut every request)
+def _llama_server_chat_1b() -> dict:
+    """The recommend report for Llama-3.2-1B Q4_K_M on llama-server, 2 chat requests/s."""
     result = invoke("--device", "h100-sxm", "--model", "llama-3.2-1b", "--weights-dtype",
                     "q4_k_m", "--engine", "llamacpp", "--gpus", "1", "--rate", "2", "--dataset",
                     "chat", "--ttft", "500", "--tpot", "20", "--json")
     assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+def test_llama_server_slots_under_a_load_hold_its_long_requests():
+    # llama-server splits --ctx-size evenly over --parallel: the serving config's slots must
+    # each hold the load's long requests (p99 prompt + p99 output), not the batch-1 plan's
+    # context spread over 64 slots (2304 / 64 = 36 tokens a slot would cut every request)
+    report = _llama_server_chat_1b()
     best = report["serving"]["best"]["config"]
     settings = report["plan"]["engine_config"]["lines"]
     flags = dict((line["setting"].split(" ", 1) + [""])[:2] for line in settings)
@@ -241,11 +246,7 @@ def test_llama_server_at_light_load_shares_one_cache_across_its_slots():
     # two chat requests/s keep a few of the slots busy, scattered over their ids: a stream a
     # slot decodes them as a forward pass each, --kv-unified as one (docs/benchmarks.md, the
     # slots measured side by side and apart); the search takes the unified cache here
-    result = invoke("--device", "h100-sxm", "--model", "llama-3.2-1b", "--weights-dtype",
-                    "q4_k_m", "--engine", "llamacpp", "--gpus", "1", "--rate", "2", "--dataset",
-                    "chat", "--ttft", "500", "--tpot", "20", "--json")
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = _llama_server_chat_1b()
     assert report["serving"]["best"]["config"]["kv_unified"] is True
     assert "--kv-unified" in report["plan"]["engine_config"]["text"]
     streams = [p for p in report["serving"]["top"] if not p["config"]["kv_unified"]]
