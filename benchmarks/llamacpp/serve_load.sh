@@ -5,7 +5,7 @@
 # each: hwadvisor's load generator at several request rates and concurrencies, measured beside
 # the model's prediction.
 # STAGE holds llama.cpp-*.tgz, whl/ (pydantic and friends, cp312) and, optionally,
-# llamacpp-bin.tar.xz.* (a build packed by PACK_BIN=1).
+# llamacpp-bin.tar.xz.* (a build packed by PACK_BIN=1); make_stage.sh makes it.
 # Usage: bash serve_load.sh STAGE    (PRESETS="llama-3.2-1b llama-3-8b", DTYPES="q4_k_m f16",
 #        SLOTS=16, BUDGET_S=560, PACK_BIN=1, EXTRA="--n-gpu-layers 999", MODES="streams unified"
 #        (unified adds --kv-unified),
