@@ -91,6 +91,12 @@ class ModelSpec(Strict):
         None, gt=0, description="The longest sequence the model reads, as vLLM derives it from "
         "the config: the smallest of its length keys, times a linear or dynamic RoPE factor "
         "(llama3 and YaRN configs state the scaled window already); None: not stated")
+
+    @property
+    def window(self) -> int | None:
+        """The longest sequence the model reads: context_window, else max_position_embeddings."""
+        return self.context_window or self.max_position_embeddings
+
     # Per-sequence state: attention layers keep a KV cache that grows with the context;
     # state-space (Mamba) and linear-attention layers keep a state of constant size instead.
     attention_layers: int | None = Field(

@@ -17,10 +17,7 @@ from hwadvisor.models.plan import EngineConfig, EngineLine
 from hwadvisor.models.serving import ServingConfig
 from hwadvisor.rules.context import RuleContext
 from hwadvisor.rules.sizing import longest_request, model_window, window_note
-
-# llama.cpp pads each slot's context to 256 tokens (llama-context.cpp GGML_PAD(n_ctx_seq, 256)).
-_SLOT_PAD = 256
-
+from hwadvisor.serving.scheduler import slot_of
 
 # The QNN SDK's default SoC when the device names none (executorch LlmConfig QNNConfig.soc_model).
 _DEFAULT_SOC = "SM8650"
@@ -114,10 +111,7 @@ def plan_values(ctx: RuleContext, plan: Plan) -> PlanValues:
     mtp_layers = max(spec.mtp_layers, 1) if spec else 1  # the MTP form's draft depth
     request = wl.prompt_len + wl.gen_len
     longest = _longest(ctx)
-    slot = -(-request // _SLOT_PAD) * _SLOT_PAD
-    window = model_window(wl)
-    if window is not None and slot > window:
-        slot = window  # a slot never holds more than the model reads
+    slot = slot_of(request, model_window(wl))  # padded, never more than the model reads
     slots = wl.batch
     training = wl.phase == "training"
     half = wl.activation_dtype == "fp16" or "bf16" not in ctx.device.formats

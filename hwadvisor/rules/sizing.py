@@ -192,10 +192,7 @@ def model_window(workload: Workload) -> int | None:
 
     The config's window, RoPE scaling included as vLLM derives it, else max_position_embeddings.
     """
-    spec = workload.spec
-    if spec is None:
-        return None
-    return spec.context_window or spec.max_position_embeddings
+    return workload.spec.window if workload.spec is not None else None
 
 
 def window_note(workload: Workload) -> str | None:

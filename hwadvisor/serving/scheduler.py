@@ -7,6 +7,7 @@ sets a knob (max sequences, step tokens) itself.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from hwadvisor.engines import engine_for
@@ -99,6 +100,16 @@ def kv_pool_tokens(steps: StepModel, workload: Workload, device: Device,
         return 1 << 30  # no attention cache (a recurrent model): the slots limit, not memory
     free = memory * fraction - others
     return max(int(free / per_token), 0)
+
+
+# llama.cpp pads each slot's context to 256 tokens (llama-context.cpp GGML_PAD(n_ctx_seq, 256)).
+SLOT_PAD = 256
+
+
+def slot_of(tokens: float, window: int | None) -> int:
+    """Return the tokens an up-front slot holds for requests of `tokens`: padded, in the window."""
+    slot = -(-int(math.ceil(tokens)) // SLOT_PAD) * SLOT_PAD
+    return min(slot, window) if window else slot
 
 
 def kv_streams(workload: Workload, knobs: Knobs, max_seqs: int) -> tuple[bool, bool]:

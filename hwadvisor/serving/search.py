@@ -44,6 +44,7 @@ from hwadvisor.serving.scheduler import (
     kv_pool_tokens,
     kv_streams,
     policy_of,
+    slot_of,
     speculation,
 )
 from hwadvisor.serving.screen import (
@@ -341,14 +342,12 @@ def slot_tokens(workload: Workload, load: Load) -> int | None:
 
     llama-server (paged_kv false) splits --ctx-size evenly over --parallel slots and a request
     longer than its slot is cut short: a slot holds the load's p99 prompt plus p99 output,
-    rounded up to 256 (the cache's padding), and never more than the model reads.
+    padded as the cache is, and never more than the model reads (scheduler.slot_of).
     """
     if engine_for(workload).defaults.paged_kv:
         return None
     need = length_quantile(load.prompt, 99) + length_quantile(load.output, 99)
-    slot = -(-int(math.ceil(need)) // 256) * 256
-    window = workload.spec.max_position_embeddings if workload.spec else None
-    return min(slot, window) if window else slot
+    return slot_of(need, workload.spec.window if workload.spec else None)
 
 
 def _top_rate(table: Table, limits: Limits, shape: Shape) -> float:
