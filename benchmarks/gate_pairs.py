@@ -4,7 +4,8 @@
    compared at the default limit: every pair should exit 0.
 2. A throttled pair: `validate --quick --repeat R -t T...` against the same with a real 10%
    slowdown (every host-timed sample sleeps a tenth of its own duration inside the timed
-   window, so times read 1.1x and rates 1/1.1), and a same-code pair of those for contrast:
+   window, so times read 1.1x and rates 1/1.1; on a GPU the device idles a tenth of the timed
+   work between the last kernel and the end event), and a same-code pair of those for contrast:
    exit 1 and exit 0 expected where the trials' runs are steadier than 10%. The plain
    single-run command with the same slowdown is compared too (on a CPU it does not gate
    timings: that pair exits 0 by design).
@@ -51,7 +52,26 @@ def _child(mode: str, argv: list[str]) -> None:
             time.sleep((time.perf_counter() - t0) * SLOWDOWN)  # inside the timed window
             return (time.perf_counter() - t0) / inner
 
+        def slower_events(event_type: Any, fn: Any, inner: int, counter: list[int]) -> float:
+            # The GPU's clock: the queue is drained, the host sleeps a tenth of the work's time,
+            # then the end event is queued, so the device sits idle inside the timed window.
+            start = event_type(enable_timing=True)
+            end = event_type(enable_timing=True)
+            t0 = time.perf_counter()
+            start.record()
+            for _ in range(inner):
+                fn(counter[0])
+                counter[0] += 1
+            done = event_type(enable_timing=True)
+            done.record()
+            done.synchronize()
+            time.sleep((time.perf_counter() - t0) * SLOWDOWN)
+            end.record()
+            end.synchronize()
+            return float(start.elapsed_time(end)) / 1e3 / inner
+
         timing._time_host = slower  # what timer_for hands out for the CPU
+        timing._time_events = slower_events  # CUDA/HIP and Metal events
     elif mode == "partial-checkpoint":
         import torch.utils.checkpoint as ckpt
 

@@ -11,8 +11,12 @@ constant or traced arrivals, or a closed loop of users), sends each request as a
 
 A prompt of exactly P tokens is sent as P token ids (`prompt` as a list of ints: vLLM, SGLang
 and llama-server take it), or as P random words when asked (then the server's own count is the
-only one); `max_tokens` is the output length, with `ignore_eos` (vLLM, SGLang, llama-server)
-and `min_tokens` (vLLM) so the model cannot stop early, and `stream_options.include_usage` so
+only one). Its tokens are new in every run (lengths and arrivals repeat with the seed, the text
+does not): vLLM's and SGLang's prefix caches and llama-server's host prompt cache would serve a
+prompt seen before from memory, and the run would time a cache hit where the plan has a prefill.
+The load's `prefix_share` is played as one prefix every prompt of the run starts with.
+`max_tokens` is the output length, with `ignore_eos` (vLLM, SGLang, llama-server) and
+`min_tokens` (vLLM) so the model cannot stop early, and `stream_options.include_usage` so
 the server reports the tokens it really counted. llama-server's own `timings` (prompt_ms,
 predicted_per_token_ms), when the stream carries them, are kept as the engine's cross-check.
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import random
 import socket
 import threading
@@ -205,12 +210,22 @@ class Run:
         return last > 2.0 * first and last > 1.0
 
 
-def prompt_body(kind: PromptKind, length: int, rng: random.Random) -> list[int] | str:
-    """Return a prompt of `length` tokens: token ids, or as many random words."""
+def prompt_tokens(kind: PromptKind, length: int, rng: random.Random) -> list[int] | list[str]:
+    """Return `length` random prompt tokens: token ids, or words."""
     if kind == "ids":
         low, high = TOKEN_IDS
         return [rng.randrange(low, high) for _ in range(length)]
-    return " ".join(rng.choice(WORDS) for _ in range(length))
+    return [rng.choice(WORDS) for _ in range(length)]
+
+
+def prompt_body(kind: PromptKind, length: int, rng: random.Random,
+                prefix: list[int] | list[str] | None = None, shared: int = 0) -> list[int] | str:
+    """Return a prompt of `length` tokens, its first `shared` from `prefix`, the rest random."""
+    shared = min(shared, length, len(prefix or []))
+    tokens = [*(prefix or [])[:shared], *prompt_tokens(kind, length - shared, rng)]
+    if kind == "ids":
+        return [int(t) for t in tokens]
+    return " ".join(str(t) for t in tokens)
 
 
 def request_body(model: str | None, prompt: list[int] | str, output_len: int) -> dict[str, Any]:
@@ -328,9 +343,13 @@ class _Player:
         self.endpoint, self.model, self.load = endpoint, model, load
         self.prompt, self.limits, self.progress = prompt, limits, progress
         self.requests: Requests = draw(load, seed=seed)
-        self.rng = random.Random(seed + 1)
+        # Fresh text each run, so no server's prefix cache holds it from an earlier run (the
+        # module's docstring); only the load's own shared prefix repeats, within the run.
+        self.rng = random.Random(os.urandom(16))
+        prefix = prompt_tokens(prompt, max(self.requests.prompt, default=0), self.rng)
         self.bodies = [json.dumps(request_body(
-            model, prompt_body(prompt, p, self.rng), g)).encode()
+            model, prompt_body(prompt, p, self.rng, prefix, round(load.prefix_share * p)),
+            g)).encode()
             for p, g in zip(self.requests.prompt, self.requests.output, strict=True)]
         self.samples: list[Sample] = []
         self._lock = threading.Lock()

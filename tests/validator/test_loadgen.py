@@ -205,3 +205,22 @@ def test_measure_endpoint_predicts_measures_and_names_the_bench_command() -> Non
     assert test.bench_command is not None and test.bench_command.startswith("vllm bench serve")
     assert "--max-concurrency 2" in test.bench_command and "--model fake-model" in \
         test.bench_command
+
+
+def test_no_run_sends_a_prompt_an_earlier_run_sent() -> None:
+    # A server's prefix cache (vLLM, SGLang, llama-server's host prompt cache) would serve a
+    # repeated prompt from memory: each run's text is new, while its lengths repeat with the seed.
+    with serving() as (url, pace):
+        play(parse_endpoint(url), _load(requests=4), "fake-model")
+        play(parse_endpoint(url), _load(requests=4), "fake-model")
+    first, second = pace.bodies[:4], pace.bodies[4:]
+    assert [len(b["prompt"]) for b in first] == [len(b["prompt"]) for b in second]
+    assert not {tuple(b["prompt"][:4]) for b in first} & {tuple(b["prompt"][:4]) for b in second}
+
+
+def test_the_loads_prefix_share_opens_every_prompt_of_a_run() -> None:
+    with serving() as (url, pace):
+        play(parse_endpoint(url), _load(requests=4, prefix_share=0.5), "fake-model")
+    prompts = [b["prompt"] for b in pace.bodies]
+    assert all(p[:8] == prompts[0][:8] for p in prompts)  # half of 16 tokens shared
+    assert len({tuple(p[8:]) for p in prompts}) == 4  # the rest differs request by request
