@@ -392,6 +392,10 @@ class EngineConfig(_Strict):
         "{draft}: a Hugging Face repo id (hf), a GGUF repo with its quant tag (gguf, "
         "llama-server --spec-draft-hf), an MLX repo (mlx); None: it takes none as it is, so "
         "drafters that need one are not planned (perfmodel/drafters.toml)")
+    model_source: Literal["hf", "gguf"] | None = Field(
+        None, description="How the command names the model, filling {model}: the Hugging Face "
+        "repo id (hf: a preset's source repo, the user's repo id or config folder), or the GGUF "
+        "file of that checkpoint in the planned format (gguf); None: the name as given")
     unit_words: dict[str, str] = Field(
         default_factory=dict, description="How this config names each compute unit (cpu, gpu, "
         "npu): the engine's compute_unit default, or --engine-option compute_unit=..., fills "

@@ -18,6 +18,7 @@ from hwadvisor.models.serving import ServingConfig
 from hwadvisor.rules.context import RuleContext
 from hwadvisor.rules.sizing import longest_request, model_window, window_note
 from hwadvisor.serving.scheduler import slot_of
+from hwadvisor.workload import engine_model_name
 
 # The QNN SDK's default SoC when the device names none (executorch LlmConfig QNNConfig.soc_model).
 _DEFAULT_SOC = "SM8650"
@@ -120,7 +121,9 @@ def plan_values(ctx: RuleContext, plan: Plan) -> PlanValues:
         # vLLM's --max-num-seqs and SGLang's --max-running-requests count per DP rank
         max_batch = -(-max_batch // layout.attn_dp)
     values = PlanValues(
-        model=wl.model, gpus=wl.gpus, nodes=wl.nodes,
+        model=engine_model_name(wl.model, engine.config_for(wl.phase).model_source,
+                                wl.weights_dtype),
+        gpus=wl.gpus, nodes=wl.nodes,
         gpus_per_node=wl.gpus_per_node or wl.gpus // max(wl.nodes, 1),
         batch=wl.batch, max_batch=max_batch,
         # the step's token budget, said only where the planned batch is above the engine's own

@@ -7,6 +7,7 @@ from hwadvisor.workload.build import (
     PHASES,
     build_workload,
     default_model,
+    engine_model_name,
     list_presets,
     load_spec,
     parse_choice,
@@ -33,6 +34,7 @@ __all__ = [
     "param_breakdown",
     "parse_choice",
     "parse_config",
+    "engine_model_name",
     "preset_source",
     "supported_model_types",
 ]

@@ -113,6 +113,31 @@ def preset_source(preset_id: str) -> str | None:
     return source if isinstance(source, str) else None
 
 
+# GGUF file names carry the quant as llama.cpp's convert_hf_to_gguf.py and llama-quantize name it.
+GGUF_TYPES = {"fp16": "F16", "bf16": "BF16", "fp32": "F32"}
+
+
+def engine_model_name(model: str, form: str | None, weights_dtype: str | None = None) -> str:
+    """Return the model as an engine's command loads it (its [config] model_source).
+
+    hf: the Hugging Face repo id a preset's config.json came from, a repo id as the user gave it,
+    or the folder of the user's config.json (vLLM, SGLang, TensorRT-LLM and mlx-lm load a repo
+    id or a local folder); gguf: the GGUF file of that checkpoint in the planned format, named
+    as llama.cpp's converter and llama-quantize name it ('Meta-Llama-3-8B-Q4_K_M.gguf'), which
+    the user converts or downloads; None: the name as given.
+    """
+    if form is None:
+        return model
+    preset = preset_of(model)
+    repo = (preset_source(preset) if preset else None) or model
+    if form == "gguf":
+        quant = GGUF_TYPES.get(weights_dtype or "", (weights_dtype or "F16").upper())
+        return f"{Path(repo.rstrip('/')).name.removesuffix('.json')}-{quant}.gguf"
+    if preset is None and _looks_like_path(model) and model.endswith(".json"):
+        return str(Path(model).parent)  # the folder the engine reads config.json and weights from
+    return repo
+
+
 @lru_cache(maxsize=1)
 def _repo_aliases() -> dict[str, str]:
     """Lower-cased Hugging Face repo id -> preset id, so 'meta-llama/Meta-Llama-3-8B' works."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hwadvisor import profiles
 from hwadvisor.rules.engine_config import _DEFAULT_SOC, _soc_model
 
@@ -16,3 +18,33 @@ def test_no_profile_is_looked_up_by_id_for_it() -> None:
     """A device made without its SoC part gets QNN's default, though its profile names one."""
     phone = profiles.device_from_profile("snapdragon-8-elite")
     assert _soc_model(phone.model_copy(update={"soc_part": None})) == _DEFAULT_SOC
+
+
+def test_the_command_names_the_model_as_the_engine_loads_it(tmp_path: object) -> None:
+    """A preset id is no checkpoint: vLLM, SGLang, TensorRT-LLM and mlx-lm get its Hub repo,
+    llama-server the GGUF file in the planned format, a user's config.json its folder."""
+    from pathlib import Path
+
+    from hwadvisor.workload import engine_model_name
+
+    assert engine_model_name("llama-3-8b", "hf") == "meta-llama/Meta-Llama-3-8B"
+    assert engine_model_name("Qwen/Qwen3-8B", "hf") == "Qwen/Qwen3-8B"
+    assert engine_model_name("my-org/my-model", "hf") == "my-org/my-model"
+    assert engine_model_name("llama-3-8b", "gguf", "q4_k_m") == "Meta-Llama-3-8B-Q4_K_M.gguf"
+    assert engine_model_name("llama-3.2-1b", "gguf", "fp16") == "Llama-3.2-1B-F16.gguf"
+    config = Path(str(tmp_path)) / "ckpt" / "config.json"
+    assert engine_model_name(str(config), "hf") == str(config.parent)
+    assert engine_model_name("llama-3-8b", None) == "llama-3-8b"
+
+
+def test_the_gallery_commands_load_a_checkpoint_not_a_preset_id() -> None:
+    from hwadvisor.workload import list_presets
+
+    gallery = (Path(__file__).resolve().parents[2] / "docs" / "scenarios.md").read_text()
+    lines = [line.split() for line in gallery.splitlines()
+             if line.startswith(("vllm serve ", "trtllm-serve ", "llama-server -m "))]
+    assert lines
+    for words in lines:
+        model = words[1] if words[0] == "trtllm-serve" else words[2]
+        assert model not in list_presets(), words
+        assert "/" in model or model.endswith(".gguf"), words
