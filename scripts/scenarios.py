@@ -106,8 +106,8 @@ SCENARIOS: tuple[Scenario, ...] = (
              "default quality budget).", "b", "h100-sxm",
              dict(model="llama-3.1-405b", gpus=8, batch=32)),
     Scenario("serve-8b-h100-int4-budget", "Llama-3.1-8B at batch 1 on one H100, 4-bit allowed "
-             "(--quality int4).", "b", "h100-sxm",
-             dict(model="llama-3.1-8b", batch=1, quality="int4")),
+             "(--quality 4-bit).", "b", "h100-sxm",
+             dict(model="llama-3.1-8b", batch=1, quality="4-bit")),
     Scenario("serve-8b-h100-batch9-spec", "Llama-3.1-8B on one H100 for 9 users: speculation "
              "still pays past batch 8.", "b", "h100-sxm", dict(model="llama-3.1-8b", batch=9)),
     Scenario("serve-70b-8xmi300x", "Llama-3-70B on 8 MI300X (xGMI) for 64 users.", "b",
@@ -171,7 +171,15 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("mem-qwen0.5b-phone-llamacpp-4bit", "Qwen2.5-0.5B with llama.cpp on a Snapdragon 8 "
              "Gen 3 phone in as little memory as possible; 4-bit weights are fine.", "c",
              "snapdragon-8-gen-3", dict(model="qwen2.5-0.5b", prompt_len=1024, gen_len=256,
-                                        engine="llamacpp", quality="int4")),
+                                        engine="llamacpp", quality="4-bit")),
+    Scenario("serve-8b-4090-llamacpp-q8", "Llama-3-8B with llama.cpp on an RTX 4090 for one "
+             "user, the default quality budget: no FP8 units, but Q8_0 is near-lossless.", "b",
+             "rtx-4090", dict(model="llama-3-8b", batch=1, engine="llamacpp")),
+    Scenario("mem-8b-4090-lossless-8k", "Llama-3-8B at 8k tokens x 8 users on an RTX 4090 with "
+             "llama.cpp, nothing below 16 bits wanted (--quality lossless): if something must "
+             "give, the smaller loss first.", "c", "rtx-4090",
+             dict(model="llama-3-8b", batch=8, prompt_len=8192, engine="llamacpp",
+                  quality="lossless")),
     Scenario("serve-1b-t4-vllm", "Llama-3.2-1B with vLLM on a Colab T4 (no bf16) for 8 users.",
              "b", "t4", dict(model="llama-3.2-1b", batch=8, engine="vllm")),
     Scenario("serve-8b-h100-b256", "256 concurrent chats of Llama-3-8B on one H100 with vLLM; "

@@ -136,9 +136,11 @@ WORKLOAD_PARAMS: tuple[Param, ...] = (
             "prefill_chunk_tokens=2048, kernel.int4=torch-int4 ... The report lists the "
             "defaults it started from (workload.engine_defaults). Pin a release's defaults "
             "with --engine vllm==0.6.0."), rich_help_panel=_WORKLOAD_PANEL, show_default=False)]),
-    Param("quality", _opt("--quality", "Quality budget: lossless (the checkpoint's own "
-                          "precision), fp8, int8 or int4: the least precise weights and KV "
-                          "cache a plan may pick for speed; less only when nothing else fits",
+    Param("quality", _opt("--quality", "Quality budget, a loss class: lossless (the "
+                          "checkpoint's own precision), 8-bit (FP8, INT8, Q8_0, MLX 8-bit: "
+                          "near-lossless), 6-bit (Q6_K, Q5_K_M) or 4-bit: the least precise "
+                          "weights and KV cache a plan may pick for speed; less only when "
+                          "nothing else fits (fp8, int8 and int4 still work)",
                           str, _WORKLOAD_PANEL, workload_default("quality"))),
     Param("attention_kernel", _opt("--attention-kernel", "math or flash: the attention you run "
                                    "when it is not the engine's fused default (math = eager "

@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from hwadvisor.models.hardware import Strict
 
@@ -20,6 +20,9 @@ EngineId = Literal[
     "hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx", "executorch", "mlc-llm",
     "litert", "qnn", "coreml", "torchtitan", "megatron", "deepspeed",
 ]
+# --quality budgets named by a number format before the loss classes (schema 1.14), read as
+# their class: fp8 and int8 are 8-bit, int4 is 4-bit (workload/quality.py has the ladder).
+QUALITY_ALIASES: dict[str, str] = {"fp8": "8-bit", "int8": "8-bit", "int4": "4-bit"}
 
 
 class ModelSpec(Strict):
@@ -154,9 +157,19 @@ class Workload(Strict):
     attention_kernel: Literal["math", "flash"] | None = Field(
         None, description="The attention the user runs when not the engine's default (math: "
         "eager attention, the score matrix materialised, e.g. attn_implementation=\"eager\")")
-    quality: Literal["lossless", "fp8", "int8", "int4"] = Field(
-        "fp8", description="The quality budget (--quality): the least precise weights and KV "
-        "cache a plan takes for speed; lower precision only when nothing else fits, said so")
+    quality: Literal["lossless", "8-bit", "6-bit", "4-bit", "fp8", "int8", "int4"] = Field(
+        "8-bit", description="The quality budget (--quality), a loss class: the least precise "
+        "weights and KV cache a plan takes for speed (lossless: the checkpoint's own; 8-bit: "
+        "FP8, INT8, Q8_0, MLX 8-bit; 6-bit: Q6_K, Q5_K_M; 4-bit); lower only when nothing else "
+        "fits, said so. fp8, int8 (8-bit) and int4 (4-bit) are read as their class "
+        "(workload/quality.py)")
+
+    @field_validator("quality", mode="before")
+    @classmethod
+    def _quality_class(cls, value: object) -> object:
+        """Read a budget named by a number format as its loss class (fp8 -> 8-bit)."""
+        return QUALITY_ALIASES.get(value, value) if isinstance(value, str) else value
+
     activation_dtype: Dtype = "bf16"
     kv_dtype: Dtype = "bf16"
     optimizer: Optimizer = "adamw"

@@ -34,6 +34,7 @@ from hwadvisor.rules.sizing import (
     per_gpu,
     plan_at,
 )
+from hwadvisor.workload.quality import LOOSEST
 
 
 def _checkpointed(goal: Goal, ctx: RuleContext, alt_id: str, title: str,
@@ -432,10 +433,10 @@ def memory_plan_at_floor(goal: Goal, result: SearchResult, rules: list[Rule],
     the budget caveat).
     """
     workload = result.base.workload
-    if keeps_floor(result.final.estimate, workload, floor) or workload.quality == "int4":
+    if keeps_floor(result.final.estimate, workload, floor) or workload.quality == LOOSEST:
         return result
     device = result.base.device
-    looser = search(goal, rules, workload.model_copy(update={"quality": "int4"}), device, host,
+    looser = search(goal, rules, workload.model_copy(update={"quality": LOOSEST}), device, host,
                     options, estimator)
     ids = [t.candidate.rule.id for t in looser.steps]
     tried = [result, search_steps(goal, rules, workload, device, host, options, estimator, ids)]

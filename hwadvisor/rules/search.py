@@ -43,7 +43,7 @@ from hwadvisor.rules.judge import (
 from hwadvisor.rules.playbooks.goals import goal_spec
 from hwadvisor.rules.playbooks.metrics import gain, prediction, read_metric
 from hwadvisor.rules.playbooks.schema import Rule
-from hwadvisor.workload.quality import BUDGET_RANK, PRECISION_RANK
+from hwadvisor.workload.quality import BUDGET_RANK, PRECISION_RANK, budget
 
 if TYPE_CHECKING:
     from hwadvisor.engines import Engine
@@ -158,15 +158,27 @@ def beyond_budget(c: Candidate, ctx: RuleContext) -> str | None:
     """
     if c.workload is None:
         return None
-    budget = _BUDGET_RANK[ctx.workload.quality]
+    allowed = _BUDGET_RANK[budget(ctx.workload.quality)]
     for part in ("weights_dtype", "kv_dtype"):
         before = _PRECISION_RANK.get(getattr(ctx.workload, part), 0)
         after_dtype = getattr(c.workload, part)
         after = _PRECISION_RANK.get(after_dtype, 0)
-        if after > before and after > budget:
+        if after > before and after > allowed:
             what = "weights" if part == "weights_dtype" else "KV cache"
             return f"{after_dtype} {what}"
     return None
+
+
+def _loss_beyond(c: Candidate, ctx: RuleContext) -> int:
+    """Return the loss class a change goes below the budget to (0: within it).
+
+    Of the changes below the budget, taken only to fit, the smaller loss goes first: 8-bit
+    weights or KV cache before 4-bit weights (workload/quality.py).
+    """
+    if c.workload is None or _within(c, ctx):
+        return 0
+    return max(_PRECISION_RANK.get(c.workload.weights_dtype, 0),
+               _PRECISION_RANK.get(c.workload.kv_dtype, 0))
 
 
 def _within(c: Candidate, ctx: RuleContext) -> bool:
@@ -190,8 +202,10 @@ def _pick_to_fit(goal: Goal, ctx: RuleContext, candidates: list[Candidate],
         pool = [c for c in candidates if c.plan_eligible and tier(c.rule) == rank]
         fitting = [c for c in pool if c.fits_after]
         if fitting:
-            # within the quality budget first: 4-bit only when nothing within it fits
-            return max(fitting, key=lambda c: (_within(c, ctx), -c.rule.complexity,
+            # within the quality budget first: 4-bit only when nothing within it fits; of
+            # those below it, the smaller loss first (q8_0 KV before Q4_K_M weights)
+            return max(fitting, key=lambda c: (_within(c, ctx), -_loss_beyond(c, ctx),
+                                               -c.rule.complexity,
                                                goal_gain(goal, ctx.estimate, c.after),  # type: ignore[arg-type]
                                                c.rule.id))
         cutting = [c for c in pool if _memory(c) < current * (1 - MIN_MEMORY_CUT)]
@@ -209,7 +223,7 @@ def _pick_by_metric(goal: Goal, ctx: RuleContext, candidates: list[Candidate],
     if not pool:
         return None
     return max(pool, key=lambda c: (bool(c.fits_after) and tier(c.rule) == 1, _within(c, ctx),
-                                    -tier(c.rule),
+                                    -_loss_beyond(c, ctx), -tier(c.rule),
                                     goal_gain(goal, ctx.estimate, c.after),  # type: ignore[arg-type]
                                     c.rule.id))
 
@@ -546,9 +560,10 @@ def _budget_caveat(c: Candidate, ctx: RuleContext) -> list[str]:
     below = beyond_budget(c, ctx)
     if below is None:
         return []
+    needed = {r: name for name, r in _BUDGET_RANK.items()}[
+        _PRECISION_RANK.get(below.split()[0], max(_BUDGET_RANK.values()))]
     return [f"below the --quality {ctx.workload.quality} budget ({below}): taken only when "
-            "nothing within the budget fits; pass --quality int4 (or int8) to allow it for "
-            "speed"]
+            f"nothing within the budget fits; pass --quality {needed} to allow it for speed"]
 
 
 def layout_of(ctx: RuleContext) -> PlanLayout:

@@ -1,19 +1,41 @@
 """The quality ladder: how much a weight or KV-cache format gives up, against --quality.
 
-Ranks: 0 lossless (the checkpoint's own bf16/fp16/fp32), 1 fp8, 2 int8 and the 5-8-bit GGUF
-types, 3 the 4-bit formats. The --quality budget names the lowest rank a plan may pick for
-speed (lossless 0, fp8 1, int8 2, int4 3); the rules' plan search and the serving search read
-the same ladder.
+The budget names a loss class, not a number format, so an 8-bit format the hardware runs stays
+within the default where FP8 units are missing (a 4090's Q8_0, a Mac's MLX 8-bit, an A100's
+INT8). The classes, by measured loss against the 16-bit checkpoint:
+
+- 0 lossless: the checkpoint's own bf16/fp16/fp32.
+- 1 8-bit, near-lossless: FP8, INT8, Q8_0, MLX 8-bit. llama.cpp's own scoreboard on
+  Llama-3-8B (tools/perplexity/README.md at 0c1e57098, KL divergence to FP16): q8_0 0.0014,
+  ΔPPL +0.04%. Kurtic et al., "Give Me BF16 or Give Me Death? Accuracy-Performance Trade-Offs
+  in LLM Quantization" (arXiv:2411.02355, 2024): FP8 W8A8 recovers the 16-bit accuracy across
+  model scales; INT8 W8A8 within 1-3%.
+- 2 5-6-bit: Q6_K (KLD 0.0055, ΔPPL +0.35%) and Q5_K_M (KLD 0.011, +0.9%), the same table.
+- 3 4-bit: Q4_K_M (KLD 0.031, +2.8%), Q4_0 (0.072, +7.5%), IQ4_XS, INT4, NF4, FP4, MLX 4-bit.
+
+The budget (--quality) is the lowest class a plan may pick for speed: lossless, 8-bit (the
+default), 6-bit, 4-bit. The earlier names are read as their class: fp8 and int8 are 8-bit,
+int4 is 4-bit. When something must give to fit, the smaller loss is taken first. The rules'
+plan search and the serving search read the same ladder.
 """
 
 from __future__ import annotations
 
+from hwadvisor.models.workload import QUALITY_ALIASES
+
 PRECISION_RANK: dict[str, int] = {
-    "fp32": 0, "tf32": 0, "bf16": 0, "fp16": 0, "fp8": 1,
-    "int8": 2, "q8_0": 2, "mlx-8bit": 2, "q6_k": 2, "q5_k_m": 2,
+    "fp32": 0, "tf32": 0, "bf16": 0, "fp16": 0,
+    "fp8": 1, "int8": 1, "q8_0": 1, "mlx-8bit": 1,
+    "q6_k": 2, "q5_k_m": 2,
     "int4": 3, "fp4": 3, "nf4": 3, "q4_0": 3, "q4_k_m": 3, "iq4_xs": 3, "mlx-4bit": 3,
 }
-BUDGET_RANK: dict[str, int] = {"lossless": 0, "fp8": 1, "int8": 2, "int4": 3}
+BUDGET_RANK: dict[str, int] = {"lossless": 0, "8-bit": 1, "6-bit": 2, "4-bit": 3}
+LOOSEST = "4-bit"
+
+
+def budget(name: str) -> str:
+    """Return the loss class a --quality value names (an earlier format name, or the class)."""
+    return QUALITY_ALIASES.get(name, name)
 
 
 def rank(dtype: str) -> int:
@@ -23,4 +45,4 @@ def rank(dtype: str) -> int:
 
 def within(dtype: str, own: str, quality: str) -> bool:
     """Tell whether a format may be picked for speed: the checkpoint's own, or within budget."""
-    return rank(dtype) <= max(rank(own), BUDGET_RANK[quality])
+    return rank(dtype) <= max(rank(own), BUDGET_RANK[budget(quality)])

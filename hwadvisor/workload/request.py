@@ -37,7 +37,7 @@ class WorkloadRequest:
     engine: str | None = None  # an id, or id==version (--engine vllm==0.6.0)
     engine_options: tuple[str, ...] = ()  # --engine-option KEY=VALUE, as typed
     attention_kernel: str | None = None
-    quality: str | None = None  # --quality: lossless, fp8, int8 or int4
+    quality: str | None = None  # --quality: lossless, 8-bit, 6-bit or 4-bit (or fp8, int8, int4)
     host_memory_gb: float | None = None  # the planned host's RAM (not a Workload field)
 
     def with_changes(self, **changes: Any) -> WorkloadRequest:

@@ -193,7 +193,8 @@ def test_emit_writes_the_engine_config(tmp_path):
                     "--emit", str(path))
     assert result.exit_code == 0, result.output
     text = path.read_text()
-    assert text.startswith("vllm serve llama-3-8b") and "--kv-cache-dtype fp8" in text
+    assert text.startswith("vllm serve meta-llama/Meta-Llama-3-8B")
+    assert "--kv-cache-dtype fp8" in text
 
 
 def test_emit_writes_the_files_the_command_names_beside_it(tmp_path):

@@ -101,8 +101,9 @@ def test_vllm_dp_attention_over_two_nodes_starts_the_second_nodes_ranks_headless
 
 
 def test_sglang_over_two_nodes_says_nnodes_node_rank_and_the_dist_init_address():
+    # in 16 bits the 405B spans both nodes (in 8 bits it fits one, replicated per node)
     report = _plan("b", "a100-80gb", model="llama-3.1-405b", batch=8, nodes=2, gpus_per_node=8,
-                   engine="sglang")
+                   engine="sglang", quality="lossless")
     head, worker = _nodes(report)
     for rank, node in enumerate((head, worker)):
         assert (node["--nnodes"], node["--node-rank"]) == ("2", str(rank))

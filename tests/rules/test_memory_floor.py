@@ -50,14 +50,14 @@ def test_offload_is_resized_after_quantising_and_uses_the_card():
 
 
 def test_a_plan_below_the_floor_is_not_the_answer_when_one_above_it_fits():
-    # offload alone (within the fp8 budget) runs ~0.2 tokens/s; 4-bit weights with the offload
+    # offload alone (within the 8-bit budget) runs ~0.2 tokens/s; 4-bit weights with the offload
     # re-sized reach ~1 tokens/s: with a 1 tokens/s floor that is the answer, said as 4-bit
     report = plan("llama-3-70b", floor=1.0)
     assert report.plan is not None and report.plan.fits
     assert speed(report) >= 1.0
     assert report.plan.summary.startswith("Fits:")
     q4 = next(r for r in report.recommendations if r.id == "int4-weights")
-    assert q4.in_plan and any("below the --quality fp8 budget" in c for c in q4.caveats)
+    assert q4.in_plan and any("below the --quality 8-bit budget" in c for c in q4.caveats)
 
 
 def test_nothing_above_the_floor_is_said_plainly_and_the_latency_plan_named():

@@ -173,7 +173,7 @@ def test_options_without_a_drafter_keep_their_meaning():
 
 def test_405b_on_8_h100_is_served_in_fp8_not_int4():
     report = plan("h100-sxm", B, model="llama-3.1-405b", gpus=8, batch=32)
-    assert report.workload.quality == "fp8"
+    assert report.workload.quality == "8-bit"
     assert "fp8-weights" in step_ids(report)
     assert "int4-weights" not in step_ids(report)
 
@@ -182,7 +182,7 @@ def test_int4_for_speed_only_when_asked_and_shown_beside_fp8():
     fp8 = plan("h100-sxm", B, model="llama-3.1-8b", batch=1)
     assert "int4-weights" not in step_ids(fp8) and "fp8-weights" in step_ids(fp8)
     beside = rec(fp8, "int4-weights")
-    assert not beside.in_plan and "below the --quality fp8 budget" in beside.caveats[0]
+    assert not beside.in_plan and "below the --quality 8-bit budget" in beside.caveats[0]
     int4 = plan("h100-sxm", B, model="llama-3.1-8b", batch=1, quality="int4")
     assert "int4-weights" in step_ids(int4)
 
