@@ -20,7 +20,8 @@ import time
 from hwadvisor import pipeline
 from hwadvisor.models import ModelOptions
 from hwadvisor.models.serving import Lengths, Load, Targets
-from hwadvisor.serving.search import Inputs, search
+from hwadvisor.serving.candidates import Inputs
+from hwadvisor.serving.search import search
 from hwadvisor.workload import WorkloadRequest
 from hwadvisor.workload.settle import on_engine_defaults
 

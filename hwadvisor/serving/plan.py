@@ -16,8 +16,9 @@ from hwadvisor.models.serving import (
 )
 from hwadvisor.perfmodel.calibration import Calibration
 from hwadvisor.serving import predict
+from hwadvisor.serving.candidates import Inputs, searchable
 from hwadvisor.serving.request import LoadRequest, build
-from hwadvisor.serving.search import Inputs, checks_of, search, searchable
+from hwadvisor.serving.search import checks_of, search
 
 
 def _fewest_words(plan: ServingPlan) -> str:

@@ -20,10 +20,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from hwadvisor.engines import engine_for
-from hwadvisor.models import Device, ModelOptions, Workload
 from hwadvisor.models.serving import (
     Load,
     ServingConfig,
@@ -33,10 +32,20 @@ from hwadvisor.models.serving import (
     TargetCheck,
     Targets,
 )
-from hwadvisor.perfmodel.calibration import Calibration
-from hwadvisor.perfmodel.drafters import DRAFTERS, published_for_model
 from hwadvisor.perfmodel.efficiency import engine_time
-from hwadvisor.perfmodel.steps import StepModel
+from hwadvisor.serving.candidates import (
+    Candidate,
+    Family,
+    Inputs,
+    Replica,
+    drafter_options,
+    drafters,
+    knob_values,
+    kv_formats,
+    replica,
+    tensor_parallel,
+    weight_formats,
+)
 from hwadvisor.serving.scheduler import (
     Knobs,
     default_max_seqs,
@@ -44,7 +53,6 @@ from hwadvisor.serving.scheduler import (
     kv_pool_tokens,
     kv_streams,
     policy_of,
-    slot_of,
     speculation,
 )
 from hwadvisor.serving.screen import (
@@ -54,20 +62,10 @@ from hwadvisor.serving.screen import (
     Table,
     decode_s,
     figures_of,
-    length_quantile,
     open_point,
     with_slots,
 )
-from hwadvisor.workload.quality import within
 
-# The knobs' values. Paged engines (vLLM --max-num-seqs 256-1024 and --max-num-batched-tokens
-# 2048-16384 by GPU, SGLang, TensorRT-LLM) run hundreds of sequences; slot-based servers
-# (llama-server --parallel, default 4, and --batch-size, default 2048) run a few.
-PAGED_MAX_SEQS = (8, 16, 32, 64, 128, 256, 512, 1024)
-PAGED_STEP_TOKENS = (2048, 4096, 8192, 16384)
-SLOT_MAX_SEQS = (1, 2, 4, 8, 16, 32, 64)
-SLOT_STEP_TOKENS = (512, 1024, 2048, 4096)
-TENSOR_PARALLEL = (1, 2, 4, 8)
 TOP_N = 5  # configs listed beside the best
 CONFIRM = 3  # configs simulated before one is reported as meeting the targets
 FRONT_POINTS = 24  # points of the Pareto front kept (evenly by tokens/s per user)
@@ -76,45 +74,11 @@ _CURVE_POINTS = 15
 MOST_GPUS = 4096  # the fewest GPUs is looked for up to this many
 
 
-@dataclass(frozen=True)
-class Family:
-    """What sets a replica's step times: its layout and formats."""
-
-    tp: int
-    weights_dtype: str
-    kv_dtype: str
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One config of the search: a family, a drafter and the scheduler's knobs."""
-
-    family: Family
-    drafter: str | None
-    max_seqs: int
-    step_tokens: int
-    prefix_caching: bool
-    kv_unified: bool = False  # llama-server --kv-unified (engines with stream_per_slot)
-
-
-@dataclass
-class _Model:
-    """A family's replica: its workload, options, step model and tables."""
-
-    family: Family
-    workload: Workload
-    options: ModelOptions
-    steps: StepModel
-    tables: dict[tuple[bool, bool], Table] = field(default_factory=dict)  # prefix, pool-wide
-    pools: dict[int, int] = field(default_factory=dict)  # KV pool tokens by step budget
-    slot: int | None = None  # tokens a slot holds, where the cache is allocated slot by slot
-
-
 @dataclass
 class _Curve:
     """Steady states of one (family, drafter, budget, prefix caching) over rising rates."""
 
-    model: _Model
+    model: Replica
     drafter: str | None
     step_tokens: int
     prefix_caching: bool
@@ -141,125 +105,10 @@ class Judged:
         return None if self.replicas is None else self.replicas * self.gpus_per_replica
 
 
-@dataclass(frozen=True)
-class Inputs:
-    """What the search plans for."""
-
-    workload: Workload  # settled, on the engine's defaults
-    device: Device
-    options: ModelOptions
-    load: Load
-    targets: Targets
-    gpus: int | None  # --gpus, or None: the fewest
-    per_node: int  # GPUs a node holds (tensor parallelism stays within one)
-    calibration: Calibration | None = None
-
-
-def searchable(workload: Workload) -> bool:
-    """Tell whether the engine batches continuously (a static batch has no knobs to search)."""
-    return policy_of(workload) != "static"
-
-
 # --- candidates --------------------------------------------------------------------------------
 
-def _weight_formats(inputs: Inputs) -> list[str]:
-    wl, device = inputs.workload, inputs.device
-    engine = engine_for(wl)
-    out: list[str] = [wl.weights_dtype]
-    for fmt in ("fp8", "int8", "int4"):
-        if fmt in out or fmt not in engine.weight_formats:
-            continue
-        if fmt == "fp8" and "fp8" not in device.formats:
-            continue  # FP8 GEMMs need the hardware (Hopper, Ada, MI300)
-        if fmt == "int8" and "fp8" in out:
-            # one 8-bit format is enough: FP8 keeps the 16-bit accuracy where INT8 W8A8 loses
-            # 1-3% (workload/quality.py), at the same tensor-core rate on Hopper and MI300
-            continue
-        if engine.cannot(f"{fmt}-weights", str(device.device_class)):
-            continue
-        if within(fmt, wl.weights_dtype, wl.quality):
-            out.append(fmt)
-    return out
 
-
-def _kv_formats(inputs: Inputs) -> list[str]:
-    wl = inputs.workload
-    engine = engine_for(wl)
-    out: list[str] = [wl.kv_dtype]
-    if "fp8" not in out and "fp8" in engine.kv_cache_formats and within("fp8", wl.kv_dtype,
-                                                                          wl.quality):
-        out.append("fp8")
-    return out
-
-
-def _tensor_parallel(inputs: Inputs) -> list[int]:
-    engine = engine_for(inputs.workload)
-    if engine.cannot("tensor-parallel-in-node", str(inputs.device.device_class)):
-        return [1]
-    most = min(inputs.per_node, inputs.gpus or inputs.per_node)
-    return [tp for tp in TENSOR_PARALLEL
-            if tp <= most and (inputs.gpus is None or inputs.gpus % tp == 0)]
-
-
-def _drafters(inputs: Inputs) -> list[str | None]:
-    """No drafter, then each the engine runs for this model (a checkpoint only if published)."""
-    wl = inputs.workload
-    engine = engine_for(wl)
-    if engine.cannot("speculative-decoding", str(inputs.device.device_class)):
-        return [None]
-    form = engine.config_for("inference").draft_source
-    out: list[str | None] = [None]
-    for drafter_id, d in DRAFTERS.items():
-        if not engine.says("speculative-decoding", drafter_id, "inference"):
-            continue
-        if drafter_id == "mtp":
-            if wl.spec is not None and wl.spec.mtp_layers:
-                out.append(drafter_id)
-            continue
-        if d.needs and published_for_model(drafter_id, wl.model, form) is None:
-            continue
-        out.append(drafter_id)
-    return out
-
-
-def _drafter_options(options: ModelOptions, drafter_id: str | None,
-                     workload: Workload) -> ModelOptions:
-    if drafter_id is None:
-        return options.model_copy(update={"speculative_drafter": None,
-                                          "speculative_draft_tokens": None,
-                                          "speculative_tokens_per_step": 1.0})
-    d = DRAFTERS[drafter_id]
-    drafted = d.draft_tokens
-    if drafter_id == "mtp" and workload.spec is not None and workload.spec.mtp_layers:
-        drafted = workload.spec.mtp_layers
-    return options.model_copy(update={"speculative_drafter": drafter_id,
-                                      "speculative_draft_tokens": drafted,
-                                      "speculative_tokens_per_step": d.accepted_chat})
-
-
-def _knob_values(workload: Workload) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    if engine_for(workload).defaults.paged_kv:
-        return PAGED_MAX_SEQS, PAGED_STEP_TOKENS
-    return SLOT_MAX_SEQS, SLOT_STEP_TOKENS
-
-
-def _model(inputs: Inputs, family: Family) -> _Model | None:
-    """Build a family's replica; None when its layout or formats do not hold the model."""
-    wl = inputs.workload.model_copy(update={
-        "gpus": family.tp, "nodes": 1, "gpus_per_node": family.tp, "batch": 1,
-        "weights_dtype": family.weights_dtype, "kv_dtype": family.kv_dtype})
-    options = inputs.options.model_copy(update={
-        "sharding": "tp" if family.tp > 1 else "none",
-        "tp_size": family.tp if family.tp > 1 else None, "pipeline_stages": 1,
-        "offload_fraction": 0.0})
-    options = _drafter_options(options, None, wl)
-    steps = StepModel(wl, inputs.device, options, inputs.calibration)
-    if steps.setup.layout.tp != family.tp or steps.replicas != 1:
-        return None  # the heads do not split over this many GPUs
-    return _Model(family, wl, options, steps, slot=slot_tokens(wl, inputs.load))
-
-
-def _pool(model: _Model, inputs: Inputs, step_tokens: int) -> int:
+def _pool(model: Replica, inputs: Inputs, step_tokens: int) -> int:
     pool = model.pools.get(step_tokens)
     if pool is None:
         pool = kv_pool_tokens(model.steps, model.workload, inputs.device, model.options,
@@ -268,7 +117,7 @@ def _pool(model: _Model, inputs: Inputs, step_tokens: int) -> int:
     return pool
 
 
-def _table(model: _Model, shape: Shape, prefix_caching: bool,
+def _table(model: Replica, shape: Shape, prefix_caching: bool,
            pool_wide: bool = False) -> Table:
     table = model.tables.get((prefix_caching, pool_wide))
     if table is None:
@@ -281,7 +130,7 @@ def _table(model: _Model, shape: Shape, prefix_caching: bool,
 
 # --- curves and capacities ----------------------------------------------------------------------
 
-def _curve(model: _Model, inputs: Inputs, drafter: str | None, step_tokens: int,
+def _curve(model: Replica, inputs: Inputs, drafter: str | None, step_tokens: int,
            prefix_caching: bool, most_seqs: int, kv_unified: bool = False) -> _Curve | None:
     """Solve the steady states of one replica over rising rates, up to saturation.
 
@@ -292,7 +141,7 @@ def _curve(model: _Model, inputs: Inputs, drafter: str | None, step_tokens: int,
     pool = _pool(model, inputs, step_tokens)
     if pool < shape.prompt + shape.output:
         return None  # the KV pool does not hold one request: the model does not fit this way
-    accepted, verify, cost = speculation(_drafter_options(inputs.options, drafter,
+    accepted, verify, cost = speculation(drafter_options(inputs.options, drafter,
                                                           model.workload))
     slot = model.slot
     if slot is not None:
@@ -339,19 +188,6 @@ def _toward(table: Table, limits: Limits, shape: Shape, last: Point | None,
         else:
             high = mid
     return out
-
-
-def slot_tokens(workload: Workload, load: Load) -> int | None:
-    """Tokens each slot holds where the engine allocates its cache slot by slot, else None.
-
-    llama-server (paged_kv false) splits --ctx-size evenly over --parallel slots and a request
-    longer than its slot is cut short: a slot holds the load's p99 prompt plus p99 output,
-    padded as the cache is, and never more than the model reads (scheduler.slot_of).
-    """
-    if engine_for(workload).defaults.paged_kv:
-        return None
-    need = length_quantile(load.prompt, 99) + length_quantile(load.output, 99)
-    return slot_of(need, workload.spec.window if workload.spec else None)
 
 
 def _top_rate(table: Table, limits: Limits, shape: Shape) -> float:
@@ -433,19 +269,19 @@ class Searched:
 def judge_all(inputs: Inputs) -> Searched:
     """Judge every candidate by the screen: its capacity, replicas and GPUs for the load."""
     started = time.perf_counter()
-    seqs_values, step_values = _knob_values(inputs.workload)
+    seqs_values, step_values = knob_values(inputs.workload)
     closed = inputs.load.concurrency is not None
     prefixes = (True, False) if inputs.load.prefix_share > 0 else (True,)
     per_slot = engine_for(inputs.workload).defaults.stream_per_slot
     judged: list[Judged] = []
     curves: list[_Curve] = []
-    for tp in _tensor_parallel(inputs):
-        for weights in _weight_formats(inputs):
-            for kv in _kv_formats(inputs):
-                model = _model(inputs, Family(tp, weights, kv))
+    for tp in tensor_parallel(inputs):
+        for weights in weight_formats(inputs):
+            for kv in kv_formats(inputs):
+                model = replica(inputs, Family(tp, weights, kv))
                 if model is None:
                     continue
-                for drafter in _drafters(inputs):
+                for drafter in drafters(inputs):
                     for step_tokens in step_values:
                         seqs = [s for s in seqs_values if s <= step_tokens]
                         for prefix in prefixes:
@@ -624,7 +460,7 @@ def simulate_config(j: Judged, replicas: int, inputs: Inputs) -> ServingFigures:
 
     c = j.candidate
     model = j.curve.model
-    options = _drafter_options(model.options, c.drafter, model.workload)
+    options = drafter_options(model.options, c.drafter, model.workload)
     load = _replica_load(inputs.load, replicas)
     if not c.prefix_caching:
         load = load.model_copy(update={"prefix_share": 0.0})

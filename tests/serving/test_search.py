@@ -9,8 +9,9 @@ import pytest
 
 from hwadvisor.models import ModelOptions
 from hwadvisor.models.serving import Lengths, Load, Targets
+from hwadvisor.serving.candidates import Inputs
 from hwadvisor.serving.plan import recommend_plan
-from hwadvisor.serving.search import Inputs, fewest_gpus, judge_all, search
+from hwadvisor.serving.search import fewest_gpus, judge_all, search
 from hwadvisor.workload import WorkloadRequest
 from hwadvisor.workload.settle import on_engine_defaults
 
