@@ -249,6 +249,11 @@ SCENARIOS: tuple[Scenario, ...] = (
              "1 s and TPOT p90 under 40 ms on the two H100s we have: enough?", "b", "h100-sxm",
              dict(model="llama-3-70b", gpus=2),
              dict(rate=10, dataset="chat", ttft_ms=1000, tpot_ms=40)),
+    Scenario("sla-chat-70b-2x4090-llamacpp", "Llama-3-70B behind llama-server on the two RTX "
+             "4090s of a workstation: a few chat users (0.2 requests/s), TTFT p90 under 5 s, "
+             "TPOT p90 under 150 ms. Does it hold, and how is it split?", "b", "rtx-4090",
+             dict(model="llama-3-70b", engine="llamacpp", gpus=2),
+             dict(rate=0.2, dataset="chat", ttft_ms=5000, tpot_ms=150)),
     # ---- over several nodes: one command per node, replicas inside a node when it holds one
     Scenario("serve-405b-2-nodes-h100-b1", "Llama-3.1-405B on 2 nodes of 8 H100s, one user at "
              "a time: how do I start it?", "b", "h100-sxm",

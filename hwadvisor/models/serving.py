@@ -142,11 +142,14 @@ class TargetCheck(Strict):
     def words(self) -> str:
         """Say the target against its figure: 'TTFT p90 86 ms ≤ 1,000 ms: met, 91% spare'."""
         over = self.value_s / self.target_s
+        within = self.value_s <= self.target_s
         verdict = (f"met, {units.percent(self.margin)} spare" if self.met
+                   # within the target yet missed: the server is saturated, its queue grows
+                   else "missed: the server is saturated (its queue grows)" if within
                    else f"missed: {units.ratio(over)} the target" if over >= 2
                    else f"missed by {units.percent(-self.margin)}")
         return (f"{FIGURE_WORDS[self.figure]} p{self.percentile} {units.ms(self.value_s)} "
-                f"{'≤' if self.met else '>'} {units.ms(self.target_s)}: {verdict}")
+                f"{'≤' if within else '>'} {units.ms(self.target_s)}: {verdict}")
 
 
 class ServingConfig(Strict):
@@ -182,11 +185,17 @@ class ServingConfig(Strict):
         """GPUs in all."""
         return self.gpus_per_replica * self.replicas
 
+    def split_words(self) -> str:
+        """Say how a replica spreads over its GPUs: 'TP 2', or 'layers split over 2'."""
+        if self.pipeline_parallel > 1:
+            return f"layers split over {self.pipeline_parallel}"
+        return f"TP {self.tensor_parallel}"
+
     def words(self) -> str:
         """Say the config: '2 replicas x 1 GPU (TP 1), fp8 weights, fp8 KV cache, ...'."""
         replicas = f"{self.replicas} replica{'s' if self.replicas != 1 else ''}"
         gpus = f"{self.gpus_per_replica} GPU{'s' if self.gpus_per_replica != 1 else ''}"
-        parts = [f"{replicas} x {gpus} (TP {self.tensor_parallel})",
+        parts = [f"{replicas} x {gpus} ({self.split_words()})",
                  f"{self.weights_dtype} weights", f"{self.kv_dtype} KV cache",
                  f"at most {self.max_sequences} sequences", f"{self.step_tokens:,} tokens a step"]
         if self.speculative:

@@ -362,7 +362,8 @@ def _serving_config(ctx: RuleContext, plan: Plan, chosen: ServingConfig) -> Engi
     spec_ctx = dataclasses.replace(ctx, options=options)
     values = plan_values(ctx, plan).model_copy(update={
         "max_batch": chosen.max_sequences, "step_tokens": chosen.step_tokens,
-        "tp": chosen.tensor_parallel, "pp": 1, "dp": chosen.replicas if one_node else 1,
+        "tp": chosen.tensor_parallel, "pp": chosen.pipeline_parallel,
+        "dp": chosen.replicas if one_node else 1,
         "weights_dtype": chosen.weights_dtype, "kv_dtype": chosen.kv_dtype,
         "gpus": chosen.gpus if one_node else chosen.gpus_per_replica,
         "draft": _draft(spec_ctx), "spec_tokens": drafted, "spec_draft_tokens": drafted + 1})
@@ -378,7 +379,7 @@ def _serving_config(ctx: RuleContext, plan: Plan, chosen: ServingConfig) -> Engi
         rendered = rendered.model_copy(update={"notes": [
             n for n in rendered.notes if not n.startswith(("context:", "max_batch:"))]})
     notes = [f"under the load: the config the serving search chose ({chosen.max_sequences} "
-             f"sequences, {chosen.step_tokens} tokens a step, TP {chosen.tensor_parallel}, "
+             f"sequences, {chosen.step_tokens} tokens a step, {chosen.split_words()}, "
              f"{chosen.replicas} replica{'s' if chosen.replicas != 1 else ''}), not the "
              "single-request plan's steps"]
     if not one_node:

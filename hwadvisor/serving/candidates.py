@@ -38,6 +38,14 @@ class Family:
     tp: int
     weights_dtype: str
     kv_dtype: str
+    # GPUs the layers are split over, run one after another (llama.cpp's default
+    # --split-mode layer): more memory for the weights and the cache, no faster a step
+    layers_over: int = 1
+
+    @property
+    def gpus(self) -> int:
+        """GPUs one replica of this family takes."""
+        return self.tp * self.layers_over
 
 
 @dataclass(frozen=True)
@@ -84,23 +92,28 @@ def searchable(workload: Workload) -> bool:
     return policy_of(workload) != "static"
 
 
-def weight_formats(inputs: Inputs) -> list[str]:
-    """Return the weight formats a replica may take: its own, then 8- and 4-bit within budget."""
+def weight_formats(inputs: Inputs, quality: str | None = None) -> list[str]:
+    """Return the weight formats a replica may take: its own, then 8- and 4-bit within budget.
+
+    Each kind in the engine's own name (llama.cpp's Q8_0 and Q4_K_M, MLX's 8- and 4-bit);
+    `quality` overrides the workload's budget (the search's fallback to fit).
+    """
     wl, device = inputs.workload, inputs.device
     engine = engine_for(wl)
     out: list[str] = [wl.weights_dtype]
-    for fmt in ("fp8", "int8", "int4"):
+    for kind in ("fp8", "int8", "int4"):
+        fmt = engine.own_formats.get(kind, kind)
         if fmt in out or fmt not in engine.weight_formats:
             continue
         if fmt == "fp8" and "fp8" not in device.formats:
             continue  # FP8 GEMMs need the hardware (Hopper, Ada, MI300)
-        if fmt == "int8" and "fp8" in out:
+        if kind == "int8" and "fp8" in out:
             # one 8-bit format is enough: FP8 keeps the 16-bit accuracy where INT8 W8A8 loses
             # 1-3% (workload/quality.py), at the same tensor-core rate on Hopper and MI300
             continue
-        if engine.cannot(f"{fmt}-weights", str(device.device_class)):
+        if engine.cannot(f"{kind}-weights", str(device.device_class)):
             continue
-        if within(fmt, wl.weights_dtype, wl.quality):
+        if within(fmt, wl.weights_dtype, quality or wl.quality):
             out.append(fmt)
     return out
 
@@ -124,6 +137,21 @@ def tensor_parallel(inputs: Inputs) -> list[int]:
     most = min(inputs.per_node, inputs.gpus or inputs.per_node)
     return [tp for tp in TENSOR_PARALLEL
             if tp <= most and (inputs.gpus is None or inputs.gpus % tp == 0)]
+
+
+def layouts(inputs: Inputs) -> list[tuple[int, int]]:
+    """Return the (tensor-parallel, layer-split) layouts of a replica within a node.
+
+    Tensor parallelism where the engine splits matmuls; for an engine that spreads a model over
+    GPUs by layers unless told otherwise (llama.cpp `--split-mode layer`, its `[defaults]
+    sharding = "layers"`), the layer split over 2, 4 or 8 GPUs too.
+    """
+    out = [(tp, 1) for tp in tensor_parallel(inputs)]
+    if engine_for(inputs.workload).defaults.sharding == "layers":
+        most = min(inputs.per_node, inputs.gpus or inputs.per_node)
+        out += [(1, k) for k in TENSOR_PARALLEL[1:]
+                if k <= most and (inputs.gpus is None or inputs.gpus % k == 0)]
+    return out
 
 
 def drafters(inputs: Inputs) -> list[str | None]:
@@ -171,7 +199,13 @@ def knob_values(workload: Workload) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def replica(inputs: Inputs, family: Family) -> Replica | None:
-    """Build a family's replica; None when its layout or formats do not hold the model."""
+    """Build a family's replica; None when its layout or formats do not hold the model.
+
+    A layer split runs its GPUs one after another: a step takes the time of one GPU holding
+    every layer (the stages' parts summed; the hidden state's hop between cards is not
+    counted), while the weights and the KV pool spread over the GPUs (scheduler.kv_pool_tokens
+    `stages`).
+    """
     wl = inputs.workload.model_copy(update={
         "gpus": family.tp, "nodes": 1, "gpus_per_node": family.tp, "batch": 1,
         "weights_dtype": family.weights_dtype, "kv_dtype": family.kv_dtype})

@@ -75,8 +75,11 @@ def recommend_plan(inputs: Inputs) -> ServingPlan | None:
     plan.config = plan.best.config if plan.best is not None else closest
     plan.verdict = verdict(plan, inputs.device)
     notes = [n for n in (_headroom(plan),) if n] + plan.notes
-    notes.append("pipeline parallelism and disaggregated prefill/decode are not searched; "
-                 "tensor parallelism stays within a node")
+    layers = engine_for(inputs.workload).defaults.sharding == "layers"
+    notes.append(("layer splits within a node are searched (the engine's default across "
+                  "GPUs); " if layers else "pipeline parallelism is not searched; ")
+                 + "disaggregated prefill/decode is not searched; tensor parallelism stays "
+                 "within a node")
     plan.notes = notes
     return plan
 

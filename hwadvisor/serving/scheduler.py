@@ -79,12 +79,14 @@ def default_step_tokens(workload: Workload, device: Device) -> int:
 
 
 def kv_pool_tokens(steps: StepModel, workload: Workload, device: Device,
-                   options: ModelOptions, step_tokens: int) -> int:
+                   options: ModelOptions, step_tokens: int, stages: int = 1) -> int:
     """Tokens of KV cache one replica holds after its weights and a full step's activations.
 
     The engine's reservation (kv_memory_fraction: vLLM's gpu_memory_utilization) caps what the
     weights, activations and cache may take together; the cache gets the rest, per GPU, and a
-    token's cache is spread over the replica's tensor-parallel GPUs.
+    token's cache is spread over the replica's tensor-parallel GPUs. `stages`: the layers (and
+    with them the weights and each token's cache) split over that many GPUs of the memory
+    `steps` counts for one (llama.cpp's layer split).
     """
     memory = device.memory_total_bytes
     spec, layout = steps.setup.spec, steps.setup.layout
@@ -98,7 +100,7 @@ def kv_pool_tokens(steps: StepModel, workload: Workload, device: Device,
     per_token = kv_cache_bytes(spec, workload.kv_dtype, 1, 1, layout.attn_tp)
     if per_token <= 0:
         return 1 << 30  # no attention cache (a recurrent model): the slots limit, not memory
-    free = memory * fraction - others
+    free = memory * fraction * stages - others
     return max(int(free / per_token), 0)
 
 

@@ -42,8 +42,8 @@ from hwadvisor.serving.candidates import (
     drafters,
     knob_values,
     kv_formats,
+    layouts,
     replica,
-    tensor_parallel,
     weight_formats,
 )
 from hwadvisor.serving.scheduler import (
@@ -65,6 +65,7 @@ from hwadvisor.serving.screen import (
     open_point,
     with_slots,
 )
+from hwadvisor.workload.quality import BUDGET_RANK, budget
 
 TOP_N = 5  # configs listed beside the best
 CONFIRM = 3  # configs simulated before one is reported as meeting the targets
@@ -112,7 +113,7 @@ def _pool(model: Replica, inputs: Inputs, step_tokens: int) -> int:
     pool = model.pools.get(step_tokens)
     if pool is None:
         pool = kv_pool_tokens(model.steps, model.workload, inputs.device, model.options,
-                              step_tokens)
+                              step_tokens, model.family.layers_over)
         model.pools[step_tokens] = pool
     return pool
 
@@ -264,21 +265,39 @@ class Searched:
     judged: list[Judged]
     curves: list[_Curve]
     seconds: float
+    below_budget: str | None = None  # the looser budget taken because nothing within held it
 
 
 def judge_all(inputs: Inputs) -> Searched:
-    """Judge every candidate by the screen: its capacity, replicas and GPUs for the load."""
+    """Judge every candidate by the screen: its capacity, replicas and GPUs for the load.
+
+    When no config within the --quality budget holds the model, the next loss class is
+    searched (the smaller loss first, as the plan's own fit does), and the plan says so.
+    """
     started = time.perf_counter()
+    searched = _judge_formats(inputs, None)
+    allowed = BUDGET_RANK[budget(inputs.workload.quality)]
+    for name, rank in sorted(BUDGET_RANK.items(), key=lambda kv: kv[1]):
+        if searched.judged or rank <= allowed:
+            continue
+        searched = _judge_formats(inputs, name)
+        searched.below_budget = name
+    searched.seconds = time.perf_counter() - started
+    return searched
+
+
+def _judge_formats(inputs: Inputs, quality: str | None) -> Searched:
+    """Judge every candidate whose weights are within `quality` (None: the workload's)."""
     seqs_values, step_values = knob_values(inputs.workload)
     closed = inputs.load.concurrency is not None
     prefixes = (True, False) if inputs.load.prefix_share > 0 else (True,)
     per_slot = engine_for(inputs.workload).defaults.stream_per_slot
     judged: list[Judged] = []
     curves: list[_Curve] = []
-    for tp in tensor_parallel(inputs):
-        for weights in weight_formats(inputs):
+    for tp, layers_over in layouts(inputs):
+        for weights in weight_formats(inputs, quality):
             for kv in kv_formats(inputs):
-                model = replica(inputs, Family(tp, weights, kv))
+                model = replica(inputs, Family(tp, weights, kv, layers_over))
                 if model is None:
                     continue
                 for drafter in drafters(inputs):
@@ -295,7 +314,7 @@ def judge_all(inputs: Inputs) -> Searched:
                                     cand = Candidate(model.family, drafter, max_seqs,
                                                      step_tokens, prefix, unified)
                                     judged.append(_judge(cand, curve, inputs, closed))
-    return Searched(judged, curves, time.perf_counter() - started)
+    return Searched(judged, curves, 0.0)
 
 
 def _slot_groups(per_slot: bool, seqs: list[int]) -> list[tuple[list[int], bool]]:
@@ -314,7 +333,7 @@ def _judge(cand: Candidate, curve: _Curve, inputs: Inputs, closed: bool) -> Judg
     cap = capacity(curve, cand.max_seqs, inputs.targets, closed)
     if closed:
         cap = math.floor(cap)
-    gpr = cand.family.tp
+    gpr = cand.family.gpus
     asked = float((inputs.load.concurrency if closed else inputs.load.rate_rps) or 0.0)
     replicas = math.ceil(asked / cap - 1e-9) if cap > 0 else None
     if replicas is not None and replicas * gpr > MOST_GPUS:
@@ -431,7 +450,8 @@ def config_of(j: Judged, replicas: int, inputs: Inputs) -> ServingConfig:
     c = j.candidate
     return ServingConfig(
         engine=inputs.workload.engine, gpus_per_replica=j.gpus_per_replica, replicas=replicas,
-        tensor_parallel=c.family.tp, pipeline_parallel=1, max_sequences=c.max_seqs,
+        tensor_parallel=c.family.tp, pipeline_parallel=c.family.layers_over,
+        max_sequences=c.max_seqs,
         step_tokens=c.step_tokens, weights_dtype=c.family.weights_dtype,
         kv_dtype=c.family.kv_dtype, kv_pool_tokens=j.curve.limits.kv_pool_tokens,
         speculative=c.drafter, prefix_caching=c.prefix_caching, kv_unified=c.kv_unified,
@@ -519,7 +539,7 @@ def front(searched: Searched, inputs: Inputs) -> list[ServingPoint]:
         for point in curve.points:
             if not point.ok or point.running > slots or point.tpot_s.get(50, 0) <= 0:
                 continue
-            per_gpu = point.rate_rps * curve.shape.output / curve.model.family.tp
+            per_gpu = point.rate_rps * curve.shape.output / curve.model.family.gpus
             rows.append((per_gpu, 1.0 / point.tpot_s[50], curve, point))
     rows.sort(key=lambda r: (-r[1], -r[0]))
     kept: list[tuple[float, float, _Curve, Point]] = []
@@ -541,7 +561,7 @@ def front(searched: Searched, inputs: Inputs) -> list[ServingPoint]:
         seqs = max(1, math.ceil(point.running))
         cand = Candidate(curve.model.family, curve.drafter, seqs, curve.step_tokens,
                          curve.prefix_caching)
-        j = Judged(cand, curve, point.rate_rps, 1, curve.model.family.tp, per_gpu)
+        j = Judged(cand, curve, point.rate_rps, 1, curve.model.family.gpus, per_gpu)
         figures = figures_of(point, curve.shape, 1, inputs.load.requests)
         checks = checks_of(figures, inputs.targets)
         out.append(ServingPoint(
@@ -591,8 +611,12 @@ def search(inputs: Inputs) -> ServingPlan:
     plan = ServingPlan(
         load=inputs.load, targets=inputs.targets,
         method=(f"an analytic steady state of {engine_for(inputs.workload).name}'s scheduler "
-                f"ranked {len(searched.judged)} configs; the best {min(CONFIRM, len(order))} "
-                f"were simulated ({inputs.load.requests} requests, seeded) at the load"),
+                f"ranked {len(searched.judged)} configs; "
+                + (f"the best {min(CONFIRM, len(order))} were" if order else
+                   "none met the targets there; the closest was" if top else
+                   "none met the targets there, so none was" if searched.judged else
+                   "none held the model, so none was")
+                + f" simulated ({inputs.load.requests} requests, seeded) at the load"),
         figures=best.figures if best is not None else (top[0].figures if top else None),
         checks=best.checks if best is not None else (top[0].checks if top else []),
         best=best, fewest_gpus=fewest, pareto=front(searched, inputs), top=top,
@@ -600,6 +624,11 @@ def search(inputs: Inputs) -> ServingPlan:
         search_s=time.perf_counter() - started)
     if chosen is not None:
         plan.notes.append(breaks_first(chosen, inputs))
+    if searched.below_budget is not None:
+        plan.notes.insert(0, f"no config within the --quality {inputs.workload.quality} budget "
+                          f"holds the model on these GPUs: searched with {searched.below_budget} "
+                          f"weights too, below the budget (--quality {searched.below_budget} "
+                          "allows them for speed)")
     return plan
 
 

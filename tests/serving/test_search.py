@@ -109,3 +109,48 @@ def test_formats_stay_within_the_quality_budget() -> None:
 def test_on_given_gpus_the_replicas_fill_them(gpus: int) -> None:
     plan = search(_inputs(rate=10.0, gpus=gpus))
     assert plan.best is not None and plan.best.config.gpus == gpus
+
+
+def test_a_figure_within_its_target_on_a_saturated_server_says_so() -> None:
+    from hwadvisor.models.serving import TargetCheck
+
+    check = TargetCheck(figure="tpot", percentile=90, target_s=0.15, value_s=0.088, met=False,
+                        margin=(0.15 - 0.088) / 0.15)
+    words = check.words()
+    assert "88 ms ≤ 150 ms" in words and "saturated" in words and "-" not in words.split(":")[-1]
+
+
+def _on_4090(gpus: int | None, quality: str | None = None) -> Inputs:
+    from hwadvisor import pipeline
+
+    request = WorkloadRequest(model="llama-3-70b", engine="llamacpp", quality=quality)
+    report = pipeline.estimate_report(request, "rtx-4090", ModelOptions())
+    assert report.workload is not None
+    device = report.devices[0]
+    workload, options = on_engine_defaults(report.workload, device, ModelOptions())
+    load = Load(rate_rps=0.2, prompt=Lengths(mean=1024, spread=0.5),
+                output=Lengths(mean=256, spread=0.5), requests=100, source="test")
+    return Inputs(workload, device, options, load, Targets(ttft_s=5.0, tpot_s=0.15), gpus, 4)
+
+
+def test_llama_cpp_is_searched_in_its_own_formats_and_its_layer_split() -> None:
+    # a 70B on RTX 4090s: llama.cpp's 8-bit weights are Q8_0, and the cards may hold the
+    # layers one after another (its default --split-mode layer), not only split by rows
+    searched = judge_all(_on_4090(None))
+    families = {j.candidate.family for j in searched.judged}
+    assert {f.weights_dtype for f in families} >= {"q8_0"}
+    assert any(f.layers_over > 1 for f in families)
+    plan = search(_on_4090(None))
+    assert plan.best is not None and plan.best.meets_targets
+
+
+def test_below_the_budget_only_when_nothing_within_it_holds_the_model() -> None:
+    # two 24 GB cards cannot hold 70B in 8 bits; in Q4_K_M split over both they can: said
+    searched = judge_all(_on_4090(2))
+    assert searched.below_budget == "4-bit"
+    assert {j.candidate.family.weights_dtype for j in searched.judged} == {"q4_k_m"}
+    plan = search(_on_4090(2))
+    assert any("below the budget" in n for n in plan.notes)
+    layer_split = [p for p in plan.top if p.config.pipeline_parallel == 2]
+    assert layer_split and "layers split over 2" in layer_split[0].config.words()
+    assert judge_all(_on_4090(4)).below_budget is None  # four hold it in Q8_0
