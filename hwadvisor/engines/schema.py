@@ -260,6 +260,9 @@ class Defaults(_Strict):
         "other: llama.cpp's --split-mode layer), ddp / fsdp (training); none: the usual default "
         "(serving: tp, training: ddp)")
     max_concurrent_sequences: int | None = Field(None, ge=1)
+    x86_half_matmul: Literal["fp32"] | None = Field(
+        None, description="The dtype 16-bit matmuls run in on an x86 CPU when it is not "
+        "their own (ggml converts F16 to fp32 and multiplies in fp32 there); None: their own")
     stream_per_slot: bool = Field(
         False, description="A slot count the user sets gives each slot its own KV stream "
         "(llama-server: kv_unified stays off unless the slot count is auto), and a step "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
+from hwadvisor import units
 from hwadvisor.errors import UserError
 from hwadvisor.models import (
     Device,
@@ -85,8 +86,8 @@ def _model_notes(setup: Setup, deciding: Phase, timing: StepTime,
         f"+ {res.kernel_floor_s * 1e6:.1f} us per kernel, against the host's launches "
         "(the slower decides), + the engine's host work + exposed communication",
         f"rates ({res.family}): stream {res.stream_gbps:.0f} GB/s, large GEMMs "
-        f"{res.gemm_tflops:.0f} TFLOP/s {res.compute_dtype}, attention ({r.backend}) "
-        f"{r.attention_rate / 1e12:.0f} TFLOP/s, weight kernel {r.kernel} at "
+        f"{units.number(res.gemm_tflops)} TFLOP/s {res.compute_dtype}, attention ({r.backend}) "
+        f"{units.number(r.attention_rate / 1e12)} TFLOP/s, weight kernel {r.kernel} at "
         f"{r.gemv:.0%} of the stream when streaming weights",
         f"{deciding.name}: {timing.kernels:.0f} kernels ({launch}); "
         f"engine {setup.workload.engine} host work "

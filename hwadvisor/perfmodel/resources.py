@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hwadvisor import units
 from hwadvisor.models import Device, ModelOptions, Workload
-from hwadvisor.models.hardware import ComputePath
+from hwadvisor.models.hardware import ComputePath, DeviceClass
 from hwadvisor.perfmodel import constants as C
 from hwadvisor.perfmodel import efficiency as E
 from hwadvisor.perfmodel.calibration import Calibration
@@ -74,6 +75,11 @@ def compute_dtype(workload: Workload, options: ModelOptions, device: Device) -> 
     if weights in ("fp32", "tf32"):
         return weights
     act = workload.activation_dtype
+    if act in ("bf16", "fp16") and device.device_class == DeviceClass.CPU \
+            and device.vendor in ("amd", "intel"):
+        from hwadvisor.engines import engine_for
+
+        act = engine_for(workload).defaults.x86_half_matmul or act
     return act if act in ("bf16", "fp16", "fp32") else "bf16"
 
 
@@ -96,7 +102,8 @@ def _peak(device: Device, dtype: str, notes: list[str] | None) -> tuple[float | 
         if measured.get(candidate):
             if notes is not None:
                 notes.append(f"compute peak: measured {candidate} matmul "
-                             f"{measured[candidate]:.0f} TFLOP/s at 8192^3 (device.measured)")
+                             f"{units.number(measured[candidate])} TFLOP/s at 8192^3 "
+                             "(device.measured)")
             return float(measured[candidate]), candidate, True
         if device.peak_tflops.get(candidate):
             if notes is not None:
@@ -164,7 +171,7 @@ def resolve(workload: Workload, device: Device, options: ModelOptions,
     gemm = _achievable(peak, peak_measured, family, dtype)
     if not peak_measured:
         notes.append(f"large GEMMs ({dtype}) reach {gemm / peak:.0%} of that peak on {family}: "
-                     f"{gemm:.0f} TFLOP/s (perfmodel/efficiency.py)")
+                     f"{units.number(gemm)} TFLOP/s (perfmodel/efficiency.py)")
     act_dtype = "fp32" if dtype == "fp32" else "bf16"
     act_peak, act_used, act_measured = _peak(device, act_dtype, None)
     if act_peak is None:
