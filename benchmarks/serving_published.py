@@ -35,6 +35,7 @@ from typing import Any
 import tomllib
 
 from hwadvisor import profiles
+from hwadvisor.engines import parse_options
 from hwadvisor.models import Device, ModelOptions, Workload
 from hwadvisor.models.serving import Lengths, Load
 from hwadvisor.perfmodel import estimate
@@ -82,6 +83,7 @@ class Run:
     concurrency: int | None = None
     num_prompts: int | None = None
     expert_parallel: bool = False
+    settings: str = ""  # the commands as the source states them
     figures: dict[str, float] = field(default_factory=dict)
 
 
@@ -136,6 +138,18 @@ def is_tail(key: str) -> bool:
     return key.endswith("_p99_s")
 
 
+# Engine flags a source's stated command sets that change how its scheduler runs, as the
+# --engine-option each stands for: vLLM V0's multi-step scheduling (--num-scheduler-steps N).
+STATED_FLAGS = {"--num-scheduler-steps": "scheduler_steps"}
+
+
+def stated_options(settings: str) -> tuple[str, ...]:
+    """The --engine-option pairs the run's own command line sets (STATED_FLAGS)."""
+    words = settings.replace("=", " ").split()
+    return tuple(f"{STATED_FLAGS[w]}={words[i + 1]}" for i, w in enumerate(words[:-1])
+                 if w in STATED_FLAGS and words[i + 1].isdigit())
+
+
 def build(run: Run) -> tuple[Workload, Device, ModelOptions]:
     """The workload on its engine's defaults, the device and the options the source ran."""
     device = profiles.device_from_profile(run.device)
@@ -146,6 +160,9 @@ def build(run: Run) -> tuple[Workload, Device, ModelOptions]:
     workload = build_workload(request, Sizing(device.memory_total_bytes, device.device_class))
     if run.engine_version:  # the engine as that release ran it: its [[history]] defaults
         workload = workload.model_copy(update={"engine_version": run.engine_version})
+    stated = parse_options(stated_options(run.settings))
+    if stated:  # the engine flags the source's command sets
+        workload = workload.model_copy(update={"engine_options": stated})
     given: dict[str, Any] = {}
     if run.tp > 1:
         given.update(sharding="tp", tp_size=run.tp)

@@ -260,6 +260,10 @@ class Defaults(_Strict):
         "other: llama.cpp's --split-mode layer), ddp / fsdp (training); none: the usual default "
         "(serving: tp, training: ddp)")
     max_concurrent_sequences: int | None = Field(None, ge=1)
+    scheduler_steps: int = Field(
+        1, ge=1, le=64, description="Decode steps a batch runs back to back before the "
+        "scheduler takes new prompts (vLLM V0's multi-step scheduling, --num-scheduler-steps; "
+        "1: every step)")
     x86_half_matmul: Literal["fp32"] | None = Field(
         None, description="The dtype 16-bit matmuls run in on an x86 CPU when it is not "
         "their own (ggml converts F16 to fp32 and multiplies in fp32 there); None: their own")

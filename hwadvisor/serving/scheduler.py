@@ -168,4 +168,5 @@ def scheduler_for(steps: StepModel, workload: Workload, device: Device, options:
         draft_cost=cost,
         stream_per_slot=per_slot,
         unified_pool=unified,
+        decode_run=engine_for(workload).defaults.scheduler_steps,
     )

@@ -68,6 +68,10 @@ class Scheduler:
     # attention reads up to its last used cell (the flash-attention kernel's KV_max, masked
     # per sequence), so a decode row reads about the whole used pool, not its own context.
     unified_pool: bool = False
+    # vLLM V0 with --num-scheduler-steps N (multi-step scheduling, 0.5.5-0.7.x): a decode batch
+    # runs N steps back to back and prompts that arrived meanwhile are taken only between runs
+    # (vllm/core/scheduler.py at v0.6.0: the running batch is scheduled for N steps).
+    decode_run: int = 1
 
 
 @dataclass(slots=True)
@@ -118,6 +122,7 @@ class _Run:
         self.sent = 0
         self.concurrency = concurrency
         self.kv_used = 0
+        self.decode_steps = 0  # decode steps since the last prompt step (decode_run)
         self.slot_last = _served_before(sched.max_seqs) if sched.stream_per_slot else []
         self.slot_busy = [False] * len(self.slot_last)
 
@@ -323,22 +328,24 @@ def _step(run: _Run, decoding: list[_Seq], plan: list[tuple[_Seq, int]]) -> None
     run._preempt()
 
 
-def _fast_forward(run: _Run, decoding: list[_Seq]) -> bool:
+def _fast_forward(run: _Run, decoding: list[_Seq]) -> int:
     """Take many identical decode steps at once where nothing else can happen meanwhile.
+
+    Return the steps taken (0: none, take one step the ordinary way).
 
     Possible when no prompt waits to be prefilled and no request can be admitted before the
     next completion; stops early at the next arrival if that one could be admitted.
     """
     if len(decoding) != len(run.running) or not decoding or run.s.tokens_per_step > 1:
-        return False
+        return 0
     can_admit_more = len(run.running) < run.s.max_seqs
     if run.waiting and can_admit_more:
-        return False
+        return 0
     left = min(q.output - q.generated for q in decoding)
     room = (run.s.kv_pool_tokens - run.kv_used) // len(decoding)  # before the cache runs out
     steps = min(left, room)
     if steps <= 2:
-        return False
+        return 0
     rows, groups = len(decoding), _passes(run, decoding)
     first = _decode_s(run, groups)
     last = _decode_s(run, groups, steps - 1)
@@ -349,7 +356,7 @@ def _fast_forward(run: _Run, decoding: list[_Seq]) -> bool:
         k = _steps_within(first, slope, arrival - run.t) + 1
         steps = min(steps, max(1, k))
     if steps <= 2:
-        return False
+        return 0
     total = steps * first + slope * steps * (steps - 1) / 2.0
     points = min(_ITL_POINTS, steps)
     for j in range(points):
@@ -362,7 +369,7 @@ def _fast_forward(run: _Run, decoding: list[_Seq]) -> bool:
     for seq in [q for q in decoding if q.generated >= q.output]:
         run.running.remove(seq)
         run.finish(seq)
-    return True
+    return steps
 
 
 def _steps_within(first: float, slope: float, room: float) -> int:
@@ -387,12 +394,17 @@ def _mixed_step(run: _Run) -> None:
 
 def _prefill_first_step(run: _Run) -> None:
     prefilling = [q for q in run.running if q.prefill_left > 0]
-    if prefilling:
-        _step(run, [], _prefill_plan(run, run.s.step_tokens, prefilling))
-        return
     decoding = _decoding(run)
-    if not _fast_forward(run, decoding):
+    # prompts go first, but not in the middle of a multi-step decode run (decode_run steps)
+    if prefilling and (not decoding or run.decode_steps % run.s.decode_run == 0):
+        _step(run, [], _prefill_plan(run, run.s.step_tokens, prefilling))
+        run.decode_steps = 0
+        return
+    taken = _fast_forward(run, decoding) if not prefilling else 0
+    if not taken:
         _step(run, decoding, [])
+        taken = 1
+    run.decode_steps += taken
 
 
 def _static_batch(run: _Run) -> None:

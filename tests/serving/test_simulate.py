@@ -157,3 +157,27 @@ def test_a_unified_pool_makes_each_decode_row_read_the_whole_used_cache() -> Non
     first_own, first_pool = own.contexts[0], pool.contexts[0]
     assert first_own == (2, pytest.approx((101 + 301) / 2))
     assert first_pool == (2, pytest.approx(101 + 301))
+
+
+def test_a_multi_step_decode_run_holds_a_new_prompt_until_it_ends() -> None:
+    # vLLM V0 with --num-scheduler-steps 10: the first request decodes in runs of 10 steps; the
+    # second arrives during the first run's second step and is prefilled only after the run
+    # (one prefill step, then decode runs) - with 1 it is prefilled at the next step
+    reqs = Requests((10, 10), (40, 2), (0.0, 0.015))
+    single = simulate(reqs, _sched(policy="prefill-first"), Fixed())
+    multi = simulate(reqs, _sched(policy="prefill-first", decode_run=10), Fixed())
+    assert single.first_token[1] == pytest.approx(3 * STEP)  # prefill, decode, its prefill
+    assert multi.first_token[1] == pytest.approx(12 * STEP)  # prefill, 10 decode, its prefill
+
+
+def test_a_source_s_multi_step_flag_is_read_as_the_engine_option() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from serving_published import stated_options
+
+    cmd = "vllm.entrypoints.openai.api_server --num-scheduler-steps 10 --max_model_len 4096"
+    assert stated_options(cmd) == ("scheduler_steps=10",)
+    assert stated_options("vllm serve x --num-scheduler-steps=8") == ("scheduler_steps=8",)
+    assert stated_options("sglang.launch_server --model-path x") == ()
