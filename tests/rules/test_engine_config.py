@@ -48,3 +48,18 @@ def test_the_gallery_commands_load_a_checkpoint_not_a_preset_id() -> None:
         model = words[1] if words[0] == "trtllm-serve" else words[2]
         assert model not in list_presets(), words
         assert "/" in model or model.endswith(".gguf"), words
+
+
+def test_a_quantisation_step_is_titled_in_the_engine_s_own_terms() -> None:
+    from hwadvisor.pipeline import recommend_report
+    from hwadvisor.workload import WorkloadRequest
+
+    def titles(engine: str, device: str, model: str) -> list[str]:
+        report = recommend_report("inference-latency", device,
+                                  WorkloadRequest(model=model, engine=engine))
+        return [s.title for s in report.plan.steps] if report.plan else []
+
+    exl2 = titles("exllamav2", "rtx-4090", "llama-3-70b")
+    assert any("EXL2" in t for t in exl2) and not any("Marlin" in t for t in exl2)
+    q8 = titles("llamacpp", "rtx-4090", "llama-3-8b")
+    assert any(t.startswith("Serve Q8_0") for t in q8) and not any("W8A8" in t for t in q8)
