@@ -295,6 +295,14 @@ def test_fp8_weights_run_weight_only_on_ampere_with_vllm():
     assert "--quantization fp8" in out.plan.engine_config.text
 
 
+def test_a_small_model_trains_without_tensor_parallelism():
+    # torchtitan's own 8B preset: FSDP alone (tensor_parallel_degree = 1); 70B: TP 8
+    with pytest.raises(Rejection) as no:
+        judged("tensor-parallel-in-node", A, "h100-sxm", {**S_8B_TRAIN, "gpus": 8})
+    assert no.value.conditions[0] == "min_params_b"
+    assert "FSDP alone" in no.value.reason
+
+
 def test_tensor_parallel_stays_inside_one_node():
     with pytest.raises(Rejection) as no:
         judged("tensor-parallel-in-node", A, "h100-sxm",
@@ -457,7 +465,8 @@ FIRES = {
     "fp8-training": (A, "h100-pcie", S_8B_TRAIN),
     "fsdp2-zero3": (A, "h100-sxm", {**S_8B_TRAIN, "gpus": 8, **HF}),
     "hsdp": (A, "h100-sxm", {**S_8B_TRAIN, "nodes": 4, "gpus_per_node": 8}),
-    "tensor-parallel-in-node": (A, "h100-sxm", {**S_8B_TRAIN, "gpus": 8}),
+    "tensor-parallel-in-node": (A, "h100-sxm", {"model": "llama-3-70b", "phase": "training",
+                                                 "gpus": 32, "nodes": 4, "gpus_per_node": 8}),
     # 8 nodes: with FSDP's unsharded fp32 stage gradients (torchtitan 0.2.2, measured on the
     # 405B ranks) no pipeline split of the 70B fits 4 nodes without tensor parallelism
     "pipeline-parallel": (A, "h100-sxm", {"model": "llama-3-70b", "phase": "training",

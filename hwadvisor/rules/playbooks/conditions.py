@@ -62,6 +62,8 @@ class When(BaseModel):
         None, description="KV cache share of the persistent state (weights, KV, grads, optimizer)")
     min_activation_fraction: float | None = None
     min_nodes: int | None = None
+    min_params_b: float | None = Field(
+        None, description="The model's total parameters at least this many billions")
     engine_in: list[str] | None = None
     engine_not_in: list[str] | None = None
     knobs_off: list[str] | None = Field(
@@ -189,6 +191,9 @@ CONDITIONS: dict[str, tuple[Callable[[Facts, Any], bool], str]] = {
         _at_least("activation_fraction"),
         "activations are only {activation_fraction:.1%} of memory ({activations_gb})"),
     "min_nodes": (_at_least("nodes"), "needs at least {expected} nodes; the plan has {nodes}"),
+    "min_params_b": (
+        _at_least("params_b"), "for models of {expected}B parameters and more; {model} has "
+        "{params_b:.1f}B"),
     "engine_in": (_in("engine"), "applies to {expected}; the engine is {engine_name}"),
     "engine_not_in": (_not_in("engine"), "{engine_name} does not take this"),
     "knobs_off": (_has_none("knobs_on"), "already on in this plan ({expected})"),
