@@ -134,8 +134,9 @@ def test_default_engines_follow_the_hardware_brief():
     assert default_engine("mobile-soc", "inference") == "executorch"
     assert default_engine("cpu", "inference") == "llamacpp"
     assert default_engine("datacenter-gpu", "training") == "torchtitan"
-    for device_class in ("consumer-gpu", "apple-silicon", "cpu"):
+    for device_class in ("consumer-gpu", "cpu"):
         assert default_engine(device_class, "training") == "hf"
+    assert default_engine("apple-silicon", "training") == "mlx"  # mlx-lm trains natively
 
 
 def test_default_engine_refuses_unknown_class_and_phase():

@@ -375,3 +375,17 @@ def test_a_plan_that_fits_states_its_margin() -> None:
     assert report.plan is not None and report.plan.fits
     assert "spare, beyond" in report.plan.summary
     assert "counted for the runtime and the allocator's cache" in report.plan.summary
+
+
+def test_a_mac_trains_with_mlx_lm_by_default() -> None:
+    # mlx-lm trains on Apple's GPU natively (mlx_lm.lora, --fine-tune-type full), its whole
+    # step compiled; PyTorch's MPS backend is not what Mac users train with
+    from hwadvisor.pipeline import recommend_report
+    from hwadvisor.workload import WorkloadRequest
+
+    report = recommend_report("training-throughput", "m3-max", WorkloadRequest(
+        model="llama-3.2-1b", phase="training", batch=4))
+    assert report.workload is not None and report.workload.engine == "mlx"
+    assert report.plan is not None and report.plan.engine_config is not None
+    assert report.plan.engine_config.text.startswith("mlx_lm.lora --model meta-llama/")
+    assert not any(s.id == "fused-adamw" for s in report.plan.steps)  # compiled already
