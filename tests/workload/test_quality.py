@@ -61,3 +61,15 @@ def test_the_smaller_loss_goes_first_when_something_must_give() -> None:
     assert report.plan is not None and report.plan.fits
     weights, kv = _final(report, "weights_dtype"), _final(report, "kv_dtype")
     assert rank(weights) <= 1 and rank(kv) <= 1, (weights, kv)
+
+
+def test_a_phone_plans_within_the_4_bit_class_by_default() -> None:
+    # Meta's, Qualcomm's and Apple's own on-device releases are 4-bit (SpinQuant / QAT, w4a16,
+    # Core ML int4): a 3B on an iPhone takes the 4-bit recipe, not INT8 at the memory limit
+    report = recommend_report("inference-latency", "a17-pro",
+                              WorkloadRequest(model="llama-3.2-3b"))
+    assert report.workload is not None and report.workload.quality == "4-bit"
+    assert rank(_final(report, "weights_dtype")) == 3
+    said = recommend_report("inference-latency", "a17-pro",
+                            WorkloadRequest(model="llama-3.2-3b", quality="8-bit"))
+    assert said.workload is not None and said.workload.quality == "8-bit"  # the user's word
