@@ -53,7 +53,7 @@ def point_words(point: ServingPoint) -> str:
 def front_rows(plan: ServingPlan) -> list[list[str]]:
     """Rows of the Pareto front: tokens/s per user, per GPU, the config."""
     return [[units.rate(p.tokens_per_s_per_user), units.rate(p.tokens_per_s_per_gpu),
-             f"TP {p.config.tensor_parallel}", p.config.weights_dtype,
+             p.config.split_words(), p.config.weights_dtype,
              p.config.kv_dtype + (" unified" if p.config.kv_unified else ""),
              p.config.speculative or "—", str(p.config.max_sequences),
              f"{p.config.step_tokens:,}"] for p in plan.pareto]

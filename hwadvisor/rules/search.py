@@ -43,7 +43,7 @@ from hwadvisor.rules.judge import (
 from hwadvisor.rules.playbooks.goals import goal_spec
 from hwadvisor.rules.playbooks.metrics import gain, prediction, read_metric
 from hwadvisor.rules.playbooks.schema import Rule
-from hwadvisor.workload.quality import BUDGET_RANK, PRECISION_RANK, budget
+from hwadvisor.workload.quality import BUDGET_RANK, PRECISION_RANK, budget, class_of
 
 if TYPE_CHECKING:
     from hwadvisor.engines import Engine
@@ -560,8 +560,7 @@ def _budget_caveat(c: Candidate, ctx: RuleContext) -> list[str]:
     below = beyond_budget(c, ctx)
     if below is None:
         return []
-    needed = {r: name for name, r in _BUDGET_RANK.items()}[
-        _PRECISION_RANK.get(below.split()[0], max(_BUDGET_RANK.values()))]
+    needed = class_of(below.split()[0])
     return [f"below the --quality {ctx.workload.quality} budget ({below}): taken only when "
             f"nothing within the budget fits; pass --quality {needed} to allow it for speed"]
 

@@ -129,14 +129,19 @@ def kv_formats(inputs: Inputs) -> list[str]:
     return out
 
 
+def _degrees(inputs: Inputs) -> list[int]:
+    """Return the GPU counts a replica may span: within a node, dividing the GPUs asked for."""
+    most = min(inputs.per_node, inputs.gpus or inputs.per_node)
+    return [n for n in TENSOR_PARALLEL
+            if n <= most and (inputs.gpus is None or inputs.gpus % n == 0)]
+
+
 def tensor_parallel(inputs: Inputs) -> list[int]:
     """Return the tensor-parallel degrees within a node that divide the GPUs asked for."""
     engine = engine_for(inputs.workload)
     if engine.cannot("tensor-parallel-in-node", str(inputs.device.device_class)):
         return [1]
-    most = min(inputs.per_node, inputs.gpus or inputs.per_node)
-    return [tp for tp in TENSOR_PARALLEL
-            if tp <= most and (inputs.gpus is None or inputs.gpus % tp == 0)]
+    return _degrees(inputs)
 
 
 def layouts(inputs: Inputs) -> list[tuple[int, int]]:
@@ -148,9 +153,7 @@ def layouts(inputs: Inputs) -> list[tuple[int, int]]:
     """
     out = [(tp, 1) for tp in tensor_parallel(inputs)]
     if engine_for(inputs.workload).defaults.sharding == "layers":
-        most = min(inputs.per_node, inputs.gpus or inputs.per_node)
-        out += [(1, k) for k in TENSOR_PARALLEL[1:]
-                if k <= most and (inputs.gpus is None or inputs.gpus % k == 0)]
+        out += [(1, k) for k in _degrees(inputs) if k > 1]
     return out
 
 

@@ -22,6 +22,7 @@ from hwadvisor.models.workload import Dtype, EngineId, ModelSpec, Optimizer, Pha
 from hwadvisor.workload import checkpoint, limits
 from hwadvisor.workload.configparse import ModelReader, parse_config, read_config_file
 from hwadvisor.workload.params import count_params
+from hwadvisor.workload.quality import default_budget
 from hwadvisor.workload.request import Sizing
 
 if TYPE_CHECKING:
@@ -383,17 +384,6 @@ def choices_of(field: str) -> tuple[str, ...]:
 
 # --quality: the least precise weights (and KV cache) a plan may choose for speed.
 QUALITY_BUDGETS: tuple[str, ...] = choices_of("quality")
-# Phones default to the 4-bit class: the models' own on-device releases are 4-bit with their
-# quality recovered in training (Meta's quantized Llama 3.2 1B/3B: QAT + LoRA and SpinQuant,
-# ExecuTorch; Qualcomm AI Hub's w4a16 bundles; Apple's Core ML Llama 3.1 int4), and an app
-# near its memory limit is the first one the OS ends.
-QUALITY_BY_CLASS: dict[str, str] = {"mobile-soc": "4-bit"}
-
-
-def default_quality(device_class: object) -> str:
-    """Return the --quality budget a workload takes when the user names none."""
-    cls = str(getattr(device_class, "value", device_class) or "")
-    return QUALITY_BY_CLASS.get(cls, str(default_of("quality")))
 ATTENTION_KERNELS: tuple[str, ...] = choices_of("attention_kernel")
 _UNSIZED = Sizing()  # no device known: the small default model
 
@@ -457,7 +447,8 @@ def build_workload(request: WorkloadRequest, sizing: Sizing = _UNSIZED,
                                                    request.attention_kernel, None,
                                                    ATTENTION_KERNELS)),
             quality=cast(Any, parse_choice("--quality", request.quality,
-                                           default_quality(sizing.device_class),
+                                           default_budget(sizing.device_class,
+                                                          str(default_of("quality"))),
                                            QUALITY_BUDGETS)),
             activation_dtype=cast(Dtype, act_v),
             kv_dtype=cast(Dtype, kv_v),

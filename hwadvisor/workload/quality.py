@@ -31,11 +31,27 @@ PRECISION_RANK: dict[str, int] = {
 }
 BUDGET_RANK: dict[str, int] = {"lossless": 0, "8-bit": 1, "6-bit": 2, "4-bit": 3}
 LOOSEST = "4-bit"
+# Phones default to the 4-bit class: the models' own on-device releases are 4-bit with their
+# quality recovered in training (Meta's quantized Llama 3.2 1B/3B: QAT + LoRA and SpinQuant,
+# ExecuTorch; Qualcomm AI Hub's w4a16 bundles; Apple's Core ML Llama 3.1 int4), and an app
+# near its memory limit is the first one the OS ends.
+BUDGET_BY_CLASS: dict[str, str] = {"mobile-soc": "4-bit"}
 
 
 def budget(name: str) -> str:
     """Return the loss class a --quality value names (an earlier format name, or the class)."""
     return QUALITY_ALIASES.get(name, name)
+
+
+def default_budget(device_class: object, otherwise: str) -> str:
+    """Return the budget a workload takes when the user names none: its device class's."""
+    cls = str(getattr(device_class, "value", device_class) or "")
+    return BUDGET_BY_CLASS.get(cls, otherwise)
+
+
+def class_of(dtype: str) -> str:
+    """Return the loss class a format falls in ('q4_k_m' -> '4-bit')."""
+    return next(name for name, r in BUDGET_RANK.items() if r == rank(dtype))
 
 
 def rank(dtype: str) -> int:
