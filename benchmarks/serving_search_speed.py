@@ -37,6 +37,8 @@ CASES = (
      4.0, None, 8192, 256, 0.3, 2.0, 0.05),
     ("chat 70B, 64 users, 8 x H200, SGLang", "llama-3-70b", "h200-sxm", "sglang", "fp8", None,
      64, 1024, 256, 0.0, 2.0, 0.06),
+    ("code completion 8B, 2 req/s, 2 x RTX 4090, llama.cpp", "llama-3-8b", "rtx-4090",
+     "llamacpp", "4-bit", 2.0, None, 1536, 64, 0.5, 0.5, 0.03),
 )
 
 

@@ -290,7 +290,7 @@ def _judge_formats(inputs: Inputs, quality: str | None) -> Searched:
     """Judge every candidate whose weights are within `quality` (None: the workload's)."""
     seqs_values, step_values = knob_values(inputs.workload)
     closed = inputs.load.concurrency is not None
-    prefixes = (True, False) if inputs.load.prefix_share > 0 else (True,)
+    prefixes = (_prefix_caching(inputs),)
     per_slot = engine_for(inputs.workload).defaults.stream_per_slot
     judged: list[Judged] = []
     curves: list[_Curve] = []
@@ -303,8 +303,9 @@ def _judge_formats(inputs: Inputs, quality: str | None) -> Searched:
                 for drafter in drafters(inputs):
                     for step_tokens in step_values:
                         seqs = [s for s in seqs_values if s <= step_tokens]
+                        fitting = _fitting(model, inputs, step_tokens, seqs)
                         for prefix in prefixes:
-                            for group, unified in _slot_groups(per_slot, seqs):
+                            for group, unified in _slot_groups(per_slot, fitting):
                                 curve = _curve(model, inputs, drafter, step_tokens, prefix,
                                                max(group), unified)
                                 if curve is None:
@@ -317,16 +318,40 @@ def _judge_formats(inputs: Inputs, quality: str | None) -> Searched:
     return Searched(judged, curves, 0.0)
 
 
+def _prefix_caching(inputs: Inputs) -> bool:
+    """Tell whether candidates cache prompt prefixes: wherever the engine can.
+
+    A cache hit only takes prompt work away in the model (no cost is counted for it), so a
+    candidate with the cache off never serves more: it is not searched, which halves the search
+    of a load with a shared prefix. Off only where the engine has no prefix cache at all; a load
+    without a shared prefix is the same either way (on: no flag to emit).
+    """
+    engine = engine_for(inputs.workload)
+    if inputs.load.prefix_share <= 0:
+        return True
+    can = engine.defaults.prefix_caching or "prefix-caching" in engine.config_for("inference").steps
+    return can and not engine.cannot("prefix-caching", str(inputs.device.device_class))
+
+
+def _fitting(model: Replica, inputs: Inputs, step_tokens: int, seqs: list[int]) -> list[int]:
+    """Keep the slot counts whose slots fit the memory (all of them for a paged cache)."""
+    if model.slot is None:
+        return seqs
+    pool = _pool(model, inputs, step_tokens)
+    return [n for n in seqs if n * model.slot <= pool]
+
+
 def _slot_groups(per_slot: bool, seqs: list[int]) -> list[tuple[list[int], bool]]:
     """Group the slot counts that share one curve, with whether their cache is unified.
 
     A paged engine's step times do not depend on its sequence limit: one curve serves every
     count. Where each slot is its own KV stream (llama-server), the passes a step takes do, so
-    each count gets its own curve, and the unified cache (--kv-unified) is a candidate too.
+    each count gets its own curve; with the slots in one unified cache (--kv-unified, also a
+    candidate) a step is one pass again, and one curve serves every count.
     """
-    if not per_slot:
-        return [(seqs, False)]
-    return [([n], unified) for unified in (False, True) for n in seqs]
+    if not per_slot or not seqs:
+        return [(seqs, False)] if seqs else []
+    return [([n], False) for n in seqs] + [(seqs, True)]
 
 
 def _judge(cand: Candidate, curve: _Curve, inputs: Inputs, closed: bool) -> Judged:
