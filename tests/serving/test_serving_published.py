@@ -59,7 +59,7 @@ def test_the_fingerprint_sees_a_changed_figure_a_changed_load_and_a_new_run(
     assert bench.check_fingerprint([*runs, tune]) == before  # tune runs are free to change
 
 
-def test_splits_take_whole_sources_about_forty_percent_tune(runs: list) -> None:
+def test_splits_take_whole_sources_and_hold_out_a_third_or_more(runs: list) -> None:
     assert len(runs) >= 40
     assert len({r.id for r in runs}) == len(runs)
     by_source: dict[str, set[str]] = {}
@@ -67,7 +67,9 @@ def test_splits_take_whole_sources_about_forty_percent_tune(runs: list) -> None:
         by_source.setdefault(run.source_id, set()).add(run.split)
     assert all(len(splits) == 1 for splits in by_source.values()), by_source
     tune = sum(r.split == "tune" for r in runs) / len(runs)
-    assert 0.3 <= tune <= 0.5
+    # the frozen check split stays whole while tune sources are added: at least a third of the
+    # runs held out (25 check of 65 runs after the 2026 figure hunt's tune runs)
+    assert 0.3 <= tune <= 2 / 3
     assert {r.split for r in runs} == {"tune", "check"}
 
 
