@@ -70,6 +70,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     # ---- training, consumer / Apple / old GPUs
     Scenario("train-8b-1x4090", "Fine-tune Llama-3-8B on my RTX 4090 (24 GB).", "a",
              "rtx-4090", dict(model="llama-3-8b", phase="training", batch=1, prompt_len=2048)),
+    Scenario("train-8b-2x4090", "Fine-tune Llama-3-8B on the two RTX 4090s of a workstation "
+             "(no NVLink, no P2P): shard it, or a copy per card?", "a", "rtx-4090",
+             dict(model="llama-3-8b", phase="training", batch=1, prompt_len=2048, gpus=2)),
     Scenario("train-1b-t4-fp32", "Train Llama-3.2-1B on a Colab T4 (no bf16), fp32 now.", "a",
              "t4", dict(model="llama-3.2-1b", phase="training", batch=2, prompt_len=1024,
                         activation_dtype="fp32")),

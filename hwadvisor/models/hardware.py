@@ -152,6 +152,11 @@ class Interconnect(Strict):
         None, ge=1, description="How many GPUs the fast link joins (8 on an HGX/DGX or MI300X "
         "board, 2 for NVLink-bridged card pairs, 1 when there is no GPU-to-GPU link)"
     )
+    gpu_peer_access: bool | None = Field(
+        None, exclude=True, description="Whether these GPUs reach each other's memory directly "
+        "(CUDA peer access), from the profile: false on GeForce RTX 40 and 50 series, where NCCL "
+        "stages every transfer through host memory; the probe's own reading is peers[].p2p"
+    )
 
 
 class GpuProcess(Strict):

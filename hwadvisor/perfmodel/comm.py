@@ -19,6 +19,7 @@ from hwadvisor.perfmodel.context import Setup
 from hwadvisor.perfmodel.memory import (
     checkpointed_share,
     grad_bytes_per_param,
+    lora_params,
     model_weight_bytes,
 )
 
@@ -91,7 +92,28 @@ def intra_node_link(device: Device, group: int | None = None) -> Link:
                     f"direction x {C.GPU_LINK_BUS_EFFICIENCY} collective efficiency = "
                     f"{gbps:g} GB/s bus")
     gbps, how = pcie_gbps(device)
+    if not peer_access(device):
+        staged = gbps * C.HOST_STAGED_BUS_SHARE
+        return Link(staged, "host-staged",
+                    f"no peer access between these GPUs (GeForce): NCCL stages every transfer "
+                    f"through host memory, {how} x {C.HOST_STAGED_BUS_SHARE} = {staged:g} GB/s "
+                    "bus bandwidth")
     return Link(gbps, "pcie", f"no NVLink: {how} bus bandwidth")
+
+
+def peer_access(device: Device) -> bool:
+    """Whether the GPUs reach each other's memory directly (False: NCCL goes through the host).
+
+    The profile says so for GeForce cards (gpu_peer_access = false); a probed device's peers
+    carry NVML's reading (nvmlDeviceGetP2PStatus), and all of them refused means the same.
+    """
+    link = device.interconnect
+    if link is None:
+        return True
+    if link.gpu_peer_access is not None:
+        return link.gpu_peer_access
+    read = [peer.p2p for peer in link.peers if peer.p2p is not None]
+    return not read or any(read)
 
 
 def inter_node_gbps(setup: Setup) -> tuple[float, str]:
@@ -198,7 +220,7 @@ def _fully_sharded(setup: Setup, link: Link, busy_s: dict[str, float], result: C
         return
     overlap = setup.options.comm_overlap and _overlap_covers(setup) == "all"
     if setup.training:
-        grads = setup.parts.total * grad_bytes_per_param(setup) / (layout.tp * layout.pp)
+        grads = grad_traffic_bytes(setup) / (layout.tp * layout.pp)
         gathers_per_unit, rounds = _fsdp_rounds(setup, result)
         gathers = gathers_per_unit * layers * gather_s(unit, n, link)
         scatter = layers * gather_s(grads / layers, n, link)
@@ -270,10 +292,21 @@ def _local_link(setup: Setup, measured_busbw_gbps: float | None) -> Link:
     return intra_node_link(setup.device, setup.layout.gpus_per_node)
 
 
+def grad_traffic_bytes(setup: Setup) -> float:
+    """Gradient bytes a step reduces: every parameter's, or with LoRA / QLoRA the adapters' only.
+
+    PEFT leaves the frozen base without gradients (requires_grad=False), so DDP's buckets and
+    FSDP's reduce-scatters carry the fp32 adapters' gradients alone.
+    """
+    if setup.options.finetune in ("lora", "qlora"):
+        return lora_params(setup) * C.GRAD_BYTES_FP32
+    return setup.parts.total * grad_bytes_per_param(setup)
+
+
 def _data_parallel_grads(setup: Setup, link: Link, n: int, busy_s: dict[str, float],
                          result: CommResult, prefix: str) -> None:
     """All-reduce of the (TP- and PP-sharded) gradients over n replicas, once per step."""
-    grads = setup.parts.total * grad_bytes_per_param(setup) / (setup.layout.tp * setup.layout.pp)
+    grads = grad_traffic_bytes(setup) / (setup.layout.tp * setup.layout.pp)
     buckets = max(1, math.ceil(grads / C.DDP_BUCKET_BYTES))
     total = allreduce_s(grads, n, link) + (buckets - 1) * _latency(link)
     # The backward of the last micro-batch (2/3 of its compute) can hide the bucketed all-reduce.

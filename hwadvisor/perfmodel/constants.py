@@ -466,7 +466,20 @@ PCIE_DEFAULT_GENERATION = 4
 INTER_NODE_DEFAULT_GBPS = 50.0
 # Fixed latency of one collective (small-message all-reduce): nccl-tests on 8x H100 NVLink
 # ~ 10-20 us; PCIe and inter-node are slower. Dominates tensor-parallel decode.
-COLLECTIVE_LATENCY_S: dict[str, float] = {"nvlink": 10e-6, "pcie": 20e-6, "inter-node": 30e-6}
+COLLECTIVE_LATENCY_S: dict[str, float] = {"nvlink": 10e-6, "pcie": 20e-6, "inter-node": 30e-6,
+                                           "host-staged": 25e-6}
+# GPUs without peer access (GeForce RTX 40 / 50 series: "GeForce cards do not support P2P",
+# NCCL maintainer, NVIDIA/nccl-tests#287) reach each other through host memory: NCCL's SHM
+# transport copies into a pinned host buffer and the peer copies out, so every byte crosses
+# host DRAM twice and a collective, which sends and receives at once, gets about the link's
+# bidirectional host-staged rate. Two RTX 5090s (PCIe 5.0 x8, p2pBandwidthLatencyTest) moved
+# ~30 GB/s both ways staged against ~56 with the P2P driver fork, one way 24 against 28; the
+# latency 14 us against 0.5, and 24 us against 5 between two RTX 4090s (aikitoria's
+# open-gpu-kernel-modules P2P fork, as reported 2025-12:
+# https://www.wumeicn.com/de/nvidia-rtx-5090-p2p-untersttzung-durch-gepatchten-treiber-aktiviert/).
+# So collectives there run at ~0.55 of the PCIe link's collective rate, 25 us a call. An
+# assumption from one published pair; not measured here (no GeForce pair on the lent machines).
+HOST_STAGED_BUS_SHARE = 0.55
 # Mid-size messages pay a protocol overhead on top of the small-message latency (NCCL switches
 # from its low-latency protocol to Simple, and pipelines chunks): s / (s + knee) of this many
 # seconds (PCIe and the network: assumptions). NVLink: fit to the validator's collectives

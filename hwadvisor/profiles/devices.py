@@ -48,7 +48,8 @@ def _interconnect_from(profile: Profile) -> Interconnect | None:
         nvlink = NvLinkInfo(version=link.nvlink_version, bandwidth_gbps=one_way)
     return Interconnect(pcie=pcie, nvlink=nvlink, network_gbps=link.network_gbps_per_gpu,
                         gpu_link_kind=link.gpu_link_kind, gpu_link_gbps=link.gpu_link_gbps,
-                        gpu_link_domain=link.gpu_link_domain)
+                        gpu_link_domain=link.gpu_link_domain,
+                        gpu_peer_access=link.gpu_peer_access)
 
 
 def npu_info(profile: Profile) -> NpuInfo | None:
@@ -270,6 +271,14 @@ def _enriched_interconnect(device: Device, profile: Profile, device_count: int,
     return filled
 
 
+def _with_peer_access(link: Interconnect | None, profile: Profile) -> Interconnect | None:
+    """Give the device the datasheet's word on peer access (the probe reads it per peer too)."""
+    stated = profile.interconnect.gpu_peer_access if profile.interconnect else None
+    if stated is None or (link is not None and link.gpu_peer_access is not None):
+        return link
+    return (link or Interconnect()).model_copy(update={"gpu_peer_access": stated})
+
+
 def enrich_device(device: Device, profile: Profile, device_count: int = 1) -> Device:
     """Fill a probed device's gaps from its profile; what the probe read always wins."""
     notes = list(device.notes)
@@ -287,7 +296,8 @@ def enrich_device(device: Device, profile: Profile, device_count: int = 1) -> De
     for field in ("memory_type", "compute_capability", "architecture", "compute_units", "power_w"):
         if getattr(device, field) is None and getattr(effective, field) is not None:
             update[field] = getattr(effective, field)
-    update["interconnect"] = _enriched_interconnect(device, effective, device_count, notes)
+    update["interconnect"] = _with_peer_access(
+        _enriched_interconnect(device, effective, device_count, notes), effective)
     for field, value in _profile_extras(effective).items():
         if getattr(device, field) in (None, False) and value is not None:
             update[field] = value
@@ -366,4 +376,6 @@ def restore_facts(device: Device) -> Device:
         update["family"] = get(profile_id).family
     if profile_id in ids() and device.soc_part is None:
         update["soc_part"] = soc_part(get(profile_id))
+    if profile_id in ids():
+        update["interconnect"] = _with_peer_access(device.interconnect, get(profile_id))
     return with_family(device.model_copy(update=update))

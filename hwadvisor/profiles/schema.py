@@ -58,6 +58,11 @@ class ProfileInterconnect(_ProfileBase):
         None, ge=1, description="How many GPUs the link joins in the reference system "
         "(8 on HGX/DGX/MI300X boards, 2 for bridged card pairs, 1 when there is none)"
     )
+    gpu_peer_access: bool | None = Field(
+        None, description="Whether two of these GPUs reach each other's memory directly (CUDA "
+        "peer access over PCIe); false where the driver refuses it (GeForce RTX 40 and 50 "
+        "series): NCCL then stages every transfer through host memory"
+    )
 
     @model_validator(mode="after")
     def _link_complete(self) -> ProfileInterconnect:

@@ -377,6 +377,8 @@ class _Searcher:
         best: tuple[list[Taken], RuleContext] | None = None
         for level in self.levels():
             runs = [self.fit_run(start, level, by_metric) for by_metric in (False, True)]
+            if level == 3:
+                runs += self.method_first_runs(start)
             fitting = [self.prune(start, steps) for steps, ctx in runs if ctx.facts.fits]
             if fitting:
                 return max(fitting, key=lambda run: goal_gain(self.goal, start.estimate,
@@ -387,6 +389,26 @@ class _Searcher:
                     best = (steps, ctx)
         assert best is not None
         return best
+
+    def method_first_runs(self, start: RuleContext) -> list[tuple[list[Taken], RuleContext]]:
+        """Each change of method taken first, then what else fitting needs.
+
+        The tiered runs reach LoRA only after a drop-in sharding has cut what it could, so
+        they keep FSDP even where the adapters let every GPU hold the model: two RTX 4090s
+        (no peer access) all-gather a sharded 8B base over the host every micro-batch, where
+        QLoRA on each card, data parallel, sends only the adapters' gradients. These runs let
+        the plan compare the two; the fit search keeps whichever serves the metric better.
+        """
+        runs = []
+        for c in self.candidates(start, set()):
+            if not c.plan_eligible or tier(c.rule) != 3:
+                continue
+            first, ctx = self.take(start, c, fitting=True)
+            more, ctx = self._greedy(ctx, {c.rule.id},
+                                     lambda ctx, cands: _pick_to_fit(self.goal, ctx, cands, 3),
+                                     fitting=True)
+            runs.append(([first, *more], ctx))
+        return runs
 
     def improve(self, ctx: RuleContext, used: set[str]) -> tuple[list[Taken], RuleContext]:
         """Drop-in changes by largest gain on the goal's metric, while one gains enough."""

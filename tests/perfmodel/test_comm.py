@@ -237,3 +237,28 @@ def test_async_tp_hides_part_of_the_tp_traffic_and_none_of_fsdp():
     # Megatron's overlap switch covers TP and data-parallel traffic, up to the compute
     megatron = _tp_fsdp("megatron", True)
     assert megatron.times.communication_exposed_s < asynctp.times.communication_exposed_s
+
+
+def test_geforce_pairs_have_no_peer_access_and_collectives_go_through_the_host():
+    # NVIDIA disables P2P on GeForce RTX 40 / 50 cards: NCCL stages through host memory.
+    link = intra_node_link(dev("rtx-4090"), 2)
+    assert link.kind == "host-staged"
+    assert link.gbps == pytest.approx(25.0 * C.HOST_STAGED_BUS_SHARE)
+    assert intra_node_link(dev("l40s"), 2).kind == "pcie"  # a datacenter PCIe card has P2P
+
+
+def test_a_probed_device_whose_peers_all_refuse_p2p_is_host_staged():
+    from hwadvisor.models.hardware import Interconnect, PeerLink
+
+    probed = dev("h100-pcie").model_copy(update={"interconnect": Interconnect(
+        peers=[PeerLink(peer_index=1, link="PHB", p2p=False)])})
+    assert intra_node_link(probed, 2).kind == "host-staged"
+
+
+def test_lora_reduces_the_adapters_gradients_only():
+    full = estimate(train(gpus=2), dev("h100-pcie"), ModelOptions(sharding="ddp"))
+    lora = estimate(train(gpus=2), dev("h100-pcie"),
+                    ModelOptions(sharding="ddp", finetune="lora", lora_rank=16))
+    # 8B gradients in bf16 (16 GB) against ~42M fp32 adapter gradients (~0.17 GB)
+    assert lora.communication["ddp_allreduce_bytes"] < full.communication[
+        "ddp_allreduce_bytes"] / 50

@@ -389,3 +389,16 @@ def test_a_mac_trains_with_mlx_lm_by_default() -> None:
     assert report.plan is not None and report.plan.engine_config is not None
     assert report.plan.engine_config.text.startswith("mlx_lm.lora --model meta-llama/")
     assert not any(s.id == "fused-adamw" for s in report.plan.steps)  # compiled already
+
+
+def test_two_geforce_cards_train_a_qlora_replica_each_not_fsdp_over_the_host():
+    # Issue 41 item 7: two RTX 4090s (no P2P) fine-tuning an 8B get QLoRA on each card (DDP,
+    # only the adapters' gradients cross the host), not FSDP all-gathering the base every
+    # micro-batch through host memory.
+    report = plan("rtx-4090", model="llama-3-8b", batch=1, prompt_len=2048, gpus=2)
+    assert report.plan is not None and report.plan.fits
+    steps = {s.id for s in report.plan.steps}
+    assert "qlora" in steps and "fsdp2-zero3" not in steps
+    assert report.plan.layout.sharding == "ddp" and report.plan.layout.dp == 2
+    config = report.plan.engine_config
+    assert config is not None and any("local_process_index" in n for n in config.notes)
