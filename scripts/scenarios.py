@@ -55,6 +55,10 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("train-70b-8xh100", "Full fine-tune of Llama-3-70B on one 8xH100 node.", "a",
              "h100-sxm", dict(model="llama-3-70b", phase="training", batch=1, prompt_len=4096,
                               gpus=8)),
+    Scenario("train-70b-8xh100-megatron", "Full fine-tune of Llama-3-70B on one 8xH100 node "
+             "with Megatron-LM.", "a", "h100-sxm",
+             dict(model="llama-3-70b", phase="training", batch=1, prompt_len=4096, gpus=8,
+                  engine="megatron")),
     Scenario("train-405b-64-nodes", "Pre-train Llama-3.1-405B on 64 nodes of 8 H100s.", "a",
              "h100-sxm", dict(model="llama-3.1-405b", phase="training", batch=1,
                               prompt_len=8192, nodes=64, gpus_per_node=8, grad_accum=16)),

@@ -63,3 +63,18 @@ def test_a_quantisation_step_is_titled_in_the_engine_s_own_terms() -> None:
     assert any("EXL2" in t for t in exl2) and not any("Marlin" in t for t in exl2)
     q8 = titles("llamacpp", "rtx-4090", "llama-3-8b")
     assert any(t.startswith("Serve Q8_0") for t in q8) and not any("W8A8" in t for t in q8)
+
+
+def test_megatron_fsdp_plans_save_checkpoints_in_the_format_it_requires() -> None:
+    # Issue 41 item 9: Megatron-LM's validate_args asserts ckpt_format == "fsdp_dtensor" under
+    # --use-megatron-fsdp, and the default is torch_dist: without the flag the job stops.
+    from hwadvisor.pipeline import recommend_report
+    from hwadvisor.workload import WorkloadRequest
+
+    report = recommend_report("training-throughput", "h100-sxm", WorkloadRequest(
+        model="llama-3-70b", phase="training", batch=1, prompt_len=4096, gpus=8,
+        engine="megatron"))
+    assert report.plan is not None and report.plan.engine_config is not None
+    text = report.plan.engine_config.text
+    assert "--use-megatron-fsdp" in text
+    assert "--ckpt-format fsdp_dtensor" in text
