@@ -12,14 +12,18 @@ Nothing is built: --bin names a folder with llama-bench, llama-batched-bench and
 (a CPU build of the pinned llama.cpp). Timing on a busy machine measures the other work: the
 script refuses while the 1-minute load average is above --max-load (1.5), unless --force.
 
+--measured FILE re-predicts the figures of a saved run (its --json file) without timing
+anything: the machine may be busy, and the saved figures stay what was measured.
+
 Usage: python benchmarks/llamacpp_cpu.py [--bin DIR] [--gguf-py DIR] [--preset qwen2.5-1.5b]
-       [--work DIR] [--threads N] [--json OUT.json] [--force]
+       [--work DIR] [--threads N] [--json OUT.json] [--force] [--measured SAVED.json]
 Run from the repository root with PYTHONPATH=. so this checkout's hwadvisor predicts.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -88,6 +92,7 @@ def model_files(args: argparse.Namespace) -> dict[str, Path]:
     return files
 
 
+@functools.cache
 def predict(preset: str, weights: str, batch: int, prompt: int, gen: int) -> tuple[float, float]:
     """hwadvisor's (prefill tokens/s, decode tokens/s over the batch) for this machine."""
     text = _run([sys.executable, "-m", "hwadvisor", "estimate", "--model", preset, "--engine",
@@ -132,6 +137,23 @@ def measure(args: argparse.Namespace, files: dict[str, Path]) -> list[Row]:
     return rows
 
 
+def predicted_for(preset: str, row: Row) -> float:
+    """The prediction for one measured figure, made as measure() makes it."""
+    if row.tool == "llama-bench":
+        pre, _ = predict(preset, row.weights, 1, PROMPT, GEN)
+        _, dec = predict(preset, row.weights, 1, 0, GEN)  # tgN decodes from an empty context
+    else:
+        pre, dec = predict(preset, row.weights, row.batch, PROMPT, GEN)
+    return pre if row.phase == "prefill" else dec
+
+
+def repredict(saved: Path, preset: str) -> list[Row]:
+    """A saved run's measured figures, each with this checkout's prediction."""
+    rows = [Row(**item) for item in json.loads(saved.read_text())]
+    return [Row(r.weights, r.tool, r.batch, r.phase, r.measured, predicted_for(preset, r))
+            for r in rows]
+
+
 def table(rows: list[Row]) -> str:
     """A markdown table: measured, predicted, measured / predicted, within 15%."""
     lines = ["| weights | tool | batch | phase | measured t/s | predicted t/s | ratio | 15% |",
@@ -154,7 +176,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-load", type=float, default=1.5)
     parser.add_argument("--force", action="store_true", help="time even on a busy machine")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--measured", help="re-predict this saved run (a --json file) instead "
+                        "of timing; the preset must be the run's")
     args = parser.parse_args(argv)
+    if args.measured:
+        rows = repredict(Path(args.measured), args.preset)
+        print(table(rows))
+        within = sum(abs(r.ratio - 1) <= 0.15 for r in rows)
+        print(f"\n{within} of {len(rows)} figures within 15%")
+        if args.json:
+            Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+        return 0 if within == len(rows) else 1
     load = os.getloadavg()[0]
     if load > args.max_load and not args.force:
         print(f"the machine is busy (load average {load:.2f} > {args.max_load}): timing now would "

@@ -267,6 +267,10 @@ class Defaults(_Strict):
     x86_half_matmul: Literal["fp32"] | None = Field(
         None, description="The dtype 16-bit matmuls run in on an x86 CPU when it is not "
         "their own (ggml converts F16 to fp32 and multiplies in fp32 there); None: their own")
+    cpu_quant_matmul: Literal["int8"] | None = Field(
+        None, description="What quantised weights multiply in on a CPU: int8 (the activations "
+        "are quantised to 8 bits and dotted with the weights in integers, ggml's vec_dot_type "
+        "Q8_0 / Q8_K), so their rate is a share of the CPU's int8 peak; None: the 16-bit one")
     stream_per_slot: bool = Field(
         False, description="A slot count the user sets gives each slot its own KV stream "
         "(llama-server: kv_unified stays off unless the slot count is auto), and a step "

@@ -81,6 +81,15 @@ class HostInfo(Strict):
     cpu_model: str | None = None
     cpu_cores: int | None = Field(None, description="Physical cores")
     cpu_threads: int | None = Field(None, description="Logical CPUs")
+    cpu_flags: list[str] = Field(
+        default_factory=list, description="The SIMD and matrix ISA flags /proc/cpuinfo lists "
+        "(avx2, fma, avx512f, avx512_vnni, avx512_bf16, amx_int8, asimddp, i8mm ...): the "
+        "CPU's matmul rates are derived from them")
+    cpu_clock_mhz: float | None = Field(
+        None, gt=0, description="The CPU clock: cpufreq's maximum, else /proc/cpuinfo's cpu MHz")
+    cpu_clock_source: Literal["cpufreq-max", "cpuinfo"] | None = Field(
+        None, description="Where cpu_clock_mhz was read: cpufreq-max (the highest clock a core "
+        "runs at) or cpuinfo (in a virtual machine usually the nominal clock)")
     memory_total_bytes: int | None = None
     memory_available_bytes: int | None = None
     python_version: str | None = None
@@ -328,6 +337,12 @@ class Device(Strict):
     soc_part: str | None = Field(
         None, exclude=True, description="The SoC's part number (Qualcomm SM8750 ...), from the "
         "matched profile's name fragments: what a QNN build is compiled for")
+    cpu_flags: list[str] = Field(
+        default_factory=list, exclude=True, description="A CPU device's SIMD and matrix ISA "
+        "flags, from the host probe (HostInfo.cpu_flags): its matmul peaks are derived from them")
+    cpu_clock_mhz: float | None = Field(
+        None, exclude=True, description="A CPU device's clock, from the host probe "
+        "(HostInfo.cpu_clock_mhz)")
 
     def guessed_family(self) -> str:
         """Return the family guessed from this device's vendor, class, architecture and name."""

@@ -44,7 +44,7 @@ from hwadvisor.workload.params import (
 )
 
 if TYPE_CHECKING:
-    from hwadvisor.engines.schema import KernelRate, Kernels
+    from hwadvisor.engines.schema import Defaults, KernelRate, Kernels
     from hwadvisor.models import ModelSpec
     from hwadvisor.perfmodel.resources import Resources
 
@@ -304,6 +304,7 @@ class _Rates:
     gate_rows: float  # from this many rows those weights run the generic GEMM
     kernel: str  # weight kernel family
     dequant: float | None  # the kernel's compute share of peak16; None: cuBLAS-class GEMMs
+    dequant_peak: float  # FLOP/s the dequant share is of: peak16, or a CPU's int8 peak
     weight_only: bool  # weights dequantised to 16 bits in the kernel (int4, GGUF, MLX, NF4)
     gemv: float  # weight-streaming share of the stream bandwidth
     act_bytes: float  # bytes per activation element
@@ -360,6 +361,13 @@ def rates(setup: Setup) -> _Rates:
 
         host = pcie_gbps(setup.device)[0] * C.GB
     gate = _gate(kernel, kfamily, kernels.rates)
+    # Quantised weights on a CPU whose engine multiplies them in integers (llama.cpp's
+    # vec_dot_type Q8_0 / Q8_K): their shares are of the CPU's int8 dot-product peak.
+    int8 = res.device_class == "cpu" and res.int8_tflops > 0.0 and \
+        formats.weight_format(weights).family == "gguf" and \
+        _engine_defaults(setup).cpu_quant_matmul == "int8"
+    quant_peak = res.int8_tflops * 1e12 if int8 else peak16
+    vector_peak = quant_peak if int8 else res.vector_tflops * 1e12
     out = _Rates(
         stream=res.stream_gbps * C.GB,
         theoretical=max(res.bandwidth_gbps, res.stream_gbps) * C.GB,
@@ -367,7 +375,7 @@ def rates(setup: Setup) -> _Rates:
         gemm=res.gemm_tflops * 1e12,
         act_gemm=res.act_gemm_tflops * 1e12,
         peak16=peak16,
-        vector=res.vector_tflops * 1e12 * E.vector_efficiency(kernel, kfamily, kernels.rates),
+        vector=vector_peak * E.vector_efficiency(kernel, kfamily, kernels.rates),
         vector_rows=int(E.release_figure("vector_rows", kernel, kfamily, kernels.rates) or 0),
         width_half=E.release_figure("width_half", kernel, kfamily, kernels.rates) or 0.0,
         vector_width_half=E.release_figure("vector_width_half", kernel, kfamily,
@@ -377,13 +385,14 @@ def rates(setup: Setup) -> _Rates:
         gate_dim=gate[0], below_gate=gate[1], gate_rows=gate[2],
         kernel=kernel,
         dequant=_dequant_share(res, kernel, kfamily, kernels.rates),
+        dequant_peak=quant_peak,
         weight_only=formats.weight_format(weights).kind == "weight-only"
         and not res.compute_path,
         gemv=E.gemv_efficiency(kernel, kfamily, kernels.rates),
         act_bytes=setup.act_bytes,
         offload=setup.offload_fraction,
         flat=E.kernel_flat_rate(kernel) and not res.compute_path,
-        overlap_p=E.kernel_overlap_p(kernel),
+        overlap_p=E.kernel_overlap_p(kernel, kfamily),
         attention_rate=attention,
         kv_efficiency=E.kv_read_efficiency(backend, engine, float(setup.spec.head_dim)),
         backend=backend,
@@ -392,6 +401,13 @@ def rates(setup: Setup) -> _Rates:
     )
     setup.__dict__["_rates"] = out
     return out
+
+
+def _engine_defaults(setup: Setup) -> Defaults:
+    """Return the workload's engine defaults (its data file's [defaults])."""
+    from hwadvisor.engines import engine_for
+
+    return engine_for(setup.workload).defaults
 
 
 def _gate(kernel: str, kfamily: str,
@@ -458,13 +474,13 @@ def _gemm(setup: Setup, r: _Rates, name: str, m: float, params: float, n: float,
     nbytes = weight_bytes - host + m * (n + k) * act + copies * params
     flops = 2.0 * m * params
     if r.flat:
-        compute = r.peak16 * (r.dequant or 1.0)
+        compute = r.dequant_peak * (r.dequant or 1.0)
     else:
         width_half = E.width_half_at(r.width_half, m, r.width_rows)
         shape = (E.gemm_shape_factor(m, n, k, r.half_dim) * E.width_factor(n, k, width_half)
                  * E.rows_factor(m, r.half_dim, r.rows_half))
         if r.dequant is not None:
-            compute = r.peak16 * r.dequant * shape
+            compute = r.dequant_peak * r.dequant * shape
         else:
             compute = (r.act_gemm if r.weight_only else r.gemm) * shape
         # llama.cpp's mul_mat_vec kernels serve up to 8 rows without tensor cores

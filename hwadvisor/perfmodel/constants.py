@@ -85,6 +85,44 @@ FALLBACK_TFLOPS: dict[str, float] = {
     "datacenter-gpu": 300.0,
 }
 
+# --- A CPU's matmul peaks from the ISA the probe reads (perfmodel/resources.py cpu_peaks) -----
+# Per core and clock cycle: fp32 FLOPs of the FMA units, and int8 operations (2 a multiply-add)
+# of the integer dot products that quantised kernels run (llama.cpp quantises activations to
+# Q8_0 / Q8_K and multiplies them with the weights in integers: ggml-cpu.c type_traits_cpu
+# vec_dot_type). Peak = physical cores x clock x the row's figures; the first row whose flags
+# the CPU lists (all of them) and whose vendor matches ("" any) applies. Reciprocal throughputs
+# from uops.info (Skylake-X, Ice Lake, Alder Lake-P, Zen 3, Zen 4 tables):
+# - AVX2 + FMA (Haswell .. Zen 3): VFMADD231PS ymm at 0.5 cycles (two 256-bit FMA pipes) =
+#   2 x 8 x 2 = 32 FLOP. int8: VPMADDUBSW ymm (32 u8 x s8 products, pairs summed) and
+#   VPMADDWD ymm (widening to int32) each 0.5 cycles on the same two pipes (Intel p0/p1; Zen 3
+#   FP0/FP3): one 32-MAC step a cycle = 64 ops.
+# - AVX-VNNI (Alder Lake-P, Zen 5's VEX form): VPDPBUSD ymm, 32 MACs at 0.5 cycles = 128 ops.
+# - AVX-512 on Intel Xeon SP (two 512-bit FMA ports, 0 and 5): VFMADD231PS zmm 0.5 cycles =
+#   64 FLOP; VPDPBUSD zmm (AVX512-VNNI, Cascade Lake on) 64 MACs at 0.5 = 256 ops; without
+#   VNNI (Skylake-SP) VPMADDUBSW + VPMADDWD zmm = 128 ops. Parts with one 512-bit FMA unit
+#   (some Xeon Silver/Bronze) reach half: not told apart by flags.
+# - AVX-512 on AMD Zen 4 (512-bit ops on 256-bit pipes): VFMADD231PS zmm 1 cycle = 32 FLOP,
+#   VPDPBUSD zmm 1 cycle = 128 ops. Zen 5's full-width desktop/server parts reach twice the
+#   fp32 figure: not told apart by flags (assumption: the Zen 4 row).
+# - AVX without FMA (Sandy/Ivy Bridge): one 256-bit multiply and one add a cycle = 16 FLOP;
+#   int8 on 128-bit SSSE3 PMADDUBSW + PMADDWD = 32 ops.
+# - Arm NEON (Neoverse N1 / Cortex-A76 class: two 128-bit FMLA pipes) = 16 FLOP; with the dot
+#   product extension (asimddp) SDOT 16 MACs on each of two pipes = 64 ops, else 32 (Arm
+#   Neoverse N1 Software Optimization Guide, FMLA / SDOT throughput 2 a cycle).
+# AMX (amx_int8 / amx_bf16 tiles) is not counted: llama.cpp uses it only through its own AMX
+# buffer type, whose rates are not modelled; the vector rows apply.
+CPU_SIMD: tuple[tuple[tuple[str, ...], str, float, float], ...] = (
+    (("avx512f", "avx512_vnni"), "intel", 64.0, 256.0),
+    (("avx512f", "avx512_vnni"), "amd", 32.0, 128.0),
+    (("avx512f", "avx512bw"), "intel", 64.0, 128.0),
+    (("avx512f",), "amd", 32.0, 64.0),
+    (("avx_vnni", "fma"), "", 32.0, 128.0),
+    (("avx2", "fma"), "", 32.0, 64.0),
+    (("avx",), "", 16.0, 32.0),
+    (("asimddp",), "", 16.0, 64.0),
+    (("asimd",), "", 16.0, 32.0),
+)
+
 # --- Time model: see perfmodel/efficiency.py for the curves that read these ----------------
 # Sources are named per constant. "H200 trials" = the validator's run on an H200 SXM host,
 # benchmarks/data/h200_validate_2026-12-01.json; "H200 e2e" = benchmarks/data/
@@ -187,7 +225,10 @@ POWER_CAP_CLOCK_EXPONENT = 1.0 / 3.0
 # Phones run prefill on CPU micro-kernels a few rows tall (XNNPACK's int8 GEMMs tile 4-8 rows;
 # the Hexagon HTP and the ANE are fed whole chunks): a 4-row half point (assumption). Their
 # rates come from the profiles' [[compute]] paths, measured at 64-128-token prompts.
-GEMM_HALF_DIM: dict[str, float] = {"apple": 32.0, "mobile": 4.0, "default": 128.0}
+# CPUs multiply in register tiles a few rows tall (llamafile sgemm.cpp tinyBLAS::gemm<RM, RN>
+# up to 4-6 rows; repack.cpp's Q4_K 8x8 GEMM four rows at a time): a 4-row half point
+# (assumption, as for phones).
+GEMM_HALF_DIM: dict[str, float] = {"apple": 32.0, "mobile": 4.0, "cpu": 4.0, "default": 128.0}
 
 # Weight-streaming efficiency of a matmul at small M (decode), as a share of the achievable
 # stream bandwidth above, by kernel family (keys "kernel" or "kernel@family"). cublas: H200
@@ -267,7 +308,13 @@ KERNEL_FLAT_RATE = frozenset({"torch-int4"})
 # Kernels that dequantise and multiply without overlapping the two: time = (m^p + c^p)^(1/p).
 # p = 2 reproduces the H200 int4 trial at batch 1, 4, 16 and 64 to within 3% (a plain max is
 # 26% short at batch 4). Others overlap fully (p = infinity: the per-op roofline max).
-KERNEL_OVERLAP_P: dict[str, float] = {"torch-int4": 2.0, "bitsandbytes": 2.0}
+# llama.cpp on a CPU: each thread streams its weight rows and multiplies them in the same loop
+# (ggml-cpu.c ggml_compute_forward_mul_mat_one_chunk), so the two overlap only in part: p = 2,
+# as tinygemm's (assumption; with it the saved run's decode at batch 1 and 8 needs one compute
+# rate a format, docs/benchmarks.md 2026-12-07).
+KERNEL_OVERLAP_P: dict[str, float] = {"torch-int4": 2.0, "bitsandbytes": 2.0,
+                                      "llamacpp@cpu": 2.0, "llamacpp-k@cpu": 2.0,
+                                      "llamacpp-f16@cpu": 2.0}
 # Matrix-vector kernels (a few rows) compute on the vector units, not in tensor-core tiles:
 # their rate is at least this share of the non-tensor fp32 peak (assumption: half, as GEMV
 # kernels spend as many instructions on loads and reductions as on FMAs). The rate of a matmul

@@ -256,9 +256,9 @@ def rows_factor(m: float, half: float, own: float) -> float:
     return term(own) / term(half)
 
 
-def kernel_overlap_p(kernel: str) -> float | None:
-    """P of the kernel's memory/compute combination; None: they overlap (max)."""
-    return C.KERNEL_OVERLAP_P.get(kernel)
+def kernel_overlap_p(kernel: str, family: str = "default") -> float | None:
+    """P of the kernel's memory/compute combination on this family; None: they overlap (max)."""
+    return _keyed(C.KERNEL_OVERLAP_P, kernel, family)
 
 
 def kernel_flat_rate(kernel: str) -> bool:

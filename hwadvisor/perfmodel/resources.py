@@ -38,6 +38,7 @@ class Resources:
     act_peak_tflops: float = 0.0  # datasheet dense 16-bit peak (attention, dequant shares)
     act_gemm_tflops: float = 0.0  # a large 16-bit GEMM's rate (measured or a share)
     vector_tflops: float = 0.0  # non-tensor fp32 peak (GEMV kernels' compute)
+    int8_tflops: float = 0.0  # integer dot-product peak, TOPS (a CPU's SIMD int8; 0: none stated)
     kernel_floor_s: float = 0.0
     host_scale: float = 1.0  # eager host cost relative to the model's (a measured host)
     attention_tflops: dict[str, float] = field(default_factory=dict)  # measured backends
@@ -107,8 +108,9 @@ def _peak(device: Device, dtype: str, notes: list[str] | None) -> tuple[float | 
             return float(measured[candidate]), candidate, True
         if device.peak_tflops.get(candidate):
             if notes is not None:
-                notes.append(f"compute peak: datasheet {candidate} dense "
-                             f"{device.peak_tflops[candidate]:g} TFLOP/s")
+                kind = "derived" if device.peak_tflops_source == "derived" else "datasheet"
+                notes.append(f"compute peak: {kind} {candidate} dense "
+                             f"{units.number(device.peak_tflops[candidate])} TFLOP/s")
             return float(device.peak_tflops[candidate]), candidate, False
     return None, dtype, False
 
@@ -118,12 +120,47 @@ def _achievable(peak: float, measured: bool, family: str, dtype: str) -> float:
     return peak if measured else peak * E.gemm_peak_fraction(family, dtype)
 
 
+def cpu_peaks(device: Device) -> tuple[dict[str, float], str] | None:
+    """Return a CPU's fp32 and int8 matmul peaks (TFLOP/s, TOPS) from its cores, clock, SIMD.
+
+    None where the probe read no cores, clock or known SIMD flags. The figures are per core and
+    cycle for the widest path its flags show (constants.CPU_SIMD, with their sources).
+    """
+    cores, clock = device.compute_units, device.cpu_clock_mhz
+    if not cores or not clock or not device.cpu_flags:
+        return None
+    flags = set(device.cpu_flags)
+    for needs, vendor, fp32, int8 in C.CPU_SIMD:
+        if set(needs) <= flags and vendor in ("", device.vendor):
+            scale = cores * clock * 1e6 / 1e12
+            peaks = {"fp32": fp32 * scale, "int8": int8 * scale}
+            note = (f"compute peak: {cores} cores x {clock:.0f} MHz x {fp32:g} fp32 FLOP and "
+                    f"{int8:g} int8 ops a cycle ({'+'.join(needs)}{' ' + vendor if vendor else ''}"
+                    f", perfmodel/constants.py CPU_SIMD) = {units.number(peaks['fp32'])} TFLOP/s "
+                    f"fp32, {units.number(peaks['int8'])} TOPS int8")
+            return peaks, note
+    return None
+
+
+def _with_cpu_peaks(device: Device, notes: list[str]) -> Device:
+    """Return the device with its ISA-derived peaks where it is a CPU that states none."""
+    if device.device_class != DeviceClass.CPU or device.peak_tflops:
+        return device
+    derived = cpu_peaks(device)
+    if derived is None:
+        return device
+    peaks, note = derived
+    notes.append(note)
+    return device.model_copy(update={"peak_tflops": peaks, "peak_tflops_source": "derived"})
+
+
 def resolve(workload: Workload, device: Device, options: ModelOptions,
             calibration: Calibration | None = None) -> Resources:
     """Bandwidth, peak and usable memory for this workload on this device, with assumptions."""
     notes: list[str] = []
     sources: dict[str, str] = {}
     cls = _device_class(device)
+    device = _with_cpu_peaks(device, notes)
     family = E.device_family(device)
     measured_bw = device.measured.memory_bandwidth_gbps if device.measured else None
     if measured_bw:
@@ -159,7 +196,8 @@ def resolve(workload: Workload, device: Device, options: ModelOptions,
         notes.append(f"compute peak unknown: assumed {peak:g} TFLOP/s for a {cls} "
                      "(stated assumption, not a reading)")
     else:
-        sources[f"{used}_peak"] = "measured" if peak_measured else "datasheet"
+        sources[f"{used}_peak"] = "measured" if peak_measured else (
+            "derived" if device.peak_tflops_source == "derived" else "datasheet")
         if used != dtype:
             notes.append(f"no {dtype} peak listed for {device.name}: used the {used} peak")
             dtype = used
@@ -200,6 +238,7 @@ def resolve(workload: Workload, device: Device, options: ModelOptions,
                      stream_gbps=stream, gemm_tflops=gemm, act_peak_tflops=sheet,
                      act_gemm_tflops=act_gemm, kernel_floor_s=floor, host_scale=host_scale,
                      vector_tflops=float(device.peak_tflops.get("fp32") or sheet / 4.0),
+                     int8_tflops=float(device.peak_tflops.get("int8") or 0.0),
                      attention_tflops=attention, host_transfer_gbps=transfer,
                      busbw_gbps=busbw, sources=sources)
 

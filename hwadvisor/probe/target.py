@@ -97,8 +97,9 @@ def cpu_vendor(host: HostInfo) -> str:
 def cpu_device(host: HostInfo) -> Device:
     """Describe the CPU as the device to plan for when there is no accelerator.
 
-    Memory is the host's RAM. Bandwidth and peak FLOP/s stay null: no CPU profiles ship and
-    the probe does not measure them, so the perf model states its own assumptions for CPUs.
+    Memory is the host's RAM. Bandwidth and peak FLOP/s stay null: no CPU profiles ship; the
+    probe's cores, SIMD flags and clock go with the device, and the perf model derives the
+    matmul peaks from them (perfmodel/resources.py cpu_peaks) or states its fallbacks.
     """
     return Device(
         index=0,
@@ -110,9 +111,11 @@ def cpu_device(host: HostInfo) -> Device:
         compute_units=host.cpu_cores,
         source="probe",
         family="cpu",  # the efficiency tables' row for CPUs (models/hardware.py guess_family)
+        cpu_flags=list(host.cpu_flags),
+        cpu_clock_mhz=host.cpu_clock_mhz,
         notes=[
             "no accelerator found: planning for the CPU with the host's RAM; memory bandwidth "
-            "and peak FLOP/s are unknown"
+            "is unknown, the matmul peaks come from its cores, SIMD flags and clock"
         ],
     )
 
