@@ -235,6 +235,11 @@ SCENARIOS: tuple[Scenario, ...] = (
              "p90 under 60 ms, on one 8 x H200 node.", "b", "h200-sxm",
              dict(model="llama-3-70b", gpus=8),
              dict(rate=3, dataset="rag", prefix_share=0.2, ttft_ms=2000, tpot_ms=60)),
+    Scenario("sla-rag-70b-h100-tight-tpot", "RAG on Llama-3-70B with a streaming UI: 8k-token "
+             "prompts at 4 requests/s, TTFT p90 under 3 s and TPOT p90 under 25 ms. How many "
+             "H100s at the fewest, and do I split prefill from decode?", "b", "h100-sxm",
+             dict(model="llama-3-70b", prompt_len=8192, gen_len=512),
+             dict(rate=4, ttft_ms=3000, tpot_ms=25)),
     Scenario("sla-code-completion-8b-h100", "Code completion on Llama-3-8B: 2k tokens of file "
              "context, ~64-token completions, 30 requests/s; the first token within 300 ms at "
              "p90 and the whole completion within 1 s.", "b", "h100-sxm",

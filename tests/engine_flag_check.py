@@ -389,6 +389,47 @@ def _without_launcher(engine_id: str, text: str) -> str:
     return text
 
 
+# The routers a disaggregated prefill/decode launch puts in front, with the flags each takes
+# (they are not the engine's own command): vLLM's proxy in its source tree
+# (tests/v1/kv_connector/nixl_integration/toy_proxy_server.py parse_args, nargs="+" lists) and
+# the sglang-router package in PD mode (docs.sglang.ai pd_disaggregation: --prefill URL
+# [BOOTSTRAP_PORT], --decode URL).
+ROUTERS = {
+    "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py": {
+        "--port", "--host", "--prefiller-hosts", "--prefiller-ports", "--decoder-hosts",
+        "--decoder-ports"},
+    "sglang_router.launch_router": {"--pd-disaggregation", "--prefill", "--decode", "--host",
+                                    "--port"},
+}
+_ENV = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+
+
+def router_of(tokens: list[str]) -> str | None:
+    """Return the router a command runs (a ROUTERS key), or None."""
+    for token in tokens[:3]:
+        if token in ROUTERS:
+            return token
+    return None
+
+
+def check_router(block: str) -> list[str]:
+    """Return the problems of a router command: each flag must be one the router takes."""
+    tokens = cli_tokens(block)
+    router = router_of(tokens)
+    if router is None:
+        return [f"not a known router: {block[:60]!r}"]
+    return [f"{router} takes no {t}" for t in tokens if t.startswith("--")
+            and t.partition("=")[0] not in ROUTERS[router]]
+
+
+def without_env(text: str) -> str:
+    """Return a command line without the KEY=value assignments in front of it."""
+    tokens = cli_tokens(text)
+    while tokens and _ENV.match(tokens[0]):
+        tokens = tokens[1:]
+    return shlex.join(tokens)
+
+
 def check_config(engine_id: str, fmt: str, text: str, version: str | None = None) -> list[str]:
     """Return the problems of one rendered config text of an engine (empty: it checks out).
 
@@ -399,9 +440,10 @@ def check_config(engine_id: str, fmt: str, text: str, version: str | None = None
         return []
     if fmt == "cli" and len(command_blocks(text)) != 1:
         return [p for block in command_blocks(text)
-                for p in check_config(engine_id, fmt, block)]
+                for p in (check_router(block) if router_of(cli_tokens(block))
+                          else check_config(engine_id, fmt, block, version))]
     if fmt == "cli":
-        text = _without_launcher(engine_id, command_blocks(text)[0])
+        text = _without_launcher(engine_id, without_env(command_blocks(text)[0]))
     commands = data["commands"]
     if fmt == "cli":
         name = CLI_COMMANDS.get(engine_id)

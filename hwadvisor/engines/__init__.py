@@ -21,6 +21,7 @@ from hwadvisor.engines.catalog import (
 from hwadvisor.engines.render import (
     RenderedConfig,
     render_config,
+    render_pd,
     step_note,
 )
 from hwadvisor.engines.schema import ENGINE_IDS, LAYOUT_KEYS, STEP_FORMS, STEP_IDS, Engine
@@ -29,6 +30,7 @@ from hwadvisor.engines.values import PlanValues
 __all__ = [
     "ENGINE_IDS", "LAYOUT_KEYS", "STEP_FORMS", "STEP_IDS", "Engine", "PlanValues", "RenderedConfig",
     "baseline", "baseline_options", "default_engine", "defaults_text", "engine_for", "get_engine",
-    "load_engines", "parse_options", "pick_engine", "render_config", "split_engine_spec",
+    "load_engines", "parse_options", "pick_engine", "render_config", "render_pd",
+    "split_engine_spec",
     "step_note",
 ]

@@ -277,6 +277,51 @@ def render_launch(config: EngineConfig, how: NodeLaunch, traced: list[RenderedLi
     return "\n\n".join(blocks), head_flags
 
 
+def render_pd(config: EngineConfig, flags: list[str], values: Mapping[str, object],
+              prefill: int, decode: int, gpus_each: int) -> str:
+    """Return a P/D group's commands on one node: each instance on its GPUs, then the router.
+
+    `flags` are one instance's own settings (its layout, formats and knobs); the prefill
+    instances take GPUs from 0, the decode instances the ones after, each its own port.
+    """
+    how = config.pd
+    assert how is not None, "render_pd needs the config's [config.pd]"
+    blocks: list[str] = []
+    ports: dict[str, list[int]] = {"prefill": [], "decode": []}
+    router_parts: dict[str, list[str]] = {"prefill": [], "decode": []}
+    roles = [("prefill", i, prefill) for i in range(prefill)] + \
+        [("decode", i, decode) for i in range(decode)]
+    for n, (role, i, count) in enumerate(roles):
+        port = how.first_port + (0 if role == "prefill" else 100) + i
+        first = n * gpus_each
+        ids = ",".join(str(g) for g in range(first, first + gpus_each))
+        each = {**values, "port": port, "gpu_ids": ids, "first_gpu": first,
+                "side_port": 5600 + n, "bootstrap_port": 8998 + i,
+                "router_port": how.router_port}
+        env = [_fill_or_raise(e, each, "pd-disaggregation", "cli") for e in how.env]
+        own = how.prefill if role == "prefill" else how.decode
+        extra = [_fill_or_raise(f, each, "pd-disaggregation", "cli") for f in [*how.every, *own]]
+        command = _fill_or_raise(config.command or "", each, "pd-disaggregation", "cli")
+        merged = _merge_flags([*flags, *extra], config.merge_flags)
+        gpus = f"GPU{'s' if gpus_each > 1 else ''} {ids}"
+        blocks.append("\n".join([f"# {role} instance {i + 1} of {count}: {gpus}, port {port}",
+                                  " \\\n  ".join([" ".join([*env, command]), *merged])]))
+        ports[role].append(port)
+        template = how.router_prefill if role == "prefill" else how.router_decode
+        if template:
+            router_parts[role].append(_fill_or_raise(template, each, "pd-disaggregation"))
+    lists = {"router_port": how.router_port,
+             "prefill_each": " ".join(router_parts["prefill"]),
+             "decode_each": " ".join(router_parts["decode"]),
+             "prefill_hosts": " ".join(["localhost"] * prefill),
+             "decode_hosts": " ".join(["localhost"] * decode),
+             "prefill_ports": " ".join(map(str, ports["prefill"])),
+             "decode_ports": " ".join(map(str, ports["decode"]))}
+    router = _fill_or_raise(how.router, {**values, **lists}, "pd-disaggregation")
+    blocks.append(f"# the router in front: send requests to port {how.router_port}\n{router}")
+    return "\n\n".join(blocks)
+
+
 def _where(how: NodeLaunch, rank: int, group: int, groups: int) -> str:
     """Return the comment line that says on which node(s) a command runs."""
     if how.runs == "same":

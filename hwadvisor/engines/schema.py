@@ -377,6 +377,34 @@ class NodeLaunch(_Strict):
         return [self.command or "", *self.every, *self.head, *self.worker, self.note]
 
 
+class PdLaunch(_Strict):
+    """How a disaggregated prefill/decode group starts on one node: each instance, the router.
+
+    Each instance is the config's own command pinned to its GPUs (`env`, filled per instance:
+    {gpu_ids}, {port}, {side_port}, {bootstrap_port}), with `every` instance's flags and its
+    role's (`prefill` or `decode`); `router` fronts them, its {prefill_each} / {decode_each}
+    the `router_prefill` / `router_decode` template once per instance and {prefill_hosts},
+    {prefill_ports}, {decode_hosts}, {decode_ports} the instances' lists.
+    """
+
+    env: list[str] = Field(default_factory=list, description="KEY=value before each instance")
+    every: list[str] = Field(default_factory=list, description="Flags on every instance")
+    prefill: list[str] = Field(default_factory=list, description="Flags of a prefill instance")
+    decode: list[str] = Field(default_factory=list, description="Flags of a decode instance")
+    router: str = Field(min_length=1, description="The router's command, filled")
+    router_prefill: str = ""
+    router_decode: str = ""
+    first_port: int = Field(8100, description="The first prefill instance's port; decode from +100")
+    router_port: int = 8000
+    note: str = Field(min_length=1, description="What must be installed and what runs where")
+    source: str = Field(min_length=1, description="The engine's documentation or code read")
+
+    def templates(self) -> list[str]:
+        """Return every template of the launch."""
+        return [*self.env, *self.every, *self.prefill, *self.decode, self.router,
+                self.router_prefill, self.router_decode, self.note]
+
+
 class EngineConfig(_Strict):
     """How a plan is said in the engine's own configuration language."""
 
@@ -411,6 +439,9 @@ class EngineConfig(_Strict):
         default_factory=dict, description="How this config names each compute unit (cpu, gpu, "
         "npu): the engine's compute_unit default, or --engine-option compute_unit=..., fills "
         "{compute_units} with it (Core ML's cpu_and_ne, coremltools' CPU_AND_NE)")
+    pd: PdLaunch | None = Field(
+        None, description="How a disaggregated prefill/decode group starts (None: the config "
+        "has no P/D launch, and the serving search plans none)")
     launch: dict[LaunchKind, NodeLaunch] = Field(
         default_factory=dict, description="How a plan over several nodes starts, by how it "
         "spans them (LaunchKind); a kind not listed takes `group`'s, and an engine with none "

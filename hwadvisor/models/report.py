@@ -18,7 +18,7 @@ from hwadvisor.models.workload import Workload
 
 # MAJOR.MINOR: MINOR grows when keys are added (old readers still work);
 # MAJOR grows when a key is removed, renamed or changes meaning (see docs/schema-versioning.md).
-SCHEMA_VERSION = "1.15"
+SCHEMA_VERSION = "1.16"
 
 ReportKind = Literal["probe", "estimate", "recommend", "validate"]
 

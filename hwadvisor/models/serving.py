@@ -179,6 +179,25 @@ class ServingConfig(Strict):
         "prompt plus p99 output; None: a pool shared by page")
     speculative: str | None = None
     prefix_caching: bool = True
+    prefill_instances: int = Field(
+        0, ge=0, description="Disaggregated prefill/decode: the prefill instances of each group "
+        "(a replica is then a group of prefill and decode instances behind a router); 0: each "
+        "replica prefills and decodes")
+    decode_instances: int = Field(
+        0, ge=0, description="Disaggregated prefill/decode: the decode instances of each group; "
+        "max_sequences is then a decode instance's and step_tokens a prefill instance's")
+
+    @property
+    def disaggregated(self) -> bool:
+        """Whether prompts prefill on instances of their own (xPyD)."""
+        return self.prefill_instances > 0 and self.decode_instances > 0
+
+    @property
+    def gpus_per_instance(self) -> int:
+        """GPUs one engine instance takes (a replica's, or a P/D group's instance's)."""
+        if self.disaggregated:
+            return self.gpus_per_replica // (self.prefill_instances + self.decode_instances)
+        return self.gpus_per_replica
 
     @property
     def gpus(self) -> int:
@@ -195,6 +214,12 @@ class ServingConfig(Strict):
         """Say the config: '2 replicas x 1 GPU (TP 1), fp8 weights, fp8 KV cache, ...'."""
         replicas = f"{self.replicas} replica{'s' if self.replicas != 1 else ''}"
         gpus = f"{self.gpus_per_replica} GPU{'s' if self.gpus_per_replica != 1 else ''}"
+        if self.disaggregated:
+            each = self.gpus_per_instance
+            replicas = (f"{self.replicas} group{'s' if self.replicas != 1 else ''} of "
+                        f"{self.prefill_instances} prefill + {self.decode_instances} decode "
+                        "instances")
+            gpus = f"{each} GPU{'s' if each != 1 else ''}"
         parts = [f"{replicas} x {gpus} ({self.split_words()})",
                  f"{self.weights_dtype} weights", f"{self.kv_dtype} KV cache",
                  f"at most {self.max_sequences} sequences", f"{self.step_tokens:,} tokens a step"]
@@ -260,3 +285,8 @@ class ServingPlan(Strict):
         "SGLang's bench_serving, llama.cpp's, ...), to measure with the tool users trust")
     verdict: str = Field("", description="The answer in one sentence")
     notes: list[str] = Field(default_factory=list)
+
+    def figures_words(self) -> str:
+        """Say how the planned config's figures were made: simulated, or by the screen."""
+        point = self.best or (self.top[0] if self.top else None)
+        return "by the screen" if point is not None and point.source == "screen" else "simulated"

@@ -264,7 +264,7 @@ def _serving(report: Report) -> list[str]:
         lines.append(f"- Fewest GPUs for this load: {cell(plan.fewest_gpus)} "
                      f"({plan.searched} configs searched)")
     if plan.figures is not None:
-        lines += ["", "Figures (simulated), ms:", ""]
+        lines += ["", f"Figures ({plan.figures_words()}), ms:", ""]
         lines += table(FIGURE_HEADER, figure_rows(plan.figures))
         lines += ["", f"Throughput: {throughput_words(plan.figures)}. {tpot_words(plan)}."]
     if plan.top:

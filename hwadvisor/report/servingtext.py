@@ -74,7 +74,7 @@ def serving_lines(plan: ServingPlan, front: bool = True) -> list[str]:
     if plan.config is not None:
         lines.append(f"config: {plan.config.words()}")
     if plan.figures is not None:
-        lines.append("figures (simulated):")
+        lines.append(f"figures ({plan.figures_words()}):")
         for row in figure_rows(plan.figures):
             lines.append(f"  {row[0]}: p50 {row[1]}, p90 {row[2]}, p99 {row[3]} (mean {row[4]})")
         lines.append(f"  throughput: {throughput_words(plan.figures)}")

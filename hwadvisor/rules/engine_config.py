@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from hwadvisor.engines import RenderedConfig
+from hwadvisor.engines.schema import EngineConfig as EngineSpec
 from hwadvisor.engines.schema import LaunchKind
 from hwadvisor.engines.values import PlanValues
 from hwadvisor.models import Device, ModelOptions, Plan, Workload
@@ -331,6 +333,33 @@ def _said(engine_id: str, version: str, rendered: Any,
         launch=rendered.launch, files=dict(rendered.files))
 
 
+def _pd_rendered(rendered: RenderedConfig, config: EngineSpec, values: PlanValues,
+                 chosen: ServingConfig, per_node: int) -> RenderedConfig:
+    """Return the rendered config as a P/D launch: each instance's command and the router.
+
+    The groups a node holds run behind one router (the instances pool: one router over them is
+    the same groups with a shared queue); beyond a node, each node runs its own such set.
+    """
+    from hwadvisor.engines import render_pd
+
+    assert config.pd is not None
+    per_group = chosen.prefill_instances + chosen.decode_instances
+    groups_here = max(1, min(chosen.replicas, per_node // max(chosen.gpus_per_replica, 1)))
+    prefill, decode = chosen.prefill_instances * groups_here, chosen.decode_instances * groups_here
+    flags = [line.setting for line in rendered.lines]
+    text = render_pd(config, flags, values.model_dump(), prefill, decode,
+                     chosen.gpus_per_instance)
+    notes = [f"disaggregated prefill/decode: {prefill} prefill and {decode} decode instances of "
+             f"{chosen.gpus_per_instance} GPU{'s' if chosen.gpus_per_instance > 1 else ''} on a "
+             f"node ({groups_here} group{'s' if groups_here > 1 else ''} of {per_group}); "
+             f"{config.pd.note}"]
+    nodes = -(-chosen.replicas // groups_here)
+    if nodes > 1:
+        notes.append(f"run the same on each of {nodes} nodes, behind a load balancer over "
+                     "their routers")
+    return rendered.model_copy(update={"text": text, "notes": [*rendered.notes, *notes]})
+
+
 def _serving_config(ctx: RuleContext, plan: Plan, chosen: ServingConfig) -> EngineConfig | None:
     """Return the config the serving search chose, as one replica's (or one node's) command.
 
@@ -373,16 +402,23 @@ def _serving_config(ctx: RuleContext, plan: Plan, chosen: ServingConfig) -> Engi
         values = values.model_copy(update={
             "slot_context": chosen.slot_tokens,
             "kv_pool_tokens": chosen.slot_tokens * chosen.max_sequences})
+    if chosen.disaggregated:
+        values = values.model_copy(update={"dp": 1, "gpus": chosen.gpus_per_instance})
     rendered = render_config(engine, steps, values, str(ctx.device.device_class), forms,
                              "inference")
+    if chosen.disaggregated:
+        node = (ctx.workload.gpus_per_node or ctx.device.max_gpus_per_node
+                or ctx.device.gpus_per_node or 8)  # as the search's (serving/plan.py)
+        rendered = _pd_rendered(rendered, engine.config_for("inference"), values, chosen, node)
     if chosen.kv_unified:  # the per-slot split and the streams' cost are not this config's
         rendered = rendered.model_copy(update={"notes": [
             n for n in rendered.notes if not n.startswith(("context:", "max_batch:"))]})
     notes = [f"under the load: the config the serving search chose ({chosen.max_sequences} "
              f"sequences, {chosen.step_tokens} tokens a step, {chosen.split_words()}, "
-             f"{chosen.replicas} replica{'s' if chosen.replicas != 1 else ''}), not the "
+             f"{chosen.replicas} {'group' if chosen.disaggregated else 'replica'}"
+             f"{'s' if chosen.replicas != 1 else ''}), not the "
              "single-request plan's steps"]
-    if not one_node:
+    if not one_node and not chosen.disaggregated:
         notes.append(f"run {chosen.replicas} copies of this command, each on its own "
                      f"{chosen.gpus_per_replica} GPU{'s' if chosen.gpus_per_replica > 1 else ''}"
                      f", at most {per_node // chosen.gpus_per_replica} a node, behind a load "

@@ -17,8 +17,8 @@ from hwadvisor.models.serving import Load, Targets
 from hwadvisor.perfmodel.calibration import Calibration
 from hwadvisor.perfmodel.drafters import DRAFTERS, published_for_model
 from hwadvisor.perfmodel.steps import StepModel
-from hwadvisor.serving.scheduler import policy_of, slot_of
-from hwadvisor.serving.screen import Table, length_quantile
+from hwadvisor.serving.scheduler import kv_pool_tokens, policy_of, slot_of
+from hwadvisor.serving.screen import Shape, Table, length_quantile
 from hwadvisor.workload.quality import within
 
 # The knobs' values. Paged engines (vLLM --max-num-seqs 256-1024 and --max-num-batched-tokens
@@ -234,3 +234,40 @@ def slot_tokens(workload: Workload, load: Load) -> int | None:
         return None
     need = length_quantile(load.prompt, 99) + length_quantile(load.output, 99)
     return slot_of(need, workload.spec.window if workload.spec else None)
+
+
+def pool_of(model: Replica, inputs: Inputs, step_tokens: int) -> int:
+    """Return the tokens of KV cache a replica holds at a step budget (kept per budget)."""
+    pool = model.pools.get(step_tokens)
+    if pool is None:
+        pool = kv_pool_tokens(model.steps, model.workload, inputs.device, model.options,
+                              step_tokens, model.family.layers_over)
+        model.pools[step_tokens] = pool
+    return pool
+
+
+def table_of(model: Replica, shape: Shape, prefix_caching: bool,
+             pool_wide: bool = False) -> Table:
+    """Return the replica's step table for the load's shape (kept per prefix caching and pool)."""
+    table = model.tables.get((prefix_caching, pool_wide))
+    if table is None:
+        like = next((t for t in model.tables.values() if t.pool_wide == pool_wide), None)
+        table = Table(model.steps, shape.prompt + shape.output / 2.0, shape.uncached, like,
+                      pool_wide)
+        model.tables[(prefix_caching, pool_wide)] = table
+    return table
+
+
+def prefix_caching(inputs: Inputs) -> bool:
+    """Tell whether candidates cache prompt prefixes: wherever the engine can.
+
+    A cache hit only takes prompt work away in the model (no cost is counted for it), so a
+    candidate with the cache off never serves more: it is not searched, which halves the search
+    of a load with a shared prefix. Off only where the engine has no prefix cache at all; a load
+    without a shared prefix is the same either way (on: no flag to emit).
+    """
+    engine = engine_for(inputs.workload)
+    if inputs.load.prefix_share <= 0:
+        return True
+    can = engine.defaults.prefix_caching or "prefix-caching" in engine.config_for("inference").steps
+    return can and not engine.cannot("prefix-caching", str(inputs.device.device_class))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hwadvisor.models.serving import ServingFigures
+from hwadvisor.models.serving import ServingFigures, TargetCheck, Targets
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -66,3 +66,19 @@ def figures(ttft: Sequence[float], latency: Sequence[float], outputs: Sequence[i
     return ServingFigures(
         **values, request_throughput_rps=len(latency) / span,
         output_tokens_per_s=sum(outputs) / span, requests=len(latency), saturated=saturated)
+
+
+def checks_of(figures: ServingFigures, targets: Targets) -> list[TargetCheck]:
+    """Each target against the figure it names, at the targets' percentile."""
+    q = targets.percentile
+    tpot = "itl" if targets.tpot_definition == "itl" else "tpot"
+    out = []
+    for name, target in (("ttft", targets.ttft_s), (tpot, targets.tpot_s),
+                         ("request_latency", targets.request_latency_s)):
+        if target is None:
+            continue
+        value = figures.at(name, q)
+        met = value <= target and not figures.saturated
+        out.append(TargetCheck(figure=name, percentile=q, target_s=target, value_s=value,  # type: ignore[arg-type]
+                               met=met, margin=(target - value) / target))
+    return out

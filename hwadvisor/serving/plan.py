@@ -17,8 +17,9 @@ from hwadvisor.models.serving import (
 from hwadvisor.perfmodel.calibration import Calibration
 from hwadvisor.serving import predict
 from hwadvisor.serving.candidates import Inputs, searchable
+from hwadvisor.serving.figures import checks_of
 from hwadvisor.serving.request import LoadRequest, build
-from hwadvisor.serving.search import checks_of, search
+from hwadvisor.serving.search import search
 
 
 def _fewest_words(plan: ServingPlan) -> str:
@@ -78,8 +79,7 @@ def recommend_plan(inputs: Inputs) -> ServingPlan | None:
     layers = engine_for(inputs.workload).defaults.sharding == "layers"
     notes.append(("layer splits within a node are searched (the engine's default across "
                   "GPUs); " if layers else "pipeline parallelism is not searched; ")
-                 + "disaggregated prefill/decode is not searched; tensor parallelism stays "
-                 "within a node")
+                 + "tensor parallelism stays within a node")
     plan.notes = notes
     return plan
 

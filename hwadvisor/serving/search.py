@@ -29,10 +29,10 @@ from hwadvisor.models.serving import (
     ServingFigures,
     ServingPlan,
     ServingPoint,
-    TargetCheck,
     Targets,
 )
 from hwadvisor.perfmodel.efficiency import engine_time
+from hwadvisor.serving import disagg
 from hwadvisor.serving.candidates import (
     Candidate,
     Family,
@@ -43,14 +43,17 @@ from hwadvisor.serving.candidates import (
     knob_values,
     kv_formats,
     layouts,
+    pool_of,
+    prefix_caching,
     replica,
+    table_of,
     weight_formats,
 )
+from hwadvisor.serving.figures import checks_of
 from hwadvisor.serving.scheduler import (
     Knobs,
     default_max_seqs,
     default_step_tokens,
-    kv_pool_tokens,
     kv_streams,
     policy_of,
     speculation,
@@ -109,26 +112,6 @@ class Judged:
 # --- candidates --------------------------------------------------------------------------------
 
 
-def _pool(model: Replica, inputs: Inputs, step_tokens: int) -> int:
-    pool = model.pools.get(step_tokens)
-    if pool is None:
-        pool = kv_pool_tokens(model.steps, model.workload, inputs.device, model.options,
-                              step_tokens, model.family.layers_over)
-        model.pools[step_tokens] = pool
-    return pool
-
-
-def _table(model: Replica, shape: Shape, prefix_caching: bool,
-           pool_wide: bool = False) -> Table:
-    table = model.tables.get((prefix_caching, pool_wide))
-    if table is None:
-        like = next((t for t in model.tables.values() if t.pool_wide == pool_wide), None)
-        table = Table(model.steps, shape.prompt + shape.output / 2.0, shape.uncached, like,
-                      pool_wide)
-        model.tables[(prefix_caching, pool_wide)] = table
-    return table
-
-
 # --- curves and capacities ----------------------------------------------------------------------
 
 def _curve(model: Replica, inputs: Inputs, drafter: str | None, step_tokens: int,
@@ -139,7 +122,7 @@ def _curve(model: Replica, inputs: Inputs, drafter: str | None, step_tokens: int
     used cache); otherwise such an engine decodes a pass per run of busy slot ids.
     """
     shape = Shape.of(inputs.load, prefix_caching)
-    pool = _pool(model, inputs, step_tokens)
+    pool = pool_of(model, inputs, step_tokens)
     if pool < shape.prompt + shape.output:
         return None  # the KV pool does not hold one request: the model does not fit this way
     accepted, verify, cost = speculation(drafter_options(inputs.options, drafter,
@@ -157,7 +140,7 @@ def _curve(model: Replica, inputs: Inputs, drafter: str | None, step_tokens: int
         model.workload, Knobs(max_seqs=most_seqs, kv_unified=kv_unified or None), most_seqs)
     limits = Limits(mixed, step_tokens, most_seqs, pool, accepted, verify, cost, overhead,
                     most_seqs if per_slot else 0)
-    table = _table(model, shape, prefix_caching, unified)
+    table = table_of(model, shape, prefix_caching, unified)
     top = _top_rate(table, limits, shape)
     rates = [top * _CURVE_RATIO ** -(k) for k in range(_CURVE_POINTS, -3, -1)]
     points: list[Point] = []
@@ -290,7 +273,7 @@ def _judge_formats(inputs: Inputs, quality: str | None) -> Searched:
     """Judge every candidate whose weights are within `quality` (None: the workload's)."""
     seqs_values, step_values = knob_values(inputs.workload)
     closed = inputs.load.concurrency is not None
-    prefixes = (_prefix_caching(inputs),)
+    prefixes = (prefix_caching(inputs),)
     per_slot = engine_for(inputs.workload).defaults.stream_per_slot
     judged: list[Judged] = []
     curves: list[_Curve] = []
@@ -318,26 +301,11 @@ def _judge_formats(inputs: Inputs, quality: str | None) -> Searched:
     return Searched(judged, curves, 0.0)
 
 
-def _prefix_caching(inputs: Inputs) -> bool:
-    """Tell whether candidates cache prompt prefixes: wherever the engine can.
-
-    A cache hit only takes prompt work away in the model (no cost is counted for it), so a
-    candidate with the cache off never serves more: it is not searched, which halves the search
-    of a load with a shared prefix. Off only where the engine has no prefix cache at all; a load
-    without a shared prefix is the same either way (on: no flag to emit).
-    """
-    engine = engine_for(inputs.workload)
-    if inputs.load.prefix_share <= 0:
-        return True
-    can = engine.defaults.prefix_caching or "prefix-caching" in engine.config_for("inference").steps
-    return can and not engine.cannot("prefix-caching", str(inputs.device.device_class))
-
-
 def _fitting(model: Replica, inputs: Inputs, step_tokens: int, seqs: list[int]) -> list[int]:
     """Keep the slot counts whose slots fit the memory (all of them for a paged cache)."""
     if model.slot is None:
         return seqs
-    pool = _pool(model, inputs, step_tokens)
+    pool = pool_of(model, inputs, step_tokens)
     return [n for n in seqs if n * model.slot <= pool]
 
 
@@ -483,22 +451,6 @@ def config_of(j: Judged, replicas: int, inputs: Inputs) -> ServingConfig:
         slot_tokens=j.curve.model.slot)
 
 
-def checks_of(figures: ServingFigures, targets: Targets) -> list[TargetCheck]:
-    """Each target against the figure it names, at the targets' percentile."""
-    q = targets.percentile
-    tpot = "itl" if targets.tpot_definition == "itl" else "tpot"
-    out = []
-    for name, target in (("ttft", targets.ttft_s), (tpot, targets.tpot_s),
-                         ("request_latency", targets.request_latency_s)):
-        if target is None:
-            continue
-        value = figures.at(name, q)
-        met = value <= target and not figures.saturated
-        out.append(TargetCheck(figure=name, percentile=q, target_s=target, value_s=value,  # type: ignore[arg-type]
-                               met=met, margin=(target - value) / target))
-    return out
-
-
 def simulate_config(j: Judged, replicas: int, inputs: Inputs) -> ServingFigures:
     """Simulate the config at its share of the load (predict); figures over all replicas."""
     from hwadvisor.serving import predict
@@ -540,7 +492,7 @@ def screen_figures(j: Judged, replicas: int, inputs: Inputs) -> ServingFigures:
     curve = j.curve
     load = _replica_load(inputs.load, replicas)
     limits = _with_seqs(curve, j.candidate.max_seqs)
-    table = _table(curve.model, curve.shape, j.candidate.prefix_caching)
+    table = table_of(curve.model, curve.shape, j.candidate.prefix_caching)
     if load.rate_rps is not None:
         point = with_slots(open_point(table, limits, curve.shape, load.rate_rps), limits,
                            curve.shape)
@@ -633,6 +585,22 @@ def search(inputs: Inputs) -> ServingPlan:
     fewest = fewest_gpus(searched)
     if best is not None and (inputs.gpus is None or fewest is None or best.config.gpus < fewest):
         fewest = best.config.gpus  # what the simulation confirmed
+    pd_notes: list[str] = []
+    models = [c.model for c in searched.curves if c.drafter is None]
+    pd = disagg.best_group(models, inputs, pd_notes)
+    colocated = order[0] if order else None
+    if pd is not None and disagg.wins(pd, colocated.gpus if colocated else None,
+                                      colocated is not None, inputs):
+        best = disagg.as_point(pd, inputs)
+        top.insert(0, best)
+        chosen = None
+        fewest = min(fewest or best.config.gpus, best.config.gpus)
+    elif pd is not None:
+        pd_notes[-1] += ("; not planned: a colocated config meets the targets on "
+                         + ("as few GPUs" if inputs.gpus is None else "these GPUs")
+                         + ", and disaggregation does not raise throughput (vLLM's "
+                         "disaggregated-prefill guide): it pays where prompt chunks would "
+                         "break a TPOT target")
     plan = ServingPlan(
         load=inputs.load, targets=inputs.targets,
         method=(f"an analytic steady state of {engine_for(inputs.workload).name}'s scheduler "
@@ -649,6 +617,11 @@ def search(inputs: Inputs) -> ServingPlan:
         search_s=time.perf_counter() - started)
     if chosen is not None:
         plan.notes.append(breaks_first(chosen, inputs))
+    if best is not None and best.config.disaggregated:
+        plan.method += ("; disaggregated prefill/decode groups are judged by the screen alone "
+                        "(the simulation plays colocated engines), and one met what no colocated "
+                        "config did: the targets here, or the load on fewer GPUs")
+    plan.notes += pd_notes
     if searched.below_budget is not None:
         plan.notes.insert(0, f"no config within the --quality {inputs.workload.quality} budget "
                           f"holds the model on these GPUs: searched with {searched.below_budget} "
