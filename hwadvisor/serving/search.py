@@ -277,12 +277,22 @@ def _judge_formats(inputs: Inputs, quality: str | None) -> Searched:
     per_slot = engine_for(inputs.workload).defaults.stream_per_slot
     judged: list[Judged] = []
     curves: list[_Curve] = []
+    # A layer split runs a step in the time of one GPU holding every layer: more GPUs in it
+    # only hold more cache. Once a split holds every slot count searched, a wider one of the
+    # same formats serves no more than it does (replicas would), so it is not searched.
+    holds_all: set[tuple[int, str, str]] = set()
     for tp, layers_over in layouts(inputs):
         for weights in weight_formats(inputs, quality):
             for kv in kv_formats(inputs):
+                if layers_over > 1 and (tp, weights, kv) in holds_all:
+                    continue
                 model = replica(inputs, Family(tp, weights, kv, layers_over))
                 if model is None:
                     continue
+                if model.slot is not None and all(
+                        len(_fitting(model, inputs, step, seqs_values)) == len(seqs_values)
+                        for step in step_values):
+                    holds_all.add((tp, weights, kv))
                 for drafter in drafters(inputs):
                     for step_tokens in step_values:
                         seqs = [s for s in seqs_values if s <= step_tokens]
