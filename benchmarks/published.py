@@ -1,6 +1,6 @@
 """The model's predictions against published measurements (and this project's own H200 runs).
 
-Figures: benchmarks/published_figures.toml (172 public figures; fields at its top; `split`
+Figures: benchmarks/published_figures.toml (214 public figures; fields at its top; `split`
 tune / check, about half held out) plus the end-to-end runs of whole models in plain PyTorch on
 an H200 (benchmarks/data/h200_e2e_2026-12-01.json, from benchmarks/e2e_torch.py). For each
 figure the workload is built as the source ran it (preset, engine, weights, batch, lengths,

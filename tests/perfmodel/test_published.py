@@ -29,10 +29,14 @@ def rows(published: ModuleType) -> list:
     return published.evaluate(published.load_figures() + published.e2e_figures())
 
 
-def test_the_data_file_has_its_172_figures_and_a_held_out_share(published: ModuleType) -> None:
+def test_the_data_file_has_its_214_figures_and_a_held_out_share(published: ModuleType) -> None:
     figures = published.load_figures()
-    assert len(figures) == 172
+    assert len(figures) == 214
     check = [f for f in figures if f.split == "check"]
+    # 2026-12-07: 42 new held-out figures from sources never cited (issue 42: llama.cpp layer
+    # split over 2-8 GPUs, MoE on Metal and MLX, Genie on the 8 Gen 3 / 8 Elite, Megatron-Bridge
+    # 26.02 training), all check: 132 of 214 (62%), so the share's upper bound is 0.65 (was 0.6;
+    # more held out, nothing fitted on them).
     # 2026-12-06: nine Android rows that chose the model moved to tune, 27 new check figures
     # (Qualcomm AI Hub per-model perf.yaml, llama.cpp PR #15802 / #15131 micro-batch sweeps)
     # 72 of 145 (the three Adreno 830 kernel-PR figures of 2026-12-03 are tune, and the S23's
@@ -41,7 +45,7 @@ def test_the_data_file_has_its_172_figures_and_a_held_out_share(published: Modul
     # them), two of that day's three training rows (the 405B plain 1F1B, the 8B async TP), and
     # the eleven Android figures of that day (llama.cpp OpenCL on Adreno, MLC-LLM) and the four
     # Samsung S23 rows (PocketPal's baseline; only its SmolLM2 prefill set the profile's rate)
-    assert 0.3 <= len(check) / len(figures) <= 0.6
+    assert 0.3 <= len(check) / len(figures) <= 0.65
     assert {f.split for f in figures} == {"tune", "check"}
 
 
@@ -88,7 +92,30 @@ def test_phone_and_apple_runtime_figures_are_within_20_percent(rows: list) -> No
 # - llama.cpp on an RTX 3090 at pp512 with -ub 5..8 saturates near 510-570 tokens/s (likely
 #   the MMVQ kernels' per-column compute, which the model does not have for GeForce cards; it
 #   streams the weights once for all columns): +36% to +66%.
+# 2026-12-07: new held-out figures beyond the worst target (docs/benchmarks.md, "2026-12-07 — 42
+# new held-out figures"), each with the mechanism the model lacks:
+# - llama.cpp pp512 on 4 x RTX 6000 Ada / 4 x L40S (layer split, May 2024 builds): +128% to +163%.
+#   The profiles give these cards the workstation FP16/FP32-accumulate tensor rate (364 TFLOP/s,
+#   2.2x the RTX 4090's 165), but the published pp512 (591-864 tokens/s at 300-350 W) lies below
+#   the 4 x RTX 4090 run's (835): llama.cpp's prefill kernels do not reach that rate;
+# - Mixtral 8x7B pp512 on an M2 Max at build 1631 (+241% to +351%): the first Metal mul_mat_id
+#   for the experts; the model prices expert matmuls at the dense rate (issue 42, MoE);
+# - Llama-2-7B-Chat decode on the 8 Elite's NPU (-41%; the 8 Gen 3's is -25%): Hexagon decode per
+#   model family, not explained yet;
+# - Megatron-Bridge 26.02 Qwen3-30B-A3B training (EP 8; +509% on 16 H100, +244% on 8 B200, +60%
+#   on 8 B300): the model lacks the MoE training costs (token dispatch, grouped expert GEMMs at
+#   small per-expert shapes, permutation); the published 118-223 TFLOP/s/GPU is 12-22% MFU.
 KNOWN_MISSES: set[str] = {
+    "llamacpp-4x-rtx-6000-ada-llama3-70b-q4_k_m-pp512-layersplit",
+    "llamacpp-4x-rtx-6000-ada-llama3-70b-f16-pp512-layersplit",
+    "llamacpp-4x-l40s-llama3-70b-q4_k_m-pp512-layersplit",
+    "llamacpp-m2-max-38c-mixtral-8x7b-q4_0-pp512-pr4406",
+    "llamacpp-m2-max-38c-mixtral-8x7b-q4_k_m-pp512-pr4406",
+    "llamacpp-m2-max-38c-mixtral-8x7b-q8_0-pp512-pr4406",
+    "qnn-8elite-llama2-7b-chat-w4a16-decode",
+    "megatron-bridge2602-h100-qwen3-30b-a3b-fp8",
+    "megatron-bridge2602-b200-qwen3-30b-a3b-fp8",
+    "megatron-bridge2602-b300-qwen3-30b-a3b-fp8",
     "genie-s24-8gen3-phi3.5-mini-w4a16-decode",
     "genie-8elite-phi3.5-mini-w4a16-decode",
     "llamacpp-rtx-3090-llama3-8b-q4_0-pp512-ub5-pr15802",
@@ -133,8 +160,9 @@ def test_trial_shapes_are_within_25_percent() -> None:
 @pytest.mark.parametrize("split", ["tune", "check"])
 def test_every_training_figure_is_within_20_percent(published: ModuleType, rows: list,
                                                      split: str) -> None:
+    # the known misses (above: MoE training, 2026-12-07) are held to being misses instead
     mine = [r for r in rows if r.fig.phase == "training" and r.fig.split == split
-            and r.error is not None]
+            and r.error is not None and r.fig.id not in KNOWN_MISSES]
     assert len(mine) >= 10
     over = [(r.fig.id, round(r.error, 3)) for r in mine
             if abs(r.error) > published.TRAINING_TARGET]
