@@ -290,7 +290,7 @@ def _judge_formats(inputs: Inputs, quality: str | None) -> Searched:
                 if model is None:
                     continue
                 if model.slot is not None and all(
-                        len(_fitting(model, inputs, step, seqs_values)) == len(seqs_values)
+                        len(_fitting(model, inputs, step, list(seqs_values))) == len(seqs_values)
                         for step in step_values):
                     holds_all.add((tp, weights, kv))
                 for drafter in drafters(inputs):
