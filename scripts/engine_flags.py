@@ -1050,7 +1050,11 @@ def click_options(tree: ast.AST, index: PyIndex) -> Flags:
 
 
 def extract_mlc(root: Path) -> tuple[dict[str, Any], list[str]]:
-    """`mlc_llm serve`: cli/serve.py argparse, with the --overrides keys it parses."""
+    """`mlc_llm serve` (cli/serve.py, with its --overrides keys), and the phone route.
+
+    The phone route's commands (convert_weight, gen_config, package) and the keys of
+    mlc-package-config.json.
+    """
     pkg = find(root, "mlc_llm/cli/serve.py").parents[1]
     index = PyIndex.build(pkg, ("cli", "support", "serve", "interface"))
     flags = argparse_table(pkg / "cli" / "serve.py", index)
@@ -1063,7 +1067,108 @@ def extract_mlc(root: Path) -> tuple[dict[str, Any], list[str]]:
         flags["--overrides"]["subkey_separator"] = ";"
     if "--mode" in flags and flags["--mode"]["choices"] is None:
         flags["--mode"]["choices"] = ["local", "interactive", "server"]
-    return {"mlc_llm serve": _command(flags, positional=["model"])}, index.files()
+    commands = {"mlc_llm serve": _command(flags, positional=["model"])}
+    # The phone route (docs/deploy/android.rst, ios.rst, compilation/convert_weights.rst):
+    # convert_weight and gen_config read a local checkpoint folder, package compiles the model
+    # library into the MLCChat app from mlc-package-config.json.
+    quantizations = _module_dict_keys(pkg / "quantization" / "quantization.py", "QUANTIZATION",
+                                      index)
+    for name in ("convert_weight", "gen_config", "package"):
+        table_ = argparse_table(pkg / "cli" / f"{name}.py", index)
+        if "--quantization" in table_ and table_["--quantization"]["choices"] is None:
+            table_["--quantization"]["choices"] = quantizations
+        if "--conv-template" in table_ and table_["--conv-template"]["choices"] is None:
+            table_["--conv-template"]["choices"] = sorted(
+                _set_constant(pkg / "interface" / "gen_config.py", "CONV_TEMPLATES", index))
+        positional = ["config"] if name != "package" else []
+        commands[f"mlc_llm {name}"] = _command(table_, positional=positional)
+    commands["mlc-package-config.json"] = _command(_mlc_package_keys(pkg, index))
+    return commands, index.files()
+
+
+def _module_dict_keys(path: Path, name: str, index: PyIndex) -> list[str]:
+    """Return the string keys of a module-level `NAME = {...}` dict of one file."""
+    index.read.add(path)
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(_name(t) == name for t in targets):
+                return [k.value for k in node.value.keys
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    raise SystemExit(f"{name} not found in {path}")
+
+
+def _set_constant(path: Path, name: str, index: PyIndex) -> list[str]:
+    """Return the strings of a module-level `NAME = {...}` set (or list) of one file."""
+    index.read.add(path)
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(_name(t) == name for t in node.targets):
+            value = _literal(node.value)
+            if value is not _UNKNOWN and isinstance(value, (set, list, tuple)):
+                return [str(v) for v in value]
+    raise SystemExit(f"{name} not found in {path}")
+
+
+def _mlc_package_keys(pkg: Path, index: PyIndex) -> Flags:
+    """Return the keys of mlc-package-config.json as interface/package.py reads them.
+
+    The top-level keys package_config.get("...") / ["..."] and a model entry's
+    model_entry["..."] / .get("...") (with the type its isinstance check demands); "device"
+    takes SUPPORTED_DEVICES; a model entry's "overrides" takes ModelConfigOverride's fields
+    (interface/jit.py passes them to the compile).
+    """
+    path = pkg / "interface" / "package.py"
+    index.read.add(path)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    types = {"str": "str", "bool": "bool", "dict": "object", "list": "list", "int": "int"}
+    owner_of: dict[str, tuple[str, str]] = {}  # variable -> (mapping it is read from, key)
+    keys: dict[str, dict[str, Any]] = {"package_config": {}, "model_entry": {}}
+    for node in ast.walk(tree):
+        read = _mapping_read(node)
+        if read is not None and read[0] in keys:
+            keys[read[0]].setdefault(read[1], flag("str"))
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            read = _mapping_read(node.value)
+            if read is not None:
+                owner_of[node.targets[0].id] = read
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _name(node.func) == "isinstance" and \
+                len(node.args) == 2 and isinstance(node.args[0], ast.Name):
+            owner = owner_of.get(node.args[0].id)
+            type_ = types.get(_name(node.args[1]))
+            if owner is not None and owner[0] in keys and type_ is not None:
+                keys[owner[0]][owner[1]]["type"] = type_
+    devices = _set_constant(path, "SUPPORTED_DEVICES", index)
+    out: Flags = dict(keys["package_config"].items())
+    out["device"] = flag("str", devices)
+    entry = keys["model_entry"]
+    entry.setdefault("estimated_vram_bytes", flag("str"))["type"] = "int"  # bytes, as read
+    if "overrides" in entry:
+        # the compile's ModelConfigOverride (interface/compiler_flags.py, as jit.py imports it;
+        # chat.py has another class of that name), and the "opt" key jit() pops first
+        flags_file = pkg / "interface" / "compiler_flags.py"
+        compiler = PyIndex(pkg)
+        compiler.add(flags_file)
+        index.read.add(flags_file)
+        entry["overrides"]["type"] = "object"
+        for key, rec in config_keys(compiler, "ModelConfigOverride").items():
+            entry[f"overrides.{key}"] = rec
+        entry["overrides.opt"] = flag("str")
+    out["model_list"] = flag("list", items=dict(sorted(entry.items())))
+    return out
+
+
+def _mapping_read(node: ast.AST) -> tuple[str, str] | None:
+    """Return (mapping, key) of `m["key"]` or `m.get("key", ...)`, else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+            isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        return node.value.id, node.slice.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr == "get" and isinstance(node.func.value, ast.Name) and node.args and \
+            isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        return node.func.value.id, node.args[0].value
+    return None
 
 
 def _decorator_options(path: Path, function: str, index: PyIndex) -> Flags:

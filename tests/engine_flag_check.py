@@ -210,6 +210,13 @@ def check_keys(data: dict[str, Any], command: dict[str, Any], what: str) -> list
             continue
         if rec.get("type") == "list" and not isinstance(value, list):
             problems.append(f"{what} {key}: {value!r} is not a list")
+        elif rec.get("type") == "list" and rec.get("items"):
+            # a list of mappings whose keys the table states (mlc-package-config.json's
+            # model_list entries)
+            for item in value:
+                problems.extend(check_keys(item, {"flags": rec["items"]}, f"{what} {key}[]")
+                                if isinstance(item, dict) else
+                                [f"{what} {key}: {item!r} is not a mapping"])
         elif rec.get("type") != "list":
             problems.extend(check_value(rec, value, f"{what} {key}"))
     return problems
@@ -449,9 +456,12 @@ def check_config(engine_id: str, fmt: str, text: str, version: str | None = None
         name = CLI_COMMANDS.get(engine_id)
         # An engine with several tools (mlx-lm serves with mlx_lm.server and trains with
         # mlx_lm.lora): the table command the text starts with.
-        first = cli_tokens(text)[:1]
-        if first and first[0] in commands:
-            name = first[0]
+        # MLC's phone route runs several of its subcommands (mlc_llm convert_weight ...): the
+        # longest table command the text starts with.
+        tokens = cli_tokens(text)
+        starts = [c for c in commands if tokens[:len(c.split())] == c.split()]
+        if starts:
+            name = max(starts, key=lambda c: len(c.split()))
         if engine_id == "megatron":
             tokens = cli_tokens(text)
             start = tokens.index("pretrain_gpt.py") if "pretrain_gpt.py" in tokens else 0

@@ -132,13 +132,14 @@ def render_config(
     `not_expressed` with the reason. `plan_values` fills the {placeholders}; one not given is a
     UserError naming it. `forms` asks for a step's model-dependent form (STEP_FORMS), e.g.
     {"speculative-decoding": "mtp"}; an engine without that form says the plain one, with a note.
-    `phase` picks the config: an engine may train with another tool than it serves with;
+    `phase` picks the config: an engine may train with another tool than it serves with, and
+    serve another way on a device class (its class_configs: MLC LLM's phone apps);
     `tool` one of the engine's other_configs (Genie's JSON, a coremltools conversion).
     `launch` says how the plan spans nodes when it spans several (values.nodes > 1): the
     engine's [config.launch] of that kind gives each node's command (render_launch).
     """
     _check_steps(steps)
-    config = _config_of(engine, phase, tool)
+    config = _config_of(engine, phase, tool, device_class)
     values = _given(config, plan_values)
     traced: list[RenderedLine] = []
     skipped: list[NotExpressed] = []
@@ -187,17 +188,24 @@ def render_config(
 
 def _files(config: EngineConfig, sources: list[str],
            values: Mapping[str, object]) -> dict[str, str]:
-    """Return the text of each file the rendered steps put settings in (YAML, by PyYAML)."""
+    """Return the text of each file the rendered steps put settings in.
+
+    A name ending in .json is written as JSON, any other as YAML (by PyYAML).
+    """
     out: dict[str, str] = {}
     for name, by_step in config.files.items():
         merged: dict[str, Any] = {}
         for source in sources:
             if source in by_step:
                 _merge(merged, _filled(by_step[source], values, source))
-        if merged:
-            import yaml  # only a plan that names such a file needs it
+        if not merged:
+            continue
+        if name.endswith(".json"):
+            out[name] = json.dumps(merged, indent=4) + "\n"
+            continue
+        import yaml  # only a plan that names such a file needs it
 
-            out[name] = yaml.safe_dump(merged, sort_keys=False, default_flow_style=False)
+        out[name] = yaml.safe_dump(merged, sort_keys=False, default_flow_style=False)
     return out
 
 
@@ -219,12 +227,26 @@ def _filled(value: Any, values: Mapping[str, object], step: str) -> Any:
 
 
 def _merge(into: dict[str, Any], more: Mapping[str, Any]) -> None:
-    """Merge nested settings; a later step's scalar wins (as a later flag would)."""
+    """Merge nested settings; a later step's scalar wins (as a later flag would).
+
+    Lists of mappings of one length merge entry by entry: a step adds its keys to the entry
+    another step made (the context's overrides to mlc-package-config.json's one model).
+    """
     for key, value in more.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
+        earlier = into.get(key)
+        if isinstance(value, dict) and isinstance(earlier, dict):
+            _merge(earlier, value)
+        elif isinstance(value, list) and isinstance(earlier, list) and _mappings(value) \
+                and _mappings(earlier) and len(value) == len(earlier):
+            for entry, added in zip(earlier, value, strict=True):
+                _merge(entry, added)
         else:
             into[key] = value
+
+
+def _mappings(value: Any) -> bool:
+    """Whether a value is a non-empty list of mappings."""
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
 
 
 def _count(values: Mapping[str, object], key: str) -> int:
@@ -335,23 +357,24 @@ def _where(how: NodeLaunch, rank: int, group: int, groups: int) -> str:
 
 
 def step_note(engine: Engine, step: str, plan_values: PlanValues,
-              phase: str = "inference") -> str | None:
+              phase: str = "inference", device_class: str | None = None) -> str | None:
     """Return the engine config's note for a step (what it needs besides), filled; None: none.
 
     For a step another one implies: a serving engine the plan moves to runs the user's GGUF
     quant as its own 4-bit checkpoint, whose note (serve an AWQ or GPTQ copy) the config says.
     """
-    config = _config_of(engine, phase, "")
+    config = _config_of(engine, phase, "", device_class)
     note = config.step_notes.get(step)
     if note is None:
         return None
     return f"{step}: {_fill_or_raise(note, _given(config, plan_values), step)}"
 
 
-def _config_of(engine: Engine, phase: str, tool: str) -> EngineConfig:
-    """Return the config asked for: the phase's own, or one of the engine's other tools'."""
+def _config_of(engine: Engine, phase: str, tool: str,
+               device_class: str | None = None) -> EngineConfig:
+    """Return the config asked for: the phase's own (on this device class), or another tool's."""
     if not tool:
-        return engine.config_for(phase)
+        return engine.config_for(phase, device_class)
     if tool not in engine.other_configs:
         raise UserError(f"{engine.name} has no {tool!r} config",
                         hint=f"its other configs: {', '.join(engine.other_configs) or 'none'}")
@@ -369,6 +392,19 @@ def _given(config: EngineConfig, plan_values: PlanValues) -> dict[str, object]:
     unit = values.get("compute_units")
     if isinstance(unit, str) and unit in config.unit_words:
         values["compute_units"] = config.unit_words[unit]
+    name = values.get("model_name")
+    if config.chat_templates and isinstance(name, str):
+        template = config.chat_templates.get(name, config.chat_templates.get("*"))
+        if template is not None:
+            values["chat_template"] = template
+    vendor = plan_values.vendor
+    for key, words in config.words.items():
+        value = values.get(key)
+        if value is None:
+            continue
+        word = words.get(f"{value}@{vendor}", words.get(str(value)))
+        if word is not None:
+            values[key] = word
     return values
 
 
@@ -448,7 +484,9 @@ def _cli_text(config: EngineConfig, lines: list[RenderedLine],
     """Return a full command line: the base command, then one flag per continued line."""
     command = _fill_or_raise(config.command or "", values, "base", "cli")
     flags = _merge_flags([line.setting for line in lines], config.merge_flags)
-    return " \\\n  ".join([command, *flags])
+    before = [_fill_or_raise(c, values, "base", "cli") for c in config.before]
+    after = [_fill_or_raise(c, values, "base", "cli") for c in config.after]
+    return "\n\n".join([*before, " \\\n  ".join([command, *flags]), *after])
 
 
 def _merge_flags(flags: list[str], merge: Mapping[str, str]) -> list[str]:

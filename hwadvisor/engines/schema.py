@@ -450,7 +450,24 @@ class EngineConfig(_Strict):
         default_factory=dict, description="Files the command line names (trtllm-serve "
         "--extra_llm_api_options FILE), by file name: each step's (or step form's) settings in "
         "it, merged in the order the steps render; a string that is one {placeholder} takes "
-        "the value's own type, placeholders inside longer strings fill as text")
+        "the value's own type, placeholders inside longer strings fill as text. A name ending "
+        "in .json is written as JSON, any other as YAML")
+    before: list[str] = Field(
+        default_factory=list, description="cli: commands run before the command, in order, "
+        "each a block of its own (MLC's mlc_llm convert_weight before gen_config); a line "
+        "starting with # is a comment (a step done by hand: git clone)")
+    after: list[str] = Field(
+        default_factory=list, description="cli: commands run after the command, in order "
+        "(MLC's mlc_llm package, which reads the config's files)")
+    words: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="How this config names a plan value, by placeholder: "
+        "value -> its word (MLC's q4f16_1 for int4 weights, iphone for an Apple phone); a key "
+        "'value@vendor' is the word on that vendor's devices only (q4f16_0 on Adreno); a value "
+        "with no word stays as it is")
+    chat_templates: dict[str, str] = Field(
+        default_factory=dict, description="The chat format each checkpoint was trained with, as "
+        "this config names it, by the checkpoint's name (model_name: Qwen2.5-0.5B-Instruct -> "
+        "qwen2); '*' for any other (a base model: plain completion); fills {chat_template}")
 
     @model_validator(mode="after")
     def _check(self) -> EngineConfig:
@@ -464,6 +481,9 @@ class EngineConfig(_Strict):
                  "config.step_notes step")
         _unknown(self.not_expressed, STEP_IDS, "config.not_expressed step")
         _unknown(self.unit_words, ("cpu", "gpu", "npu"), "config.unit_words unit")
+        _unknown(self.words, PLACEHOLDERS, "config.words placeholder")
+        if (self.before or self.after) and self.format != "cli":
+            raise ValueError("commands before and after the command are for a cli config")
         both = sorted(set(self.steps) & set(self.not_expressed))
         if both:
             raise ValueError(f"steps both mapped and not_expressed: {both}")
@@ -471,7 +491,7 @@ class EngineConfig(_Strict):
             raise ValueError("a cli config needs a command")
         launches = [t for launch in self.launch.values() for t in launch.templates()]
         for text in [self.command or "", *self.step_notes.values(), *self.all_settings(),
-                     *launches]:
+                     *launches, *self.before, *self.after]:
             _unknown(placeholders(text), PLACEHOLDERS, f"placeholder in {text!r}:")
         for setting in self.all_settings():
             _check_setting(self.format, setting)
@@ -937,6 +957,10 @@ class Engine(_Strict):
     other_configs: dict[str, EngineConfig] = Field(
         default_factory=dict, description="The same plan said for the engine's other tools, by "
         "tool (Genie's genie_config.json, a coremltools conversion), rendered beside the config")
+    class_configs: dict[str, EngineConfig] = Field(
+        default_factory=dict, description="The config for serving on a device class where the "
+        "engine runs another way, by class (MLC LLM on phones: the model compiled into its "
+        "MLCChat app by mlc_llm package, not the mlc_llm serve server)")
     training_config: EngineConfig | None = Field(
         None, description="The config for training where the engine trains with another tool "
         "(mlx-lm: mlx_lm.lora)")
@@ -957,6 +981,7 @@ class Engine(_Strict):
         _unknown(self.applies, STEP_IDS, "applies step")
         _unknown(self.unsupported, STEP_IDS, "unsupported step")
         _unknown(self.unsupported_on, self.device_classes, "unsupported_on device class")
+        _unknown(self.class_configs, self.device_classes, "class_configs device class")
         _unknown(self.own_formats, ("int4", "int8"), "own_formats kind")
         _unknown(self.own_formats.values(), self.weight_formats, "own_formats format")
         _unknown(self.quantization, self.weight_formats, "quantization format")
@@ -991,10 +1016,16 @@ class Engine(_Strict):
         """Whether the engine's config has this form of a step (selective checkpointing ...)."""
         return f"{step}-{form}" in self.config_for(phase).steps
 
-    def config_for(self, phase: str) -> EngineConfig:
-        """Return the config a plan of this phase is said in (training may use another tool)."""
+    def config_for(self, phase: str, device_class: str | None = None) -> EngineConfig:
+        """Return the config a plan of this phase is said in.
+
+        Training may use another tool (training_config); serving on a device class may run
+        another way (class_configs: MLC LLM's phone apps).
+        """
         if phase == "training" and self.training_config is not None:
             return self.training_config
+        if phase == "inference" and device_class in self.class_configs:
+            return self.class_configs[device_class or ""]
         return self.config
 
 

@@ -25,6 +25,17 @@ class PlanValues(BaseModel):
     # the model and the hardware
     model: str | None = None
     """The checkpoint the engine loads"""
+    model_name: str | None = None
+    """The checkpoint's own name (its repo's last part: Llama-3.2-1B), the folder it is cloned
+    into and the name its converted weights take"""
+    chat_template: str | None = None
+    """The chat format the checkpoint was trained with, as the config names it (its
+    chat_templates, read by model_name; MLC's --conv-template)"""
+    vendor: str | None = None
+    """The device's vendor (apple, qualcomm ...); a config's words say its platform (MLC's
+    iphone / android)"""
+    memory_bytes: int | None = None
+    """The plan's memory per device (MLC's estimated_vram_bytes)"""
     gpus: int | None = None
     """GPUs over all nodes"""
     nodes: int | None = None

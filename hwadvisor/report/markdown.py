@@ -138,6 +138,7 @@ def _plan(report: Report) -> list[str]:
     from hwadvisor.report.plantext import (
         LAUNCH_HEADING,
         config_lines,
+        file_fence,
         file_heading,
         other_config_blocks,
         plan_lines,
@@ -160,7 +161,8 @@ def _plan(report: Report) -> list[str]:
                       .splitlines(), "```"]
         for name, body in (report.plan.engine_config.files.items()
                            if report.plan.engine_config else []):
-            lines += ["", file_heading(name), "", "```yaml", *body.splitlines(), "```"]
+            lines += ["", file_heading(name), "", f"```{file_fence(name)}", *body.splitlines(),
+                      "```"]
         lines += [f"- {line}" for line in config[1:] if line.startswith(("not in", "note:"))]
     for other, block in zip(report.plan.engine_config.also if report.plan.engine_config else [],
                             other_config_blocks(report.plan), strict=True):

@@ -153,6 +153,11 @@ def file_heading(name: str) -> str:
     return f"{name} (the file the command names; --emit writes it beside):"
 
 
+def file_fence(name: str) -> str:
+    """Return the language of a file the config names, for a code fence: json or yaml."""
+    return "json" if name.endswith(".json") else "yaml"
+
+
 def config_lines(plan: Plan) -> list[str]:
     """Return the plan in the engine's own words, and what it could not say."""
     config = plan.engine_config

@@ -108,6 +108,8 @@ def plan_values(ctx: RuleContext, plan: Plan) -> PlanValues:
     from hwadvisor.engines import engine_for
 
     engine = engine_for(wl)
+    cls = str(ctx.device.device_class)
+    repo = engine_model_name(wl.model, "hf")
     # Engines that page the KV cache take a capacity (vLLM --max-num-seqs); slot-based ones
     # (llama-server --parallel, mlx) take the concurrency you serve.
     paged = engine.defaults.paged_kv
@@ -123,8 +125,10 @@ def plan_values(ctx: RuleContext, plan: Plan) -> PlanValues:
         # vLLM's --max-num-seqs and SGLang's --max-running-requests count per DP rank
         max_batch = -(-max_batch // layout.attn_dp)
     values = PlanValues(
-        model=engine_model_name(wl.model, engine.config_for(wl.phase).model_source,
+        model=engine_model_name(wl.model, engine.config_for(wl.phase, cls).model_source,
                                 wl.weights_dtype),
+        model_name=repo.rstrip("/").rsplit("/", 1)[-1], vendor=ctx.device.vendor,
+        memory_bytes=plan.memory_per_gpu_bytes,
         gpus=wl.gpus, nodes=wl.nodes,
         gpus_per_node=wl.gpus_per_node or wl.gpus // max(wl.nodes, 1),
         batch=wl.batch, max_batch=max_batch,
@@ -172,7 +176,7 @@ def plan_values(ctx: RuleContext, plan: Plan) -> PlanValues:
     replicas = layout.replicas()
     # vLLM's DP+EP counts tensor parallelism per attention rank (1); SGLang's DP attention
     # keeps the group's --tp-size (the engine's config says which).
-    config = engine.config_for(wl.phase)
+    config = engine.config_for(wl.phase, cls)
     tp = layout.tp // layout.attn_dp if config.dp_attention_tp == "attention" else layout.tp
     return values.model_copy(update={
         "tp": tp, "pp": layout.pp, "dp": replicas, "cp": layout.cp, "attn_dp": layout.attn_dp,
@@ -309,7 +313,7 @@ def engine_config(ctx: RuleContext, plan: Plan,
     rendered = render_config(engine, steps, values, device_class, forms, ctx.workload.phase,
                              launch=kind)
     if twin:
-        note = step_note(engine, implied, values)
+        note = step_note(engine, implied, values, device_class=device_class)
         if note is not None:
             rendered = rendered.model_copy(update={"notes": [*rendered.notes, note]})
     capped = window_note(ctx.workload) if ctx.workload.phase == "inference" else None

@@ -55,6 +55,7 @@ SAMPLE_VALUES = PlanValues(
     context=2048, global_batch=64, local_batch=4, checkpoint_every=2,
     recompute_layers=8,
     compute_units="gpu", torch_dtype="torch.bfloat16",
+    model_name="Llama-3.1-8B", vendor="qualcomm", memory_bytes=4_000_000_000,
 )
 LAYOUT_VALUES = {"tp": 2, "pp": 2, "dp": 2, "ep": 2, "max_batch": 16, "context": 4096,
                  "gpu_layers": 33}
@@ -106,6 +107,24 @@ def test_each_step_alone_renders_flags_the_engine_takes(engine_id: str, key: str
         values = values.model_copy(update={key: LAYOUT_VALUES[key]})
     rendered = render_config(engine, [step], values, None, forms, phase or "inference")
     assert check_rendered(rendered) == []
+
+
+def _class_cases() -> list[tuple[str, str, str]]:
+    """Return (engine, device class, config key) of every step of a device class's config."""
+    return [(e.id, cls, key) for e in load_engines().values()
+            for cls, config in e.class_configs.items() for key in config.steps]
+
+
+@pytest.mark.parametrize(("engine_id", "device_class", "key"), _class_cases())
+def test_a_device_class_config_step_alone_renders_flags_and_keys_the_engine_takes(
+        engine_id: str, device_class: str, key: str) -> None:
+    engine = load_engines()[engine_id]
+    values = SAMPLE_VALUES
+    if key in LAYOUT_VALUES:
+        values = values.model_copy(update={key: LAYOUT_VALUES[key]})
+    rendered = render_config(engine, [key], values, device_class, None, "inference")
+    assert rendered.text != render_config(engine, [key], values, None).text
+    assert check_rendered(rendered) == [], rendered.text
 
 
 def _older_cases() -> list[tuple[str, str, str]]:

@@ -119,3 +119,47 @@ def test_core_ml_on_the_neural_engine_plans_on_the_profiles_ane_figure() -> None
     assert any("npu via Apple Neural Engine" in a for a in est.assumptions)
     gpu = estimate(workload, device, baseline_options(workload, device))
     assert not any("Neural Engine" in a for a in gpu.assumptions)
+
+
+# ---------------------------------------------------------------------------------------------
+# MLC LLM on a phone: the app route (convert, gen_config, package into MLCChat), not a server
+
+
+def test_mlc_on_a_phone_is_compiled_into_the_app_not_served() -> None:
+    from engine_flag_check import check_config, check_files, command_blocks
+
+    android = _config(_plan("snapdragon-8-gen-3", "mlc-llm", "llama-3.2-1b"))
+    assert "mlc_llm serve" not in android.text and "--mode" not in android.text
+    commands = [block.split()[:2] for block in command_blocks(
+        "\n".join(line for line in android.text.splitlines() if not line.startswith("#")))]
+    assert commands == [["mlc_llm", "convert_weight"], ["mlc_llm", "gen_config"],
+                        ["mlc_llm", "package"]]
+    package = json.loads(android.files["mlc-package-config.json"])
+    entry = package["model_list"][0]
+    assert package["device"] == "android"
+    # the 4-bit plan in MLC's Android layout, in the folder gen_config wrote
+    assert "--quantization q4f16_0" in android.text
+    assert entry["model"] == "dist/Llama-3.2-1B-q4f16_0-MLC" and entry["bundle_weight"] is True
+    assert entry["overrides"]["context_window_size"] == 2304  # 2048 + 256, the plan's request
+    assert "--context-window-size 2304" in android.text
+    assert check_config("mlc-llm", android.format, android.text, android.version) == []
+    assert check_files("mlc-llm", dict(android.files)) == []
+
+    iphone = _config(_plan("a18-pro", "mlc-llm", "qwen2.5-1.5b"))
+    assert json.loads(iphone.files["mlc-package-config.json"])["device"] == "iphone"
+    assert "--quantization q4f16_1" in iphone.text and "--conv-template qwen2" in iphone.text
+    assert check_config("mlc-llm", iphone.format, iphone.text, iphone.version) == []
+
+
+def test_mlc_off_the_phone_still_serves() -> None:
+    mac = _config(_plan("m1-max", "mlc-llm", "llama-3.1-8b"))
+    assert mac.text.startswith("mlc_llm serve") and not mac.files
+
+
+def test_a_package_config_key_mlc_does_not_read_is_caught() -> None:
+    from engine_flag_check import check_files
+
+    bad = {"device": "android", "model_list": [{"model": "m", "model_id": "m",
+                                                 "estimated_vram_bytes": 1, "weights": "x"}]}
+    problems = check_files("mlc-llm", {"mlc-package-config.json": json.dumps(bad)})
+    assert any("weights" in p for p in problems)
