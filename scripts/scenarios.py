@@ -71,6 +71,10 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("train-moe-qwen3-30b", "Fine-tune Qwen3-30B-A3B (MoE) on 8 H100s.", "a",
              "h100-sxm", dict(model="qwen3-30b-a3b", phase="training", batch=2,
                               prompt_len=4096, gpus=8)),
+    Scenario("train-moe-qwen3-30b-ep", "Fine-tune Qwen3-30B-A3B (MoE) on 8 H100s, one 2k "
+             "sequence per GPU: FSDP all-gathers all 128 experts of every layer for it.", "a",
+             "h100-sxm", dict(model="qwen3-30b-a3b", phase="training", batch=1,
+                              prompt_len=2048, gpus=8)),
     # ---- training, consumer / Apple / old GPUs
     Scenario("train-8b-1x4090", "Fine-tune Llama-3-8B on my RTX 4090 (24 GB).", "a",
              "rtx-4090", dict(model="llama-3-8b", phase="training", batch=1, prompt_len=2048)),

@@ -18,9 +18,11 @@ from hwadvisor.perfmodel import efficiency as E
 from hwadvisor.perfmodel.context import Setup
 from hwadvisor.perfmodel.memory import (
     checkpointed_share,
+    expert_weight_bytes,
     grad_bytes_per_param,
     lora_params,
     model_weight_bytes,
+    working_weight_dtype,
 )
 
 
@@ -220,18 +222,22 @@ def _fully_sharded(setup: Setup, link: Link, busy_s: dict[str, float], result: C
         return
     overlap = setup.options.comm_overlap and _overlap_covers(setup) == "all"
     if setup.training:
-        grads = grad_traffic_bytes(setup) / (layout.tp * layout.pp)
         gathers_per_unit, rounds = _fsdp_rounds(setup, result)
-        gathers = gathers_per_unit * layers * gather_s(unit, n, link)
-        scatter = layers * gather_s(grads / layers, n, link)
-        total = (gathers + scatter) * rounds
+        total = gathered = scattered = 0.0
+        for group_weights, grads, ranks in _sharded_groups(setup, weights):
+            if ranks <= 1:
+                continue
+            gathers = gathers_per_unit * layers * gather_s(group_weights / layers, ranks, link)
+            scatter = layers * gather_s(grads / layers, ranks, link)
+            total += (gathers + scatter) * rounds
+            gathered += gathers_per_unit * (ranks - 1) / ranks * group_weights * rounds
+            scattered += (ranks - 1) / ranks * grads * rounds
         busy = busy_s.get("train", 0.0)
         result.train = PhaseComm(result.train.total_s + total,
                                  result.train.exposed_s + _fsdp_exposed(total, busy, overlap))
-        result.details.update(
-            fsdp_allgather_bytes=gathers_per_unit * (n - 1) / n * weights * rounds,
-            fsdp_reduce_scatter_bytes=(n - 1) / n * grads * rounds,
-            fsdp_s=total)
+        result.details.update(fsdp_allgather_bytes=gathered,
+                              fsdp_reduce_scatter_bytes=scattered, fsdp_s=total)
+        _expert_all_to_all(setup, measured_busbw_gbps, result)
         return
     gather = layers * gather_s(unit, n, link)
     result.prefill = PhaseComm(result.prefill.total_s + gather, result.prefill.exposed_s
@@ -240,6 +246,65 @@ def _fully_sharded(setup: Setup, link: Link, busy_s: dict[str, float], result: C
                               + _fsdp_exposed(gather, busy_s.get("decode", 0.0), overlap))
     result.details.update(fsdp_allgather_bytes=(n - 1) / n * weights, fsdp_s=gather)
     result.notes.append("fsdp inference: every forward all-gathers the weights")
+
+
+def _sharded_groups(setup: Setup, weights: float) -> list[tuple[float, float, int]]:
+    """(weight bytes, gradient bytes, ranks) of each group FSDP gathers and scatters over.
+
+    One group, the GPU's TP and PP slice over the shard ranks, unless training spreads the
+    routed experts (ep_degree > 1): then each GPU's experts, whole (torchtitan's
+    expert_tensor_parallel_degree 1), are sharded only over the ranks that hold the same
+    experts (its efsdp mesh, dp_shard x cp x tp / ep; none when EP spans them all), and the
+    rest of the model over the shard ranks as before (GShard: experts sharded, the rest
+    replicated; Lepikhin et al. arXiv:2006.16668 sec. 2.2).
+    """
+    layout = setup.layout
+    grads = grad_traffic_bytes(setup) / (layout.tp * layout.pp)
+    ranks = max(1, layout.shard_degree)
+    if layout.ep_degree <= 1 or not setup.parts.moe_layers:
+        return [(weights, grads, ranks)]
+    expert_whole = expert_weight_bytes(setup.parts, setup.spec, working_weight_dtype(setup))
+    experts = expert_whole / (layout.ep_degree * layout.pp)
+    expert_grads = 0.0
+    if setup.options.finetune == "full":  # adapters are not on the routed experts
+        expert_grads = setup.parts.routed_experts * grad_bytes_per_param(setup) / (
+            layout.ep_degree * layout.pp)
+    rest = max(0.0, weights - expert_whole / (layout.tp * layout.pp))
+    rest_grads = max(0.0, grads - setup.parts.routed_experts * grad_bytes_per_param(setup)
+                     / (layout.tp * layout.pp)) if expert_grads else grads
+    return [(rest, rest_grads, ranks), (experts, expert_grads, layout.expert_shard_degree)]
+
+
+def _expert_all_to_all(setup: Setup, measured_busbw_gbps: float | None,
+                       result: CommResult) -> None:
+    """Training EP: each MoE layer's routed tokens go to their experts' GPUs and back.
+
+    Per MoE layer and micro-batch, four all-to-alls of the GPU's own tokens x k x hidden:
+    dispatch and combine in the forward, their gradients in the backward (GShard, Lepikhin et
+    al. arXiv:2006.16668 sec. 2.2, "AllToAll" before and after the experts; DeepSeek-V3 report
+    arXiv:2412.19437 sec. 3.2.2, dispatch and combine per layer), two more where full
+    checkpointing recomputes the forward (torchtitan's op SAC saves all_to_all_single's
+    output). Inside the node, on its link; counted exposed: torchtitan 0.2.2's standard
+    backend waits for the token counts (expert_parallel.py _token_dispatch: "this would incur
+    a device-to-host sync") and the experts wait for their tokens.
+    """
+    layout, spec, wl = setup.layout, setup.spec, setup.workload
+    ep = layout.ep_degree
+    moe_layers = min(float(setup.parts.moe_layers), float(spec.num_layers))
+    if ep <= 1 or moe_layers <= 0:
+        return
+    link = _local_link(setup, measured_busbw_gbps)
+    k = max(1, min(spec.experts_per_token, spec.num_experts))
+    local = setup.batch * wl.prompt_len / (layout.cp * layout.tp)  # tokens this GPU routes
+    nbytes = local * k * spec.hidden_size * setup.act_bytes
+    per_layer = (4.0 + 2.0 * checkpointed_share(setup)) / layout.pp
+    total = moe_layers * per_layer * all_to_all_s(nbytes, ep, link) * wl.grad_accum
+    result.train = PhaseComm(result.train.total_s + total, result.train.exposed_s + total)
+    result.details.update(
+        ep_all_to_all_bytes=moe_layers * per_layer * (ep - 1) / ep * nbytes * wl.grad_accum,
+        ep_train_s=total)
+    result.notes.append(f"expert parallel {ep}: {per_layer * moe_layers:g} all-to-alls of the "
+                        f"routed tokens per micro-batch on {link.note}")
 
 
 def _fsdp_rounds(setup: Setup, result: CommResult) -> tuple[float, float]:

@@ -624,9 +624,13 @@ def _moe(setup: Setup, r: _Rates, tokens: float, h: float, bits: float, copies: 
     per_expert: float = setup.parts.per_expert / tp
     width: float = expert_width(spec) / tp
     if layout.ep and tp > 1 and not setup.training:
-        # serving EP spreads the experts over the TP group (training EP meshes are the
-        # training planners' business and keep the sliced count here)
+        # serving EP spreads the experts over the TP group
         here = busiest_rank_experts(spec, tokens, tp)
+        per_expert, width = float(setup.parts.per_expert), float(expert_width(spec))
+    elif setup.training and layout.ep_degree > 1:
+        # training EP: the GPU runs its E / ep experts whole on the tokens the EP group routes
+        # to them (its own share of the TP group's tokens x ep), more rows per expert GEMM
+        here, rows = training_ep_experts(setup, tokens)
         per_expert, width = float(setup.parts.per_expert), float(expert_width(spec))
     out = [(op, n * here) for op, n in _mlp(setup, r, "routed experts", rows, per_expert,
                                             width, h, bits, copies, layers, grouped=True)]
@@ -639,6 +643,20 @@ def _moe(setup: Setup, r: _Rates, tokens: float, h: float, bits: float, copies: 
     router = h * spec.num_experts
     out.append((_gemm(setup, r, "router", tokens, router, spec.num_experts, h, 16.0), layers))
     return out
+
+
+def training_ep_experts(setup: Setup, tokens: float) -> tuple[float, float]:
+    """Training EP: (experts the busiest GPU runs, tokens per expert) for `tokens` per TP group.
+
+    Each GPU routes its 1/tp of the TP group's tokens (torchtitan splits them over the TP
+    ranks when expert_tensor_parallel_degree is 1); the EP group sends ep times that to E / ep
+    experts per GPU. Uniform routing: the busiest GPU's touched experts (busiest_rank_experts).
+    """
+    spec, layout = setup.spec, setup.layout
+    group = tokens / layout.tp * layout.ep_degree
+    touched = max(1e-9, expected_experts_touched(spec, group))
+    k = min(spec.experts_per_token, spec.num_experts)
+    return busiest_rank_experts(spec, group, layout.ep_degree), group * k / touched
 
 
 def elementwise_op(setup: Setup, r: _Rates, tokens: float, layers: float,
@@ -774,6 +792,8 @@ def kernels_per_forward(setup: Setup, tokens: float) -> float:
     if setup.parts.moe_layers and spec.num_experts:
         if engine.kernels == "eager" and not opts.compiled:
             touched = expected_experts_touched(spec, tokens)
+            if setup.training and setup.layout.ep_degree > 1:
+                touched = training_ep_experts(setup, tokens)[0]
             moe = C.MOE_KERNELS_EAGER_PER_EXPERT * touched
         else:
             moe = engine.moe_kernels

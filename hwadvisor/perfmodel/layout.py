@@ -42,6 +42,7 @@ class Layout:
     dp_attention: bool = False  # attention data-parallel over the TP group (needs ep)
     notes: list[str] = field(default_factory=list)
     heads: tuple[int, int] | None = None  # (attention heads, KV heads) of the model, if known
+    experts: int = 0  # routed experts per MoE layer (0: a dense model)
 
     @cached_property
     def tp(self) -> int:
@@ -64,7 +65,7 @@ class Layout:
     def _runnable(self, wanted: int, room: int) -> int:
         """Return the largest TP size <= wanted that splits the heads and divides room."""
         for size in range(max(1, wanted), 0, -1):
-            if room % size == 0 and tp_fits_heads(size, self.heads) \
+            if room % size == 0 and tp_fits_heads(size, self.heads, not self.training) \
                     and tp_fits_node(size, self.gpus_per_node, self.nodes):
                 return size
         return 1
@@ -87,6 +88,41 @@ class Layout:
     def weight_shards(self) -> int:
         """Into how many pieces weights, grads and optimizer states are split per GPU."""
         return self.tp * self.pp * self.shard_degree
+
+    @cached_property
+    def ep_degree(self) -> int:
+        """Over how many GPUs the routed experts are spread whole (1: no expert parallelism).
+
+        Serving spreads them over the tensor-parallel group (vLLM --enable-expert-parallel,
+        SGLang --ep-size = --tp-size). Training takes the largest group up to a node's GPUs
+        that divides the experts, the ranks FSDP and TP span, and the node: torchtitan 0.2.2
+        (distributed/parallel_dims.py) carves expert_parallel_degree out of dp_shard x cp x tp
+        with expert_tensor_parallel_degree 1 (efsdp = dp_shard x cp x tp / ep ranks still
+        shard each expert), its dispatch views the experts as ep_degree equal groups
+        (expert_parallel.py _token_dispatch), and the EP ranks are the innermost, so a group
+        that divides the node's GPUs keeps its all-to-alls on the node's links.
+        """
+        if not self.ep:
+            return 1
+        if not self.training:
+            return self.tp
+        if self.strategy not in ("fsdp", "hsdp"):
+            return 1  # modelled over FSDP's shard ranks only (Megatron's DDP + EP is not)
+        room = self.expert_room
+        for size in range(min(self.gpus_per_node, room), 1, -1):
+            if self.experts % size == 0 and room % size == 0 and self.gpus_per_node % size == 0:
+                return size
+        return 1
+
+    @property
+    def expert_room(self) -> int:
+        """Training: the ranks one copy of the experts is spread over (dp_shard x cp x tp)."""
+        return self.tp * self.shard_degree
+
+    @property
+    def expert_shard_degree(self) -> int:
+        """Training under EP: the ranks that hold the same experts and FSDP-shard them (efsdp)."""
+        return max(1, self.expert_room // self.ep_degree)
 
     @property
     def layers_per_gpu_fraction(self) -> float:
@@ -123,21 +159,24 @@ class Layout:
         return 1
 
 
-def tp_fits_heads(size: int, heads: tuple[int, int] | None) -> bool:
+def tp_fits_heads(size: int, heads: tuple[int, int] | None, copy_kv: bool = True) -> bool:
     """Tell whether a tensor-parallel size splits the model's attention and KV heads.
 
     The attention heads must divide evenly over the TP ranks; the KV heads too, or (fewer KV
     heads than ranks) each KV head is copied to a whole number of ranks. vLLM checks exactly
     this (vllm/config: ModelConfig.verify_with_parallel_config, "Total number of attention
     heads must be divisible by tensor parallel size"; get_num_kv_heads replicates KV heads when
-    tp > num_kv_heads), as do SGLang and TensorRT-LLM.
+    tp > num_kv_heads), as do SGLang and TensorRT-LLM. Training copies no KV head (copy_kv
+    False): torchtitan shards wk/wv column-wise and views the slice as whole heads (0.2.2
+    models/qwen3/model/model.py xk.view(bs, seqlen, -1, head_dim)), Megatron-LM divides
+    num_query_groups by the TP size (megatron/core/transformer/attention.py: divide() asserts it).
     """
     if heads is None or size <= 1:
         return True
     attention, kv = heads
     if attention % size:
         return False
-    return kv % size == 0 if kv >= size else size % kv == 0
+    return kv % size == 0 if kv >= size or not copy_kv else size % kv == 0
 
 
 def tp_fits_node(size: int, gpus_per_node: int, nodes: int) -> bool:
@@ -179,7 +218,8 @@ def resolve_layout(workload: Workload, options: ModelOptions) -> Layout:
                     training=training, tp_size=options.tp_size, pp=pp, cp=cp,
                     ep=(options.expert_parallel or options.dp_attention) and gpus > 1,
                     dp_attention=options.dp_attention and gpus > 1 and not training,
-                    notes=notes, heads=heads)
+                    notes=notes, heads=heads,
+                    experts=spec.num_experts if spec is not None else 0)
     wanted = options.tp_size if options.tp_size is not None else (
         gpus // (pp * cp) if strategy == "tp" else None)
     if wanted is not None and layout.tp < wanted and heads is not None \
@@ -206,6 +246,10 @@ def resolve_layout(workload: Workload, options: ModelOptions) -> Layout:
         notes.append(f"data-parallel attention over {layout.attn_dp} GPUs with expert "
                      f"parallelism: each GPU attends {workload.batch} / {layout.attn_dp} of the "
                      "sequences, the attention weights replicated")
+    if training and layout.ep_degree > 1:
+        notes.append(f"expert parallel {layout.ep_degree}: each GPU holds "
+                     f"{layout.experts // layout.ep_degree} of the {layout.experts} routed "
+                     "experts of a layer whole; the routed tokens reach them by all-to-all")
     if cp > 1:
         notes.append(f"context parallel {cp}: each sequence split over {cp} GPUs")
     if layout.tp_crosses_nodes:

@@ -534,15 +534,21 @@ def stored_weight_bytes(setup: Setup) -> float:
 
 
 def largest_layer_weight_bytes(setup: Setup) -> float:
-    """Bytes of the largest transformer layer (what FSDP gathers at once)."""
-    spec = setup.spec
+    """Bytes of the largest transformer layer (what FSDP gathers at once).
+
+    Under training EP a GPU gathers only its E / ep experts, whole: the callers divide by the
+    TP size, which does not slice them (expert_tensor_parallel_degree 1), so they count tp x.
+    """
+    spec, layout = setup.spec, setup.layout
     dtype = working_weight_dtype(setup)
     attention = attention_params_per_layer(spec)
     dense = mlp_params(spec, spec.intermediate_size)
     moe = 0.0
     if setup.parts.moe_layers:
-        moe = setup.parts.per_expert * spec.num_experts + (
-            setup.parts.shared_experts_and_router / setup.parts.moe_layers)
+        routed = setup.parts.per_expert * spec.num_experts
+        if setup.training and layout.ep_degree > 1:
+            routed = routed / layout.ep_degree * layout.tp
+        moe = routed + setup.parts.shared_experts_and_router / setup.parts.moe_layers
     fmt = formats.weight_format(dtype, engine_recipe(setup, dtype))
     bits = formats.layer_bits(fmt, setup.parts, spec)
     return (attention + max(dense, moe)) * bits / 8.0

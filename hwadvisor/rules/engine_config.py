@@ -180,10 +180,19 @@ def plan_values(ctx: RuleContext, plan: Plan) -> PlanValues:
     tp = layout.tp // layout.attn_dp if config.dp_attention_tp == "attention" else layout.tp
     return values.model_copy(update={
         "tp": tp, "pp": layout.pp, "dp": replicas, "cp": layout.cp, "attn_dp": layout.attn_dp,
-        # expert parallelism subdivides one replica's tensor-parallel group, never the
-        # replicas (SGLang 0.5.23 arg_groups/moe_hook.py: ep_size must be 1 or tp_size)
-        "ep": layout.tp if layout.ep else 1, "dp_shard": layout.shard_degree(),
+        # serving: expert parallelism subdivides one replica's tensor-parallel group, never the
+        # replicas (SGLang 0.5.23 arg_groups/moe_hook.py: ep_size must be 1 or tp_size);
+        # training: the group of a node's GPUs the model priced (Layout.ep_degree)
+        "ep": _expert_parallel(ctx) if training else layout.tp if layout.ep else 1,
+        "dp_shard": layout.shard_degree(),
         "dp_replicate": replicas})
+
+
+def _expert_parallel(ctx: RuleContext) -> int:
+    """Return the training plan's expert-parallel degree (1: none), as the model priced it."""
+    from hwadvisor.perfmodel.layout import resolve_layout
+
+    return resolve_layout(ctx.workload, ctx.options).ep_degree
 
 
 def _longest(ctx: RuleContext) -> int:

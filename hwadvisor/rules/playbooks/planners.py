@@ -177,6 +177,22 @@ def tp_plan(ctx: RuleContext) -> Plan:
     return Plan(workload=split, options=change, notes=notes)
 
 
+def expert_parallel_plan(ctx: RuleContext) -> Plan:
+    """Spread the experts: over the TP group (serving), over a node's GPUs (training)."""
+    if ctx.workload.phase != "training":
+        return Plan()
+    layout = resolve_layout(ctx.workload, ctx.options.model_copy(update={"expert_parallel": True}))
+    ep, experts, rest = layout.ep_degree, layout.experts, layout.expert_shard_degree
+    if ep <= 1:
+        return Plan(reject=f"no group of a node's GPUs splits {experts} experts and FSDP's ranks")
+    held = f"FSDP shards each over the {rest} ranks that hold it" if rest > 1 else \
+        "no all-gather of expert weights"
+    return Plan(notes=[f"expert parallel {ep} inside a node: each GPU holds {experts // ep} of "
+                       f"the {experts} routed experts of a layer whole, with their gradients and "
+                       f"optimizer state ({held}); each MoE layer sends the routed tokens to "
+                       "them and back, two all-to-alls forward and two backward"])
+
+
 def held_split(batch: int, accum: int, widen: int,
                fits: Callable[[int, int], bool]) -> tuple[int, int]:
     """Return (micro-batch, accumulation) for `widen` times the sequences per data-parallel rank.
@@ -473,10 +489,10 @@ def _current_tp(ctx: RuleContext) -> int:
 
 def _splits_heads(ctx: RuleContext, size: int) -> bool:
     """Tell whether TP `size` splits the model's heads and tiles the nodes (engines need both)."""
-    spec = ctx.workload.spec
-    wl = ctx.workload
+    spec, wl = ctx.workload.spec, ctx.workload
     per_node = wl.gpus_per_node or max(1, wl.gpus // max(wl.nodes, 1))
-    return tp_fits_heads(size, (spec.num_heads, spec.num_kv_heads) if spec else None) \
+    heads = (spec.num_heads, spec.num_kv_heads) if spec else None
+    return tp_fits_heads(size, heads, wl.phase != "training") \
         and tp_fits_node(size, per_node, wl.nodes)
 
 
@@ -773,27 +789,11 @@ def mmap_load_peak(ctx: RuleContext) -> Predicted:
                      notes=notes)
 
 
-PLANNERS: dict[str, Callable[[RuleContext], Plan]] = {
-    "offload_to_fit": offload_to_fit,
-    "fsdp_plan": fsdp_plan,
-    "tp_plan": tp_plan,
-    "max_batch_fit": max_batch_fit,
-    "checkpoint_plan": checkpoint_plan,
-    "micro_batch_plan": micro_batch_plan,
-    "cross_entropy_plan": cross_entropy_plan,
-    "quantize_4bit": quantize_4bit,
-    "quantize_8bit": quantize_8bit,
-    "quantize_kv": quantize_kv,
-    "lora_plan": lora_plan,
-    "qlora_plan": qlora_plan,
-    "optimizer_offload_plan": optimizer_offload_plan,
-    "replicas_plan": replicas_plan,
-    "pipeline_plan": pipeline_plan,
-    "context_plan": context_plan,
-    "chunked_prefill_plan": chunked_prefill_plan,
-    "serving_engine_plan": serving_engine_plan,
-    "speculative_plan": speculative_plan,
-}
+PLANNERS: dict[str, Callable[[RuleContext], Plan]] = {planner.__name__: planner for planner in (
+    offload_to_fit, fsdp_plan, tp_plan, max_batch_fit, checkpoint_plan, micro_batch_plan,
+    cross_entropy_plan, quantize_4bit, quantize_8bit, quantize_kv, lora_plan, qlora_plan,
+    optimizer_offload_plan, replicas_plan, pipeline_plan, context_plan, chunked_prefill_plan,
+    serving_engine_plan, speculative_plan, expert_parallel_plan)}
 PREDICTORS: dict[str, Callable[[RuleContext], Predicted]] = {
     "pd_inter_token": pd_inter_token,
     "mmap_load_peak": mmap_load_peak,
