@@ -51,6 +51,8 @@ from hwadvisor.serving.screen import (
     Table,
     decode_s,
     figures_of,
+    margin,
+    wait_tail,
     with_slots,
 )
 
@@ -155,12 +157,6 @@ def _mgc_wait(rate: float, servers: int, mean_s: float, cv2: float) -> tuple[flo
     return busy * mean_s * (1.0 + cv2) / 2.0 / (servers * (1.0 - util)), busy
 
 
-def _tail(mean: float, busy: float, q: int) -> float:
-    if mean <= 0 or busy <= 0 or busy <= 1.0 - q / 100.0:
-        return 0.0
-    return mean / busy * math.log(busy / (1.0 - q / 100.0))
-
-
 def _decode_rows(table: Table, limits: Limits, shape: Shape, rate: float) -> tuple[float, float]:
     """Return (rows, step seconds) of one decode instance at `rate` requests/s (inf: no end)."""
     t = decode_s(table, limits, 1.0)
@@ -196,7 +192,8 @@ def point(table: Table, limits: Limits, shape: Shape, costs: Costs, split: Split
     mine.ttft_mean_s = wait + service + u_mean * costs.transfer_s + first
     for q in PERCENTILES:
         u = shape.uncached_q[q]
-        mine.ttft_s[q] = _tail(wait, busy, q) + u * (costs.per_token_s + costs.transfer_s) + first
+        own = u * (costs.per_token_s + costs.transfer_s)
+        mine.ttft_s[q] = wait_tail(wait, busy, q) + own + first
         mine.tpot_s[q] = mine.itl_s[q] = step  # no prompt chunk ever shares a decode step
     decode_time = max(shape.output - 1.0, 0.0) * step
     mine.e2e_mean_s = mine.ttft_mean_s + decode_time
@@ -211,20 +208,6 @@ def point(table: Table, limits: Limits, shape: Shape, costs: Costs, split: Split
         return out
     held.rate_rps, held.running = rate, rows * split.decode
     return held
-
-
-def margin(p: Point, targets: Targets) -> float:
-    """Return the smallest margin over the targets, as the colocated screen's (-inf: saturated)."""
-    if not p.ok:
-        return -math.inf
-    q = targets.percentile
-    worst = math.inf
-    tpot = p.itl_s if targets.tpot_definition == "itl" else p.tpot_s
-    for target, series in ((targets.ttft_s, p.ttft_s), (targets.tpot_s, tpot),
-                           (targets.request_latency_s, p.e2e_s)):
-        if target is not None:
-            worst = min(worst, (target - series[q]) / target)
-    return worst if worst != math.inf else 1.0
 
 
 def capacity(table: Table, limits: Limits, shape: Shape, costs: Costs, split: Split,

@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hwadvisor.models.serving import Lengths, Load, ServingFigures
+from hwadvisor.models.serving import Lengths, Load, ServingFigures, Targets
 from hwadvisor.perfmodel.steps import StepModel
 
 # Standard normal quantiles and exponential-tail factors of the percentiles a target may name.
@@ -321,7 +321,7 @@ def _latencies(point: Point, shape: Shape, rate: float, room: float, c: float) -
     per_token = max(shape.output - 1.0, 1.0)
     point.e2e_mean_s = point.ttft_mean_s + decode_time
     for q in PERCENTILES:
-        wait_q = _tail(wait_mean, rho, q)
+        wait_q = wait_tail(wait_mean, rho, q)
         point.ttft_s[q] = residual + service(shape.uncached_q[q]) + wait_q
         point.tpot_s[q] = tpot_mean + _Z[q] * spread / per_token
         point.itl_s[q] = (long_step if 1.0 - q / 100.0 < point.share else d) / tau
@@ -332,11 +332,25 @@ def _latencies(point: Point, shape: Shape, rate: float, room: float, c: float) -
             math.sqrt(dev_ttft ** 2 + dev_out ** 2 + dev_tpot ** 2), dev_ttft + dev_out + dev_tpot)
 
 
-def _tail(mean: float, busy: float, q: int) -> float:
+def wait_tail(mean: float, busy: float, q: int) -> float:
     """Return the q-th percentile of a wait: 0 w.p. 1 - busy, else exponential (mean/busy)."""
     if mean <= 0 or busy <= 0 or busy <= 1.0 - q / 100.0:
         return 0.0
     return mean / busy * math.log(busy / (1.0 - q / 100.0))
+
+
+def margin(point: Point, targets: Targets) -> float:
+    """Return the smallest margin over the targets, (target - value) / target (-inf: saturated)."""
+    if not point.ok:
+        return -math.inf
+    q = targets.percentile
+    worst = math.inf
+    tpot = point.itl_s if targets.tpot_definition == "itl" else point.tpot_s
+    for target, series in ((targets.ttft_s, point.ttft_s), (targets.tpot_s, tpot),
+                           (targets.request_latency_s, point.e2e_s)):
+        if target is not None:
+            worst = min(worst, (target - series[q]) / target)
+    return worst if worst != math.inf else 1.0
 
 
 def with_slots(point: Point, limits: Limits, shape: Shape) -> Point:
@@ -359,7 +373,7 @@ def with_slots(point: Point, limits: Limits, shape: Shape) -> Point:
     out.ttft_mean_s += wait
     out.e2e_mean_s += wait
     for q in PERCENTILES:
-        extra = _tail(wait, busy, q)
+        extra = wait_tail(wait, busy, q)
         out.ttft_s[q] += extra
         out.e2e_s[q] += extra
     return out

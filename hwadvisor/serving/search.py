@@ -65,6 +65,7 @@ from hwadvisor.serving.screen import (
     Table,
     decode_s,
     figures_of,
+    margin,
     open_point,
     with_slots,
 )
@@ -183,20 +184,6 @@ def _top_rate(table: Table, limits: Limits, shape: Shape) -> float:
     step = decode_s(table, limits, slots * limits.verify_tokens) * (1.0 + limits.draft_cost)
     decode = slots * limits.tokens_per_step / max(shape.output * step, 1e-12)
     return min(prefill, decode) * 1.2
-
-
-def margin(point: Point, targets: Targets) -> float:
-    """Return the smallest margin over the targets, (target - value) / target (-inf: saturated)."""
-    if not point.ok:
-        return -math.inf
-    q = targets.percentile
-    worst = math.inf
-    tpot = point.itl_s if targets.tpot_definition == "itl" else point.tpot_s
-    for target, series in ((targets.ttft_s, point.ttft_s), (targets.tpot_s, tpot),
-                           (targets.request_latency_s, point.e2e_s)):
-        if target is not None:
-            worst = min(worst, (target - series[q]) / target)
-    return worst if worst != math.inf else 1.0
 
 
 def _with_seqs(curve: _Curve, max_seqs: int) -> Limits:
