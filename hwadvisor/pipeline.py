@@ -120,19 +120,20 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
     from hwadvisor.probe.target import MAX_PLANNED_DEVICES
     from hwadvisor.rules.advise import recommend
     from hwadvisor.rules.playbooks.goals import goal_spec
-    from hwadvisor.workload import Sizing
-    from hwadvisor.workload.settle import planned_host, train_on_probed_gpus, workload_notes
+    from hwadvisor.workload import Sizing, settle
 
     if request.phase is None:
         request = request.with_changes(phase=goal_spec(goal).phase)
     # As estimate does: the report lists one node's devices, however many GPUs the plan has.
     p = _planned(device_id, request.devices_per_node(MAX_PLANNED_DEVICES), request, calibration)
     device = p.device
-    target, host_note = planned_host(p.target, p.request)
-    request, all_gpus = train_on_probed_gpus(p.request, len(target.devices), device_id is not None)
+    target, host_note = settle.planned_host(p.target, p.request)
+    request, all_gpus = settle.train_on_probed_gpus(p.request, len(target.devices),
+                                                    device_id is not None)
     notes = list(target.notes) + p.calibration_notes
-    notes += [n for n in (p.split, host_note, all_gpus) if n]
-    workload = build_workload(request, Sizing.of(device))
+    workload, one = settle.one_conversation(build_workload(request, Sizing.of(device)),
+                                            str(device.device_class))
+    notes += [n for n in (p.split, host_note, all_gpus, one) if n]
     serving = None
     if load is not None:
         from hwadvisor.serving.plan import under_load
@@ -143,7 +144,8 @@ def recommend_report(goal: Goal, device_id: str | None, request: WorkloadRequest
                         estimator=PerfModel(p.calibration) if p.calibration is not None else None,
                         min_tokens_per_s=min_tokens_per_s, serving=serving)
     spec = goal_spec(goal)
-    notes += workload_notes(workload, device.name, goal, None if spec.any_phase else spec.phase)
+    notes += settle.workload_notes(workload, device.name, goal,
+                                   None if spec.any_phase else spec.phase)
     return Report(kind="recommend", host=target.host, devices=target.devices,
                   device_class=device.device_class, notes=notes + outcome.notes,
                   workload=workload, estimate=outcome.estimate, goal=goal, plan=outcome.plan,

@@ -149,6 +149,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("serve-3b-snapdragon-npu", "Llama-3.2-3B on the Hexagon NPU of a Snapdragon 8 Elite "
              "phone (QNN / Genie).", "b", "snapdragon-8-elite",
              dict(model="llama-3.2-3b", prompt_len=512, engine="qnn")),
+    Scenario("serve-1b-snapdragon-b64", "Llama-3.2-1B on a Snapdragon 8 Gen 3 phone for 64 "
+             "users at once?", "b", "snapdragon-8-gen-3", dict(model="llama-3.2-1b", batch=64)),
     Scenario("serve-1b-snapdragon-mlc", "Llama-3.2-1B with MLC LLM on a Snapdragon 8 Gen 3 "
              "phone: what do I build into the app?", "b", "snapdragon-8-gen-3",
              dict(model="llama-3.2-1b", engine="mlc-llm")),
@@ -370,6 +372,9 @@ def render(scenarios: tuple[Scenario, ...] = SCENARIOS) -> tuple[str, dict[str, 
         text = plan_lines(report)
         lines.append(f"**{text[0]}**")
         lines.append("")
+        # what became of the user's --batch (a phone app serves one conversation)
+        lines += [f"note: {n}  " for n in report.notes if n.startswith("--batch")]
+        lines += [""] if any(n.startswith("--batch") for n in report.notes) else []
         if report.serving is not None:
             from hwadvisor.report.servingtext import serving_lines
 

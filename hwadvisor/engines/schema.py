@@ -260,6 +260,11 @@ class Defaults(_Strict):
         "other: llama.cpp's --split-mode layer), ddp / fsdp (training); none: the usual default "
         "(serving: tp, training: ddp)")
     max_concurrent_sequences: int | None = Field(None, ge=1)
+    max_sequences_on: dict[str, int] = Field(
+        default_factory=dict, description="The most sequences the engine's runtime decodes at "
+        "once on a device class, where no flag raises it (ExecuTorch's llama runner: one; MLC "
+        "LLM's phone app runs its engine in mode interactive: one); recommend plans a larger "
+        "--batch at it and says so (workload/settle.py one_conversation)")
     scheduler_steps: int = Field(
         1, ge=1, le=64, description="Decode steps a batch runs back to back before the "
         "scheduler takes new prompts (vLLM V0's multi-step scheduling, --num-scheduler-steps; "
@@ -982,6 +987,8 @@ class Engine(_Strict):
         _unknown(self.unsupported, STEP_IDS, "unsupported step")
         _unknown(self.unsupported_on, self.device_classes, "unsupported_on device class")
         _unknown(self.class_configs, self.device_classes, "class_configs device class")
+        _unknown(self.defaults.max_sequences_on, self.device_classes,
+                 "defaults.max_sequences_on device class")
         _unknown(self.own_formats, ("int4", "int8"), "own_formats kind")
         _unknown(self.own_formats.values(), self.weight_formats, "own_formats format")
         _unknown(self.quantization, self.weight_formats, "quantization format")

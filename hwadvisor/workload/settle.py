@@ -53,6 +53,27 @@ def build_workload(request: WorkloadRequest, sizing: Sizing,
     return draft.model_copy(update=update)
 
 
+def one_conversation(workload: Workload, device_class: str) -> tuple[Workload, str | None]:
+    """Plan a batch above what the engine's runtime decodes at once there at its limit.
+
+    An on-device runtime runs one conversation at a time (ExecuTorch's llama runner, LiteRT-LM,
+    Genie, MLC LLM's phone app: the engine's [defaults] max_sequences_on); a plan for 64 of them
+    would search changes for a memory and a speed no such app has, so the plan is for the
+    conversation it serves, and the note says why.
+    """
+    from hwadvisor.engines import engine_for
+
+    engine = engine_for(workload)
+    most = engine.defaults.max_sequences_on.get(device_class)
+    if workload.phase != "inference" or most is None or workload.batch <= most:
+        return workload, None
+    one = "one conversation" if most == 1 else f"{most} sequences"
+    note = (f"--batch {workload.batch}: {engine.name} decodes {one} at a time on {device_class} "
+            f"(its runtime has no setting for more), so batch {workload.batch} is not what it "
+            f"serves: planned at batch {most}; for many users, serve on a GPU")
+    return workload.model_copy(update={"batch": most}), note
+
+
 def _half_precision(request: WorkloadRequest, draft: Workload, device_class: str,
                     formats: Sequence[str] | None) -> dict[str, object]:
     """On a GPU without bf16 (T4, V100), compute in fp16 where the user named no dtype.
