@@ -27,11 +27,12 @@ plays colocated engines only, which the plan says.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 
 from hwadvisor.engines import engine_for
-from hwadvisor.models.serving import ServingConfig, ServingPoint, Targets
+from hwadvisor.models.serving import ServingConfig, ServingFigures, ServingPoint, Targets
 from hwadvisor.perfmodel.memory import kv_cache_bytes
 from hwadvisor.serving.candidates import (
     Family,
@@ -42,7 +43,7 @@ from hwadvisor.serving.candidates import (
     prefix_caching,
     table_of,
 )
-from hwadvisor.serving.figures import checks_of
+from hwadvisor.serving.figures import checks_of, figures
 from hwadvisor.serving.screen import (
     PERCENTILES,
     Limits,
@@ -50,7 +51,6 @@ from hwadvisor.serving.screen import (
     Shape,
     Table,
     decode_s,
-    figures_of,
     margin,
     wait_tail,
     with_slots,
@@ -322,28 +322,83 @@ def wins(p: PdJudged, colocated_gpus: int | None, colocated_meets: bool,
 
 
 def as_point(p: PdJudged, inputs: Inputs) -> ServingPoint:
-    """Return a P/D group layout at the load as the plan states a config (screen figures)."""
+    """Return a P/D group layout at the load as the plan states a config, simulated."""
     groups = max(p.groups or 1, 1)
     if inputs.gpus is not None:
         groups = max(inputs.gpus // p.gpus_per_group, 1)
-    rate = float(inputs.load.rate_rps or 0.0) / groups
-    prefix = prefix_caching(inputs)
-    table = table_of(p.model, p.shape, prefix)
-    at = point(table, p.limits, p.shape, costs_of(p.model, table, inputs, p.shape,
-                                                  p.step_tokens), p.split, rate)
-    figures = figures_of(at, p.shape, groups, inputs.load.requests)
+    figures = simulate_group(p, inputs, groups)
     checks = checks_of(figures, inputs.targets)
     fam = p.family
     config = ServingConfig(
         engine=inputs.workload.engine, gpus_per_replica=p.gpus_per_group, replicas=groups,
         tensor_parallel=fam.tp, pipeline_parallel=fam.layers_over, max_sequences=p.max_seqs,
         step_tokens=p.step_tokens, weights_dtype=fam.weights_dtype, kv_dtype=fam.kv_dtype,
-        kv_pool_tokens=p.kv_pool_tokens, prefix_caching=prefix,
+        kv_pool_tokens=p.kv_pool_tokens, prefix_caching=prefix_caching(inputs),
         prefill_instances=p.split.prefill, decode_instances=p.split.decode)
     return ServingPoint(
         config=config, figures=figures,
         tokens_per_s_per_gpu=figures.output_tokens_per_s / config.gpus,
         tokens_per_s_per_user=1.0 / figures.tpot_p50_s if figures.tpot_p50_s > 0 else 0.0,
         meets_targets=all(c.met for c in checks) and not figures.saturated, checks=checks,
-        source="screen", capacity_rps=p.capacity * groups,
+        source="simulation", capacity_rps=p.capacity * groups,
         goodput_tokens_per_s_per_gpu=p.goodput_per_gpu)
+
+
+# --- the group played request by request ---------------------------------------------------------
+
+def simulate_group(p: PdJudged, inputs: Inputs, groups: int) -> ServingFigures:
+    """Play one group's share of the load: its prefill pool, the cache's trip, its decode pool.
+
+    The load's requests (drawn as predict draws them) queue first-come for the x prefill
+    instances, each prompt's prefill taking its uncached tokens at the chunk's rate; its cache
+    then crosses the GPU link; the router hands the requests to the y decode instances in turn
+    (vLLM's proxy and SGLang's router both round-robin), and each decode instance is the
+    engine's own scheduler simulated with the cache already there (one token left to prefill,
+    as the decode instance computes the last prompt token's logits). Figures over all groups.
+    """
+    from hwadvisor.serving.load import Requests, draw
+    from hwadvisor.serving.scheduler import Knobs, scheduler_for
+    from hwadvisor.serving.simulate import simulate
+
+    rate = float(inputs.load.rate_rps or 0.0) / groups
+    reqs = draw(inputs.load, rate_rps=rate)
+    prefix = prefix_caching(inputs)
+    share = inputs.load.prefix_share if prefix else 0.0
+    table = table_of(p.model, p.shape, prefix)
+    costs = costs_of(p.model, table, inputs, p.shape, p.step_tokens)
+    assert reqs.arrivals is not None  # P/D is searched for a request rate only
+    free = [0.0] * p.split.prefill  # when each prefill instance is next free
+    ready: list[float] = []
+    for at, prompt in zip(reqs.arrivals, reqs.prompt, strict=True):
+        uncached = max(1.0, prompt * (1.0 - share))
+        chunk = max(1.0, min(uncached, float(p.step_tokens)))
+        service = uncached * table.chunk_s(0.0, chunk, False) / chunk
+        start = max(at, heapq.heappop(free))
+        heapq.heappush(free, start + service)
+        ready.append(start + service + prompt * costs.transfer_s)
+    model = p.model
+    sched = scheduler_for(model.steps, model.workload, inputs.device, model.options,
+                          Knobs(p.max_seqs, p.step_tokens, p.kv_pool_tokens), 1.0)
+    ttft = [0.0] * len(reqs)
+    latency = [0.0] * len(reqs)
+    itl: list[tuple[float, float]] = []
+    saturated = False
+    end = 0.0
+    for d in range(p.split.decode):
+        mine = sorted(range(d, len(reqs), p.split.decode), key=lambda i: ready[i])
+        if not mine:
+            continue
+        part = Requests(tuple(reqs.prompt[i] for i in mine), tuple(reqs.output[i] for i in mine),
+                        tuple(ready[i] for i in mine))
+        out = simulate(part, sched, model.steps)
+        for k, i in enumerate(mine):
+            ttft[i] = out.first_token[k] - reqs.arrivals[i] + costs.request_s
+            latency[i] = out.finish[k] - reqs.arrivals[i] + costs.request_s
+        itl += out.itl
+        saturated |= out.saturated
+        end = max(end, out.end_s)
+    one = figures(ttft, latency, list(reqs.output), itl, end - min(reqs.arrivals), saturated)
+    return one.model_copy(update={
+        "request_throughput_rps": one.request_throughput_rps * groups,
+        "output_tokens_per_s": one.output_tokens_per_s * groups,
+        "requests": one.requests * groups})

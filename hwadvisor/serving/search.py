@@ -586,12 +586,15 @@ def search(inputs: Inputs) -> ServingPlan:
     models = [c.model for c in searched.curves if c.drafter is None]
     pd = disagg.best_group(models, inputs, pd_notes)
     colocated = order[0] if order else None
-    if pd is not None and disagg.wins(pd, colocated.gpus if colocated else None,
-                                      colocated is not None, inputs):
-        best = disagg.as_point(pd, inputs)
-        top.insert(0, best)
-        chosen = None
-        fewest = min(fewest or best.config.gpus, best.config.gpus)
+    grouped = disagg.as_point(pd, inputs) if pd is not None and disagg.wins(
+        pd, colocated.gpus if colocated else None, best is not None, inputs) else None
+    if grouped is not None and grouped.meets_targets:
+        best, chosen = grouped, None
+        top.insert(0, grouped)
+        fewest = min(fewest or grouped.config.gpus, grouped.config.gpus)
+    elif grouped is not None:
+        pd_notes[-1] += ("; not planned: the simulation of the group misses a target ("
+                         + "; ".join(c.words() for c in grouped.checks if not c.met) + ")")
     elif pd is not None:
         pd_notes[-1] += ("; not planned: a colocated config meets the targets on "
                          + ("as few GPUs" if inputs.gpus is None else "these GPUs")
@@ -615,9 +618,10 @@ def search(inputs: Inputs) -> ServingPlan:
     if chosen is not None:
         plan.notes.append(breaks_first(chosen, inputs))
     if best is not None and best.config.disaggregated:
-        plan.method += ("; disaggregated prefill/decode groups are judged by the screen alone "
-                        "(the simulation plays colocated engines), and one met what no colocated "
-                        "config did: the targets here, or the load on fewer GPUs")
+        plan.method += ("; disaggregated prefill/decode groups were screened too, and the best, "
+                        "simulated (its prefill queue, the cache's trip and each decode "
+                        "instance's scheduler), met what no colocated config did: the targets "
+                        "here, or the load on fewer GPUs")
     plan.notes += pd_notes
     if searched.below_budget is not None:
         plan.notes.insert(0, f"no config within the --quality {inputs.workload.quality} budget "

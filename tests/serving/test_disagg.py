@@ -51,13 +51,16 @@ def test_a_tight_tpot_on_long_prompts_takes_a_pd_group_on_fewer_gpus() -> None:
     # decode steps; apart, the decode instances run bare steps (DistServe's case)
     plan = search(_inputs())
     assert plan.best is not None and plan.best.config.disaggregated
-    assert plan.best.meets_targets and plan.best.source == "screen"
+    assert plan.best.meets_targets and plan.best.source == "simulation"
     colocated = [p for p in plan.top if not p.config.disaggregated and p.meets_targets]
     assert colocated and plan.best.config.gpus < min(p.config.gpus for p in colocated)
-    # no prompt chunk in a decode step: TPOT and ITL are the bare step at every percentile
+    # no prompt chunk in a decode step: the tail of ITL stays near its median (a colocated
+    # config's p99 ITL is a step with a prompt chunk in it)
     f = plan.best.figures
-    assert f.tpot_p50_s == f.tpot_p99_s == f.itl_p99_s
-    assert "screen alone" in plan.method
+    assert f.itl_p99_s < 1.25 * f.itl_p50_s
+    assert all(p.figures.itl_p99_s > 2 * p.figures.itl_p50_s for p in colocated
+               if p.source == "simulation")
+    assert "disaggregated prefill/decode groups were screened" in plan.method
 
 
 def test_where_colocated_configs_meet_on_the_given_gpus_they_stay() -> None:
