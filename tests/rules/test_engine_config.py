@@ -78,3 +78,24 @@ def test_megatron_fsdp_plans_save_checkpoints_in_the_format_it_requires() -> Non
     text = report.plan.engine_config.text
     assert "--use-megatron-fsdp" in text
     assert "--ckpt-format fsdp_dtensor" in text
+
+
+def test_the_serving_search_s_step_budget_is_in_every_engine_s_command() -> None:
+    # the search ranks configs by their step budget; an engine told nothing runs its default
+    # (TensorRT-LLM max_num_tokens 8192, SGLang's chunked_prefill_size by GPU memory)
+    from hwadvisor.pipeline import recommend_report
+    from hwadvisor.rules.playbooks.goals import parse_goal
+    from hwadvisor.serving.request import LoadRequest
+    from hwadvisor.workload import WorkloadRequest
+
+    flags = {"trtllm": "--max_num_tokens", "sglang": "--chunked-prefill-size",
+             "vllm": "--max-num-batched-tokens"}
+    for engine, flag in flags.items():
+        report = recommend_report(parse_goal("inference-latency"), "h100-sxm",
+                                  WorkloadRequest(model="llama-3-8b", engine=engine),
+                                  load=LoadRequest(rate=20.0, dataset="chat", ttft_ms=1000,
+                                                   tpot_ms=30))
+        assert report.serving is not None and report.serving.config is not None
+        assert report.plan is not None and report.plan.engine_config is not None
+        step = report.serving.config.step_tokens
+        assert f"{flag} {step}" in report.plan.engine_config.text, (engine, step)
