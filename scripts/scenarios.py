@@ -45,6 +45,9 @@ SCENARIOS: tuple[Scenario, ...] = (
                   engine="hf")),
     Scenario("train-8b-1xh100", "Fine-tune Llama-3-8B on a single 80 GB H100.", "a", "h100-sxm",
              dict(model="llama-3-8b", phase="training", batch=4, prompt_len=2048, engine="hf")),
+    Scenario("train-8b-1xh100-full", "Full fine-tune of Llama-3-8B on one 80 GB H100, every "
+             "weight trained, no engine named: torchtitan's fp32 state needs 138 GB.", "a",
+             "h100-sxm", dict(model="llama-3-8b", phase="training", batch=1, prompt_len=2048)),
     Scenario("train-3b-1xh100-12k-torchtitan", "Full fine-tune of Llama-3.2-3B on one H100 "
              "with torchtitan, on 12k-token documents.", "a", "h100-sxm",
              dict(model="llama-3.2-3b", phase="training", batch=1, prompt_len=12288)),

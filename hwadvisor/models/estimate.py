@@ -153,6 +153,10 @@ class ModelOptions(Strict):
         None, ge=1, le=64, description="Tokens drafted per sequence per step: the target "
         "verifies draft + 1 tokens per forward (None: as many as are accepted)")
     mixed_precision: bool = Field(True, description="bf16 compute with fp32 master weights")
+    master_weights: bool = Field(
+        True, description="Training under mixed precision keeps an fp32 master copy of the "
+        "weights (false: pure 16-bit, the model loaded in bf16 and its optimizer state in the "
+        "parameters' dtype or 8 bits, as transformers' Trainer does on a bf16-loaded model)")
     prefill_chunk_tokens: int | None = Field(
         None, ge=1, description="Chunked prefill: tokens per forward (the engine's budget); None "
         "prefills each batch's prompts in one forward")

@@ -26,6 +26,7 @@ from hwadvisor.perfmodel.memory import (
     grad_bytes_per_param,
     kv_bytes_per_token_per_layer,
     offload_kind,
+    pure_16bit,
     recurrent_state_bytes,
     score_bytes_per_layer,
     selective_policy,
@@ -1035,6 +1036,11 @@ def optimizer_phase(setup: Setup) -> Phase:
     params = trained / setup.layout.weight_shards
     phase = Phase("optimizer step")
     per_param = table[setup.workload.optimizer]
+    if pure_16bit(setup):
+        # no fp32 master to read and write: the 16-bit parameters and the moments only
+        optimizer = setup.workload.optimizer
+        per_param *= C.OPT_BYTES_PER_PARAM_PURE16[optimizer] / \
+            C.OPT_BYTES_PER_PARAM_FUSED[optimizer]
     kind = "fused" if opts.fused_optimizer else "foreach"
     r = rates(setup)
     offload = offload_kind(setup)

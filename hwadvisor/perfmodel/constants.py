@@ -475,6 +475,11 @@ FSDP_IMPLICIT_OVERLAP = 0.8
 # fused 190 ms) puts the difference at 13 ms; 48 B/param x 1.24e9 at ~3.7 TB/s = 16 ms.
 OPT_BYTES_PER_PARAM_FUSED: dict[str, float] = {"adamw": 32.0, "adamw-8bit": 16.0, "sgd": 18.0}
 OPT_BYTES_PER_PARAM_UNFUSED: dict[str, float] = {"adamw": 80.0, "adamw-8bit": 40.0, "sgd": 36.0}
+# The same step on pure 16-bit weights (no fp32 master): AdamW reads and writes the bf16
+# parameter (2 + 2), reads its bf16 gradient (2) and reads and writes both moments (bf16: 8;
+# bitsandbytes' 8-bit: 4, one fused kernel, optimizer_update_8bit_blockwise): 14 and 10 bytes
+# a parameter; SGD the parameter, gradient and momentum: 10. Foreach kernels scale as above.
+OPT_BYTES_PER_PARAM_PURE16: dict[str, float] = {"adamw": 14.0, "adamw-8bit": 10.0, "sgd": 10.0}
 # Kernel launches of the optimizer step: each foreach op launches once per chunk of ~48 tensors
 # (torch's multi_tensor_apply depth limits: 110/64/48/36 tensors per launch by list count);
 # foreach AdamW ~8 ops, fused AdamW 1.
@@ -561,6 +566,14 @@ GRAD_BYTES_FP32 = 4.0
 # 2048: negligible) + master 4. SGD: master 4 + momentum 4 (momentum assumed, as usual).
 OPTIMIZER_BYTES_MIXED: dict[str, float] = {"adamw": 12.0, "adamw-8bit": 6.0, "sgd": 8.0}
 OPTIMIZER_BYTES_FP32: dict[str, float] = {"adamw": 8.0, "adamw-8bit": 2.0, "sgd": 4.0}
+# Pure 16-bit training (ModelOptions.master_weights false: the model loaded in bf16, no fp32
+# copy; transformers' Trainer outside DeepSpeed/FSDP casts nothing up): the weights are the
+# optimizer's parameters. torch.optim.AdamW keeps exp_avg and exp_avg_sq in the parameter's
+# dtype (torch.zeros_like(p, memory_format=torch.preserve_format)): 2 + 2; bitsandbytes'
+# AdamW8bit keeps both moments block-wise in 8 bits (1 + 1, fp32 absmax per 256-value block:
+# ~0.03); SGD's momentum buffer in bf16, 2. Sources: torch/optim/adamw.py _init_group,
+# https://huggingface.co/docs/bitsandbytes/main/en/optimizers (Dettmers et al. 2021).
+OPTIMIZER_BYTES_PURE16: dict[str, float] = {"adamw": 4.0, "adamw-8bit": 2.0, "sgd": 2.0}
 # FSDP keeps one or two layers' full parameters gathered at a time (current + prefetched).
 FSDP_GATHERED_LAYERS = 2
 # Loss on logits, bytes per (token, vocab) element. At the loss's backward (the activations'

@@ -99,6 +99,8 @@ def _model_notes(setup: Setup, deciding: Phase, timing: StepTime,
     ]
     if setup.training:
         precision = "mixed precision (bf16 + fp32 master)" if opts.mixed_precision else "fp32"
+        if opts.mixed_precision and not opts.master_weights and opts.finetune == "full":
+            precision = "pure bf16 (no fp32 master copy)"
         notes.append(f"training: {precision}, {setup.workload.optimizer}"
                      f"{' fused' if opts.fused_optimizer else ' foreach'}; backward: dgrad + "
                      "wgrad GEMMs, attention 2.5x its forward FLOPs")

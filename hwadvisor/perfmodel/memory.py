@@ -191,10 +191,24 @@ def layer_act_coeffs(spec: ModelSpec, compiled: bool,
 
 
 def autocast_fp32(setup: Setup) -> bool:
-    """Tell whether the engine trains fp32 weights under autocast (engine data [costs])."""
+    """Tell whether the engine trains fp32 weights under autocast (engine data [costs]).
+
+    Not on a model loaded in bf16 without a master copy (pure 16-bit): its weights are bf16.
+    """
     return setup.training and setup.options.mixed_precision and \
-        setup.options.finetune == "full" and \
+        setup.options.finetune == "full" and setup.options.master_weights and \
         E.engine_time(setup.workload, setup.res.family).autocast_fp32_weights
+
+
+def pure_16bit(setup: Setup) -> bool:
+    """Tell whether full training keeps no fp32 master copy (ModelOptions.master_weights off).
+
+    The 16-bit weights are then the optimizer's parameters: no fp32 copy, the optimizer state
+    in their dtype or 8 bits (OPTIMIZER_BYTES_PURE16). Under fp32 training (no mixed
+    precision) the fp32 weights are the master copy anyway.
+    """
+    return setup.training and setup.options.mixed_precision and \
+        setup.options.finetune == "full" and not setup.options.master_weights
 
 
 def act_coeff_sum(setup: Setup) -> tuple[float, float]:
@@ -459,14 +473,18 @@ def fsdp_fp32_shards(setup: Setup) -> bool:
 
     Then the optimizer's master weights are the shards themselves and the GPU holds 16-bit
     weights only while FSDP has them gathered.
+    An fp32 shard is a master copy: pure 16-bit training (master_weights off) has none.
     """
     return setup.training and setup.layout.strategy == "fsdp" and \
         setup.options.finetune == "full" and setup.options.mixed_precision and \
+        setup.options.master_weights and \
         E.engine_time(setup.workload, setup.res.family).fsdp_fp32_shards
 
 
 def optimizer_bytes_per_param(setup: Setup) -> float:
-    """Optimizer bytes per parameter (master copy included under mixed precision)."""
+    """Optimizer bytes per parameter (master copy included under mixed precision, unless pure)."""
+    if pure_16bit(setup):
+        return C.OPTIMIZER_BYTES_PURE16[setup.workload.optimizer]
     table = C.OPTIMIZER_BYTES_MIXED if setup.options.mixed_precision else C.OPTIMIZER_BYTES_FP32
     return table[setup.workload.optimizer]
 

@@ -32,7 +32,8 @@ from hwadvisor.rules.playbooks.conditions import (
 )
 from hwadvisor.rules.playbooks.facts import Facts, fit_text, gb
 from hwadvisor.rules.playbooks.metrics import METRICS, gain, prediction, read_metric, tradeoff_text
-from hwadvisor.rules.playbooks.planners import PLANNERS, PREDICTORS, Plan
+from hwadvisor.rules.playbooks.planners import Plan
+from hwadvisor.rules.playbooks.registry import PLANNERS, PREDICTORS
 from hwadvisor.rules.playbooks.schema import Rule
 
 

@@ -98,3 +98,44 @@ def test_torchtitans_published_memory_is_compared_reserved_with_reserved():
             _, top = published.reserved_peak_range(row.tensors_bytes, row.full_checkpointing,
                                                    row.sharded)
             assert row.fig.memory_gib * 2**30 <= 1.10 * top, fid
+
+
+@pytest.mark.parametrize(("optimizer", "master", "per_param"), [
+    ("adamw", True, 12.0), ("adamw-8bit", True, 6.0),  # the fp32 master counted
+    ("adamw", False, 4.0), ("adamw-8bit", False, 2.0),  # pure bf16: moments only
+])
+def test_pure_bf16_training_counts_no_fp32_master_copy(optimizer: str, master: bool,
+                                                       per_param: float) -> None:
+    from hwadvisor.models import ModelOptions
+    from hwadvisor.pipeline import estimate_report
+    from hwadvisor.workload import WorkloadRequest
+
+    request = WorkloadRequest(model="llama-3-8b", phase="training", batch=1, prompt_len=2048,
+                              engine="hf", optimizer=optimizer)
+    report = estimate_report(request, "h100-sxm",
+                             ModelOptions(fused_optimizer=True, master_weights=master))
+    assert report.estimate is not None and report.workload.params_total
+    memory = report.estimate.memory
+    params = report.workload.params_total
+    assert memory.optimizer_bytes == pytest.approx(per_param * params, rel=1e-3)
+    assert memory.gradients_bytes == pytest.approx(2.0 * params, rel=1e-3)
+    assert memory.weights_bytes == pytest.approx(2.0 * params, rel=1e-3)
+    if not master and optimizer == "adamw-8bit":
+        # 2 + 2 + 2 bytes a parameter at the step's peak, with the runtime: fits 80 GB
+        assert report.estimate.fits and memory.total_bytes < 55e9
+
+
+def test_fsdp_fp32_shards_are_a_master_copy_that_pure_bf16_does_not_keep() -> None:
+    from hwadvisor.models import ModelOptions
+    from hwadvisor.pipeline import estimate_report
+    from hwadvisor.workload import WorkloadRequest
+
+    request = WorkloadRequest(model="llama-3-8b", phase="training", batch=1, prompt_len=2048,
+                              engine="torchtitan", gpus=8)
+    mixed = estimate_report(request, "h100-sxm", ModelOptions(sharding="fsdp"))
+    pure = estimate_report(request, "h100-sxm",
+                           ModelOptions(sharding="fsdp", master_weights=False))
+    assert mixed.estimate is not None and pure.estimate is not None
+    # torchtitan's fp32 shards: fp32 gradient shards; without a master, bf16 gradient shards
+    assert pure.estimate.memory.gradients_bytes == pytest.approx(
+        mixed.estimate.memory.gradients_bytes / 2, rel=1e-3)

@@ -37,7 +37,8 @@ PLAYBOOKS = {
     A: {"torch-compile", "bf16-mixed-precision", "fp16-mixed-precision", "fp8-training",
         "fsdp2-zero3", "hsdp", "tensor-parallel-in-node", "pipeline-parallel", "context-parallel",
         "fused-adamw", "activation-checkpointing", "optimizer-8bit", "optimizer-offload", "lora",
-        "qlora", "flash-attention", "expert-parallel", "micro-batch", "fused-cross-entropy"},
+        "qlora", "flash-attention", "expert-parallel", "micro-batch", "fused-cross-entropy",
+        "pure-bf16-adamw-8bit", "trainer-pure-bf16-adamw-8bit"},
     B: {"flash-attention", "prefix-caching", "fp8-weights", "int8-weights", "fp4-weights",
         "int4-weights", "cuda-graphs", "speculative-decoding", "paged-kv-continuous-batching",
         "chunked-prefill", "pd-disaggregation", "data-parallel-replicas", "expert-parallel",
@@ -48,7 +49,7 @@ PLAYBOOKS = {
         "flash-attention", "bf16-mixed-precision", "fp16-mixed-precision", "fsdp2-zero3",
         "tensor-parallel-in-node", "pipeline-parallel", "context-parallel", "optimizer-8bit",
         "optimizer-offload", "lora", "qlora", "chunked-prefill", "micro-batch",
-        "fused-cross-entropy"},
+        "fused-cross-entropy", "pure-bf16-adamw-8bit", "trainer-pure-bf16-adamw-8bit"},
 }
 
 
@@ -481,6 +482,9 @@ FIRES = {
     "activation-checkpointing": (C, "h100-sxm", {**S_8B_TRAIN, **HF}),
     "optimizer-8bit": (A, "h100-sxm", {**S_8B_TRAIN, **HF}),
     "optimizer-offload": (A, "h100-sxm", {**S_8B_TRAIN, **HF}),
+    "pure-bf16-adamw-8bit": (A, "h100-sxm", {**S_8B_TRAIN, **HF}),
+    # no --engine: torchtitan, the default, cannot fit the 8B on one GPU
+    "trainer-pure-bf16-adamw-8bit": (A, "h100-sxm", S_8B_TRAIN),
     "lora": (A, "rtx-4090", S_8B_TRAIN),
     "qlora": (A, "rtx-4090", S_8B_TRAIN),
     "flash-attention": (B, "h200-sxm", {**S_8B, "attention_kernel": "math", **HF}),
@@ -522,6 +526,10 @@ REJECTED = {
                                  "activation_checkpointing"),
     "optimizer-8bit": (A, "h100-sxm", {**S_8B_TRAIN, "optimizer": "sgd"}, "optimizer_in"),
     "optimizer-offload": (A, "m3-max", {**S_8B_TRAIN, **HF}, "device_class_in"),
+    "pure-bf16-adamw-8bit": (A, "t4", {**S_8B_TRAIN, **HF}, "requires_formats"),
+    # torchtitan named with --engine: the plan keeps it
+    "trainer-pure-bf16-adamw-8bit": (A, "h100-sxm", {**S_8B_TRAIN, "engine": "torchtitan"},
+                                     "engine_named"),
     "lora": (A, "h100-sxm", S_8B, "phase"),
     "qlora": (A, "m3-max", {**S_8B_TRAIN, **HF}, "device_class_in"),
     "flash-attention": (B, "snapdragon-8-elite", {"model": "llama-3.2-1b"},

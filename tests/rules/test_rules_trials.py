@@ -64,6 +64,8 @@ NO_TRIAL = {
     "lora": "a fine-tuning method: its memory needs PEFT on the real model",
     "qlora": "bitsandbytes NF4 kernels",
     "optimizer-8bit": "bitsandbytes / torchao 8-bit optimizers",
+    "pure-bf16-adamw-8bit": "bitsandbytes' 8-bit AdamW on bf16 weights: memory, no step trial",
+    "trainer-pure-bf16-adamw-8bit": "a move to the Trainer with bitsandbytes' 8-bit AdamW",
     "fused-cross-entropy": "Liger / Megatron's fused loss kernels, not installed with torch",
     "micro-batch": "activations at each micro-batch size of the real model: "
                    "benchmarks/train_memory.py measures them on a GPU",

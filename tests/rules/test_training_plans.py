@@ -402,3 +402,48 @@ def test_two_geforce_cards_train_a_qlora_replica_each_not_fsdp_over_the_host():
     assert report.plan.layout.sharding == "ddp" and report.plan.layout.dp == 2
     config = report.plan.engine_config
     assert config is not None and any("local_process_index" in n for n in config.notes)
+
+
+def test_a_full_fine_tune_of_8b_on_one_h100_moves_to_the_trainer_in_pure_bf16() -> None:
+    # torchtitan (the default) needs 138 GB: fp32 parameters and AdamW moments, no 8-bit
+    # optimizer, nothing to shard over on one GPU. The Trainer on a bf16-loaded model with
+    # bitsandbytes' 8-bit AdamW holds 2 + 2 + 2 bytes a parameter, every weight trained.
+    report = plan("h100-sxm", model="llama-3-8b", batch=1, prompt_len=2048)
+    assert report.plan is not None and report.plan.fits
+    steps = [s.id for s in report.plan.steps]
+    assert steps[0] == "trainer-pure-bf16-adamw-8bit"
+    assert not {"lora", "qlora"} & set(steps)
+    assert not any(s.changes_method for s in report.plan.steps)
+    assert report.plan.memory_per_gpu_bytes < 60e9
+    config = report.plan.engine_config
+    assert config is not None and config.engine == "hf"
+    lines = config.text.splitlines()
+    assert any(line.startswith("dtype=torch.bfloat16  # from_pretrained()") for line in lines)
+    assert any(line.startswith('optim="adamw_bnb_8bit"  # TrainingArguments') for line in lines)
+    # ZeRO-Offload stays the alternative that keeps the fp32 master, in host RAM
+    assert alternative(report, "optimizer-offload") is not None
+
+
+def test_the_trainer_plans_a_full_fine_tune_of_8b_on_one_h100_before_lora() -> None:
+    report = plan("h100-sxm", model="llama-3-8b", batch=1, prompt_len=2048, engine="hf")
+    assert report.plan is not None and report.plan.fits
+    steps = [s.id for s in report.plan.steps]
+    assert "pure-bf16-adamw-8bit" in steps and not {"lora", "qlora"} & set(steps)
+    assert alternative(report, "lora") is not None  # still named beside it
+
+
+def test_a_named_torchtitan_keeps_torchtitan() -> None:
+    report = plan("h100-sxm", model="llama-3-8b", batch=1, prompt_len=2048,
+                  engine="torchtitan")
+    assert report.plan is not None and not report.plan.fits
+    assert "trainer-pure-bf16-adamw-8bit" not in {s.id for s in report.plan.steps}
+    assert report.plan.engine_config is not None
+    assert report.plan.engine_config.engine == "torchtitan"
+    assert report.plan.min_gpus == 2
+
+
+def test_more_gpus_keep_torchtitan_sharding_its_fp32_state() -> None:
+    report = plan("h100-sxm", model="llama-3-8b", batch=1, prompt_len=2048, gpus=2)
+    assert report.plan is not None and report.plan.fits
+    assert report.plan.engine_config is not None
+    assert report.plan.engine_config.engine == "torchtitan"

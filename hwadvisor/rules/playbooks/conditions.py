@@ -38,6 +38,7 @@ class When(BaseModel):
     compute_capability_in: list[str] | None = Field(None, description="e.g. ['9.0'] for Hopper")
     fast_interconnect: bool | None = Field(None, description="NVLink / xGMI between the GPUs")
     min_gpus: int | None = None
+    max_gpus: int | None = None
     min_gpus_per_node: int | None = None
     max_batch: int | None = None
     min_batch: int | None = None
@@ -72,6 +73,11 @@ class When(BaseModel):
     fp8_usable: bool | None = None
     fp4_usable: bool | None = None
     finetune_in: list[Literal["full", "lora", "qlora"]] | None = None
+    master_weights: bool | None = Field(
+        None, description="Training keeps an fp32 master copy (false: pure 16-bit)")
+    engine_named: bool | None = Field(
+        None, description="The user named the engine (--engine): false lets a step move the "
+        "plan to another engine")
     max_kv_fraction: float | None = None
 
 
@@ -148,6 +154,7 @@ CONDITIONS: dict[str, tuple[Callable[[Facts, Any], bool], str]] = {
         "needs a GPU-to-GPU link like NVLink; {device} has {link_text}"),
     "min_gpus": (_at_least("gpus"), "needs at least {expected} GPUs; the plan has {gpus} "
                  "(plan more with --gpus N)"),
+    "max_gpus": (_at_most("gpus"), "for at most {expected} GPU(s); the plan has {gpus}"),
     "min_gpus_per_node": (
         _at_least("gpus_per_node"), "needs at least {expected} GPUs in one node; "
         "the plan has {gpus_per_node} per node across {nodes} node(s)"),
@@ -206,6 +213,11 @@ CONDITIONS: dict[str, tuple[Callable[[Facts, Any], bool], str]] = {
         _equals("fp4_usable"), "FP4 weights need FP4 tensor cores (Blackwell) and an engine that "
         "runs them: {device} ({arch_text}) with {engine_name}"),
     "finetune_in": (_in("finetune"), "applies to {expected} training; this is {finetune}"),
+    "master_weights": (
+        _equals("master_weights"), "the plan keeps no fp32 master copy already (pure bf16)"),
+    "engine_named": (
+        _equals("engine_named"), "the engine is {engine_name}, as asked (--engine): the plan "
+        "keeps it"),
     "max_kv_fraction": (
         _at_most("kv_fraction"), "the KV cache is already {kv_fraction:.0%} of the state"),
 }

@@ -56,6 +56,10 @@ class Facts:
     """FP4 tensor cores here and an engine that runs FP4 weights."""
     finetune: str
     """Full, lora or qlora."""
+    master_weights: bool
+    """Training keeps an fp32 master copy of the weights (off: pure 16-bit)."""
+    engine_named: bool
+    """The user named the engine (--engine), so the plan keeps it."""
     four_bit_kernel: str
     """The 4-bit matmul kernel the engine runs, in words."""
     four_bit_recipe: str
@@ -313,6 +317,10 @@ def build_facts(
         fp8_usable=_engine_runs(workload, "fp8", device),
         fp4_usable=_engine_runs(workload, "fp4", device),
         finetune=opts.finetune,
+        master_weights=opts.master_weights,
+        # a workload built without the CLI (engine_source None) keeps its engine too
+        engine_named=workload.engine_source in (None, "--engine")
+        or workload.engine_version is not None,
         four_bit_kernel=_four_bit_words(workload, device),
         four_bit_recipe=_four_bit_recipe(workload),
         model=workload.spec.name if workload.spec else workload.model,

@@ -49,7 +49,8 @@ class WhatIf(_Strict):
     workload: dict[str, Any] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
     spec: dict[str, Any] = Field(default_factory=dict)
-    planner: str | None = Field(None, description="A planner in planners.PLANNERS adds changes")
+    planner: str | None = Field(
+        None, description="A planner in registry.PLANNERS (planners.py, moves.py) adds changes")
 
     @model_validator(mode="after")
     def _known_keys(self) -> WhatIf:
@@ -60,7 +61,7 @@ class WhatIf(_Strict):
         if self.options:
             ModelOptions(**self.options)  # values must be valid knobs
         if self.planner is not None:
-            from hwadvisor.rules.playbooks.planners import PLANNERS
+            from hwadvisor.rules.playbooks.registry import PLANNERS
 
             if self.planner not in PLANNERS:
                 raise ValueError(f"unknown planner {self.planner!r}; known: {sorted(PLANNERS)}")
@@ -145,7 +146,7 @@ class Rule(_Strict):
     when: When = Field(default_factory=lambda: When())
     why_not: dict[str, str] = Field(default_factory=dict)
     what_if: WhatIf | None = None
-    predictor: str | None = Field(None, description="A predictor in planners.PREDICTORS")
+    predictor: str | None = Field(None, description="A predictor in registry.PREDICTORS")
     alternatives: list[Alternative] = Field(default_factory=list)
     metric: str
     metric_if_unfit: str | None = Field(
@@ -183,7 +184,7 @@ class Rule(_Strict):
         if (self.what_if is None) == (self.predictor is None):
             raise ValueError(f"{self.id}: give exactly one of what_if and predictor")
         if self.predictor is not None:
-            from hwadvisor.rules.playbooks.planners import PREDICTORS
+            from hwadvisor.rules.playbooks.registry import PREDICTORS
 
             if self.predictor not in PREDICTORS:
                 raise ValueError(f"{self.id}: unknown predictor {self.predictor!r}")
