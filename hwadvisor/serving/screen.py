@@ -264,7 +264,9 @@ def open_point(table: Table, limits: Limits, shape: Shape, rate: float,
         t0 = low
         s0 = _step_map(table, limits, shape, rate, t0)
     t1, s1 = s0.value, s0
-    if math.isfinite(t1):
+    if math.isfinite(t1) and abs(t1 - t0) <= 1e-3 * t1:
+        t1, s1 = t0, s0  # the start is the fixed point already (a warm start from the curve)
+    elif math.isfinite(t1):
         s1 = _step_map(table, limits, shape, rate, t1)
     for _ in range(40):
         if not math.isfinite(s1.value):
@@ -273,6 +275,12 @@ def open_point(table: Table, limits: Limits, shape: Shape, rate: float,
         h0, h1 = s0.value - t0, s1.value - t1
         if abs(h1) <= 1e-3 * t1:
             break
+        if 0.0 < h0 <= h1 and t1 > t0:
+            # the map runs ahead of the guess ever faster: T - map(T) is convex, so no fixed
+            # point lies further on; the step map at a far guess says why (else: unbounded)
+            far = _step_map(table, limits, shape, rate, t1 * 1e3)
+            point.why = far.why or "the step time grows without bound"
+            return point
         slope = (h1 - h0) / (t1 - t0) if t1 != t0 else 0.0
         guess = t1 - h1 / slope if slope < 0 else s1.value
         if not math.isfinite(guess) or guess <= 0 or guess > 1e3 * t1:

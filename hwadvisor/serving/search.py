@@ -154,6 +154,9 @@ def _curve(model: Replica, inputs: Inputs, drafter: str | None, step_tokens: int
             break
         points.append(point)
         warm = point.step_s
+        if len(points) >= 2:  # the step time rises convexly with the rate: the line through
+            # the last two points stays below the next fixed point, a closer start from below
+            warm += (points[-1].step_s - points[-2].step_s) * _CURVE_RATIO
     return _Curve(model, drafter, step_tokens, prefix_caching, shape, limits, points,
                   kv_unified)
 
