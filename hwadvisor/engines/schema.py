@@ -277,6 +277,19 @@ class Defaults(_Strict):
         None, description="What quantised weights multiply in on a CPU: int8 (the activations "
         "are quantised to 8 bits and dotted with the weights in integers, ggml's vec_dot_type "
         "Q8_0 / Q8_K), so their rate is a share of the CPU's int8 peak; None: the 16-bit one")
+    cuda_gemm_accumulate: Literal["fp16"] | None = Field(
+        None, description="What its cuBLAS GEMMs of F16 weights, and of quantised ones it "
+        "dequantises to F16 for cuBLAS, accumulate in on NVIDIA GPUs: fp16 (ggml-cuda's "
+        "CUBLAS_COMPUTE_16F), so they run at the FP16-accumulate tensor rate where the profile "
+        "states one apart from fp16 (peak_tflops.fp16_acc16: GeForce cards); None: fp32")
+    cuda_f32_output: list[str] = Field(
+        default_factory=list, description="Compute capabilities on which those GEMMs keep "
+        "FP32 output and accumulation instead (llama.cpp's prefer_f32_output: Volta, 7.0)")
+    cuda_quant_gemm: Literal["mmq", "cublas"] | None = Field(
+        None, description="How quantised weights' many-row matmuls run on NVIDIA GPUs: mmq "
+        "(its own kernels on int8 tensor cores from Turing on, so their rate is a share of the "
+        "int8 rate; older GPUs dequantise to F16 for cuBLAS), cublas (dequantised to F16 for "
+        "cuBLAS on every GPU with FP16 tensor cores); None: not stated (the 16-bit rate)")
     stream_per_slot: bool = Field(
         False, description="A slot count the user sets gives each slot its own KV stream "
         "(llama-server: kv_unified stays off unless the slot count is auto), and a step "

@@ -369,11 +369,15 @@ def rates(setup: Setup) -> _Rates:
         _engine_defaults(setup).cpu_quant_matmul == "int8"
     quant_peak = res.int8_tflops * 1e12 if int8 else peak16
     vector_peak = quant_peak if int8 else res.vector_tflops * 1e12
+    # The engine's CUDA GEMMs where they run off the 16-bit FP32-accumulate rate (llama.cpp's
+    # FP16-accumulate cuBLAS GEMMs and int8 MMQ on GeForce cards)
+    tensor = cuda_tensor_scale(setup, weights)
+    quant_peak *= tensor
     out = _Rates(
         stream=res.stream_gbps * C.GB,
         theoretical=max(res.bandwidth_gbps, res.stream_gbps) * C.GB,
         half_dim=E.gemm_half_dim(family),
-        gemm=res.gemm_tflops * 1e12,
+        gemm=res.gemm_tflops * 1e12 * tensor,
         act_gemm=res.act_gemm_tflops * 1e12,
         peak16=peak16,
         vector=vector_peak * E.vector_efficiency(kernel, kfamily, kernels.rates),
@@ -402,6 +406,48 @@ def rates(setup: Setup) -> _Rates:
     )
     setup.__dict__["_rates"] = out
     return out
+
+
+def cuda_tensor_scale(setup: Setup, weights: str) -> float:
+    """Return the engine's CUDA matmul rate over the 16-bit one the resources priced (1: same).
+
+    The 16-bit peaks the profiles list are the FP32-accumulate rates PyTorch runs at. An engine
+    whose cuBLAS GEMMs of F16 weights (and of quantised ones dequantised to F16) accumulate in
+    FP16 (llama.cpp: CUBLAS_COMPUTE_16F) runs at peak_tflops.fp16_acc16 where the profile states
+    it (GeForce cards: twice fp16), except on the compute capabilities it keeps FP32 output on
+    (Volta). Its MMQ kernels (quantised weights, from Turing on) run on int8 tensor cores, at
+    a share of half the int8 rate: on every NVIDIA card from Turing on that is the
+    FP16-accumulate rate (RTX 4090 int8 660.6 TOPS, FP16 330.3 with FP16 accumulate; L40S 733
+    and 362; A100 624 and 312), so the shares fitted on either path stay comparable. BF16
+    weights multiply with CUBLAS_COMPUTE_32F: unchanged.
+    """
+    res, device = setup.res, setup.device
+    defaults = _engine_defaults(setup)
+    if defaults.cuda_gemm_accumulate != "fp16" or res.compute_path or device.vendor != "nvidia" \
+            or res.device_class == "cpu":
+        return 1.0
+    peaks = device.peak_tflops
+    fp16 = float(peaks.get("fp16") or peaks.get("bf16") or 0.0)
+    if fp16 <= 0.0:
+        return 1.0
+    cc = device.compute_capability
+    fmt = formats.weight_format(weights)
+    if fmt.family == "gguf" and defaults.cuda_quant_gemm == "mmq" and _cc_at_least(cc, 7.5):
+        int8 = float(peaks.get("int8") or 0.0)
+        return max(1.0, int8 / 2.0 / fp16) if int8 > 0.0 else 1.0
+    if weights != "fp16" and fmt.family != "gguf":
+        return 1.0
+    if cc is not None and cc in defaults.cuda_f32_output:
+        return 1.0
+    return max(1.0, float(peaks.get("fp16_acc16") or 0.0) / fp16)
+
+
+def _cc_at_least(cc: str | None, floor: float) -> bool:
+    """Tell whether an NVIDIA compute capability ('8.9') is at least floor; unknown: no."""
+    try:
+        return cc is not None and float(cc) >= floor
+    except ValueError:
+        return False
 
 
 def _engine_defaults(setup: Setup) -> Defaults:

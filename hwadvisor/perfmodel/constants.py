@@ -276,11 +276,15 @@ GEMV_RELATIVE: dict[str, tuple[str, float]] = {"llamacpp-k": ("llamacpp", 0.87)}
 # it is not cuBLAS's (those follow GEMM_PEAK_FRACTION): keys "kernel" or "kernel@family".
 # torch-int4: the H200 int4 trial's slope, 4.3 us per extra row of the 14336x4096 shape = 27
 # TFLOP/s = 0.028 of 989.5 (tinygemm; flat in M, see KERNEL_FLAT_RATE). marlin: ~0.8 of fp16
-# at large batch (Marlin README). llama.cpp f16 on GeForce: its cuBLAS calls compute in fp16
-# with fp16 accumulation (ggml-cuda: CUBLAS_COMPUTE_16F), twice the fp32-accumulate rate the
-# profiles list (GA102 / AD102 whitepapers): 2 x 0.8. llama.cpp quantised prefill (MMQ) per
-# family, llama.cpp on A100 / H100 (May 2024 builds reach 30-36% of the tensor peak), MLX: fit
-# to the tune split. bitsandbytes: a cuBLAS GEMM after dequantising (Hopper's 0.77); ExLlamaV2
+# at large batch (Marlin README). llama.cpp's CUDA matmuls (F16 and quantised) are shares of the
+# FP16-accumulate tensor rate, which GeForce cards run at twice the fp16 figure the profiles list
+# (perfmodel/compute.py cuda_tensor_scale, from the engine's cuda_gemm_accumulate and the
+# profiles' peak_tflops.fp16_acc16); F16 there is a cuBLAS GEMM (GEMM_PEAK_FRACTION). Until
+# 2026-12-07 this table said so by family ("llamacpp-f16@nvidia-ada" and "-ampere" 1.6 = 2 x 0.8),
+# which doubled the workstation cards of those families too (RTX 6000 Ada, RTX A6000), and
+# "llamacpp@nvidia" was 0.87 of the FP32-accumulate rate. llama.cpp quantised prefill per family,
+# llama.cpp on A100 / H100 (May 2024 builds reach 30-36% of the tensor peak), MLX: fit to the
+# tune split. bitsandbytes: a cuBLAS GEMM after dequantising (Hopper's 0.77); ExLlamaV2
 # and the llama.cpp default: assumptions. torch's int4 kernel off NVIDIA (MPS, CPU) and the
 # on-device engines' int4 kernels (mobile-int4): assumptions, not the H200's tinygemm figure.
 KERNEL_COMPUTE_FRACTION: dict[str, float] = {
@@ -292,13 +296,11 @@ KERNEL_COMPUTE_FRACTION: dict[str, float] = {
     "bitsandbytes": 0.77,
     "llamacpp": 0.6,
     "llamacpp@apple": 0.71,
-    "llamacpp@nvidia": 0.87,
+    "llamacpp@nvidia": 0.45,
     "llamacpp@nvidia-hopper": 0.30,
     "llamacpp@nvidia-ampere-hbm": 0.36,
     "llamacpp@amd": 0.50,
     "llamacpp-f16@nvidia-hopper": 0.30,
-    "llamacpp-f16@nvidia-ada": 1.6,
-    "llamacpp-f16@nvidia-ampere": 1.6,
     "mlx": 0.825,
     "mlx-f16": 0.9,
 }

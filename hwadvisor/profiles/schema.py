@@ -2,7 +2,11 @@
 
 Each file in profiles/ (shipped as the package ``hwadvisor.profiles_data``) describes one device
 with its vendor sources; :class:`Profile` is their schema. Peaks are DENSE figures (sparse
-datasheet figures halved, said so in the file's notes); ``int8`` is in TOPS.
+datasheet figures halved, said so in the file's notes); ``int8`` is in TOPS. ``fp16_acc16`` is
+the FP16 tensor rate with FP16 accumulate, stated only where it differs from ``fp16`` (the
+FP32-accumulate rate PyTorch's matmuls run at): GeForce cards from Turing on run FP16 with FP32
+accumulate at half the FP16-accumulate rate (NVIDIA's Turing, GA102, Ada and RTX Blackwell
+whitepapers), professional and datacenter cards run both at one rate.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ GIB = 2**30
 # GPU and DRAM vendors count memory in binary units: the H200's "141 GB" reads 143771 MiB
 # (140.4 GiB) in nvidia-smi, so memory_gib converts with 2**30.
 
-PEAK_FORMATS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
+PEAK_FORMATS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp16_acc16", "fp8", "fp6", "fp4", "int8")
 SOURCE_GROUPS = (
     "memory", "bandwidth", "compute", "power", "interconnect", "architecture", "match", "mobile",
     "npu", "system", "variants",

@@ -94,10 +94,12 @@ def test_phone_and_apple_runtime_figures_are_within_20_percent(rows: list) -> No
 #   streams the weights once for all columns): +36% to +66%.
 # 2026-12-07: new held-out figures beyond the worst target (docs/benchmarks.md, "2026-12-07 — 42
 # new held-out figures"), each with the mechanism the model lacks:
-# - llama.cpp pp512 on 4 x RTX 6000 Ada / 4 x L40S (layer split, May 2024 builds): +128% to +163%.
-#   The profiles give these cards the workstation FP16/FP32-accumulate tensor rate (364 TFLOP/s,
-#   2.2x the RTX 4090's 165), but the published pp512 (591-864 tokens/s at 300-350 W) lies below
-#   the 4 x RTX 4090 run's (835): llama.cpp's prefill kernels do not reach that rate;
+# - llama.cpp pp512 on 4 x RTX 6000 Ada / 4 x L40S (layer split, May 2024 builds): +128% to +163%
+#   until 2026-12-07, when llama.cpp's GEMMs were priced at the FP16-accumulate rate (issue 42:
+#   the RTX 4090's 330 TFLOP/s against these cards' 362-364, where the 4090 had been at half and
+#   the RTX 6000 Ada doubled by family): +36% to +71% since. The published pp512 (591-864
+#   tokens/s at 300-350 W) still lies below the 4 x RTX 4090 run's (835): likely the clocks these
+#   cards hold under tensor load at their power limits, which the profiles do not state;
 # - Mixtral 8x7B pp512 on an M2 Max at build 1631 (+241% to +351%): the first Metal mul_mat_id
 #   for the experts; the model prices expert matmuls at the dense rate (issue 42, MoE);
 # - Llama-2-7B-Chat decode on the 8 Elite's NPU (-41%; the 8 Gen 3's is -25%): Hexagon decode per
