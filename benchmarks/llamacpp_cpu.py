@@ -170,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin", default="/work/llama/build-cpu/bin")
     parser.add_argument("--gguf-py", default="/work/llama/src/gguf-py")
-    parser.add_argument("--preset", default="qwen2.5-1.5b")
+    parser.add_argument("--preset", default=None,
+                        help="the preset timed (default qwen2.5-1.5b; with --measured, the one "
+                        "the saved file is named after, llama-3.2-1b_DATE.json)")
     parser.add_argument("--work", default="/tmp/llamacpp_cpu")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--max-load", type=float, default=1.5)
@@ -179,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measured", help="re-predict this saved run (a --json file) instead "
                         "of timing; the preset must be the run's")
     args = parser.parse_args(argv)
+    if args.preset is None:
+        stem = Path(args.measured).name.split("_")[0] if args.measured else ""
+        args.preset = stem if (ROOT / "hwadvisor" / "workload" / "presets" /
+                               f"{stem}.json").is_file() else "qwen2.5-1.5b"
     if args.measured:
         rows = repredict(Path(args.measured), args.preset)
         print(table(rows))
