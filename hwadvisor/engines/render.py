@@ -393,10 +393,10 @@ def _given(config: EngineConfig, plan_values: PlanValues) -> dict[str, object]:
     if isinstance(unit, str) and unit in config.unit_words:
         values["compute_units"] = config.unit_words[unit]
     name = values.get("model_name")
-    if config.chat_templates and isinstance(name, str):
-        template = config.chat_templates.get(name, config.chat_templates.get("*"))
-        if template is not None:
-            values["chat_template"] = template
+    for key, by_name in config.by_model.items():
+        word = by_name.get(str(name), by_name.get("*")) if isinstance(name, str) else None
+        if word is not None:
+            values[key] = word
     vendor = plan_values.vendor
     for key, words in config.words.items():
         value = values.get(key)

@@ -483,10 +483,12 @@ class EngineConfig(_Strict):
         "value -> its word (MLC's q4f16_1 for int4 weights, iphone for an Apple phone); a key "
         "'value@vendor' is the word on that vendor's devices only (q4f16_0 on Adreno); a value "
         "with no word stays as it is")
-    chat_templates: dict[str, str] = Field(
-        default_factory=dict, description="The chat format each checkpoint was trained with, as "
-        "this config names it, by the checkpoint's name (model_name: Qwen2.5-0.5B-Instruct -> "
-        "qwen2); '*' for any other (a base model: plain completion); fills {chat_template}")
+    by_model: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="Plan values read from the checkpoint's name "
+        "(model_name), by placeholder: each maps a checkpoint name to this config's word, '*' "
+        "for any other. MLC's --conv-template ({chat_template}: Qwen2.5-0.5B-Instruct -> qwen2, "
+        "a base model LM), ExecuTorch's base.model_class ({model_class}: Llama-3.2-1B -> "
+        "llama3_2)")
 
     @model_validator(mode="after")
     def _check(self) -> EngineConfig:

@@ -30,7 +30,10 @@ class PlanValues(BaseModel):
     into and the name its converted weights take"""
     chat_template: str | None = None
     """The chat format the checkpoint was trained with, as the config names it (its
-    chat_templates, read by model_name; MLC's --conv-template)"""
+    by_model table, read by model_name; MLC's --conv-template)"""
+    model_class: str | None = None
+    """The architecture's name in the engine's model registry, read by model_name from the
+    config's by_model table (ExecuTorch's base.model_class)"""
     vendor: str | None = None
     """The device's vendor (apple, qualcomm ...); a config's words say its platform (MLC's
     iphone / android)"""

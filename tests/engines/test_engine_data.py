@@ -33,7 +33,8 @@ EXPECTED_IDS = {"hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx"
 
 # A full set of plan values: every placeholder filled, so every step of every engine renders.
 VALUES = PlanValues(
-    model="meta-llama/Llama-3.1-8B-Instruct", tp=2, pp=2, dp=2, dp_shard=8,
+    model="meta-llama/Llama-3.1-8B-Instruct", model_name="Llama-3.1-8B-Instruct", tp=2, pp=2,
+    dp=2, dp_shard=8,
     dp_replicate=2, ep=4, attn_dp=8, cp=2, gpus=16, nodes=2, gpus_per_node=8,
     batch=4,
     max_batch=64, prompt_len=2048, gen_len=256, context=8192, chunk=4096,

@@ -163,3 +163,17 @@ def test_a_package_config_key_mlc_does_not_read_is_caught() -> None:
                                                  "estimated_vram_bytes": 1, "weights": "x"}]}
     problems = check_files("mlc-llm", {"mlc-package-config.json": json.dumps(bad)})
     assert any("weights" in p for p in problems)
+
+
+def test_executorch_exports_meta_s_own_files_under_the_model_s_class() -> None:
+    # export_llm reads consolidated.00.pth and params.json (examples/models/llama/README.md);
+    # a preset id as base.checkpoint is no file at all
+    report = _plan("snapdragon-8-gen-3", "executorch", "llama-3.2-1b")
+    assert report.plan is not None and report.plan.engine_config is not None
+    text = report.plan.engine_config.text
+    assert 'base.checkpoint="Llama-3.2-1B/original/consolidated.00.pth"' in text
+    assert 'base.params="Llama-3.2-1B/original/params.json"' in text
+    assert 'base.model_class="llama3_2"' in text
+    assert "meta-llama/Llama-3.2-1B --include 'original/*'" in " ".join(
+        report.plan.engine_config.notes)
+    assert check_python(text, table("executorch")["commands"]) == []
