@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hwadvisor import units
+from hwadvisor.engines import engine_for
 from hwadvisor.models import Device, Estimate, ModelOptions, Workload
 from hwadvisor.models.recommend import Goal
 from hwadvisor.rules.context import RuleContext
@@ -180,11 +181,21 @@ def _largest(low: int, high: int, fits: Any) -> int | None:
 
 
 def max_batch(ctx: RuleContext) -> int | None:
-    """Return the largest batch the final plan fits."""
+    """Return the largest batch the final plan fits, within what the engine runs at once there.
+
+    An on-device runtime decodes one conversation whatever the memory would hold (the
+    engine's [defaults] max_sequences_on: ExecuTorch's llama runner, LiteRT-LM, Genie, MLC's
+    phone app), so its largest batch is that limit, not what the memory holds.
+    """
     def fits(batch: int) -> bool:
         return ctx.fits_with({"batch": batch}, {})
 
-    return _largest(1, MAX_BATCH, fits)
+    wl = ctx.workload
+    most = MAX_BATCH
+    if wl.phase == "inference":
+        cap = engine_for(wl).defaults.max_sequences_on.get(str(ctx.device.device_class))
+        most = min(most, cap) if cap else most
+    return _largest(1, most, fits)
 
 
 def model_window(workload: Workload) -> int | None:

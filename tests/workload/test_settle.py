@@ -36,3 +36,10 @@ def test_training_is_not_capped() -> None:
 
     workload = Workload(model="llama-3.2-1b", phase="training", batch=8, engine="executorch")
     assert one_conversation(workload, "mobile-soc") == (workload, None)
+
+
+def test_the_largest_batch_a_phone_plan_says_is_the_one_conversation_it_runs() -> None:
+    phone = recommend_report(B, "snapdragon-8-gen-3", WorkloadRequest(model="llama-3.2-1b"))
+    assert phone.plan is not None and phone.plan.max_batch == 1  # the memory would hold 6
+    gpu = recommend_report(B, "h100-sxm", WorkloadRequest(model="llama-3.2-1b"))
+    assert gpu.plan is not None and (gpu.plan.max_batch or 0) > 64
