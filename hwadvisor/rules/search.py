@@ -253,6 +253,7 @@ class _Searcher:
                  estimator: Estimator, skip: set[str], fit_only: bool = False) -> None:
         self.goal, self.rules, self.device, self.host = goal, rules, device, host
         self.estimator, self.skip = estimator, skip
+        self.engine: str | None = None  # the engine the plan starts on (search() sets it)
         # Asked only whether some plan fits: changes that cannot serve a fit are dropped from
         # their memory alone (fit_run would not take them).
         self.fit_cut = MIN_MEMORY_CUT if fit_only else None
@@ -269,7 +270,12 @@ class _Searcher:
         """Every rule not used yet judged on this state (rejections remembered)."""
         key = (RuleContext.key_of(ctx.workload, ctx.options), frozenset(used))
         if key not in self._judged:  # the fit runs of a level start from the same states
-            self._judged[key] = _judge_all(self.rules, ctx, used | self.skip, self.fit_cut)
+            skip = self.skip
+            if self.engine is not None and ctx.workload.engine != self.engine:
+                # a step moved the plan to another engine: what that one does already or
+                # cannot do is skipped from here on
+                skip = skip | set(_engine_skips(self.rules, ctx.workload, self.device))
+            self._judged[key] = _judge_all(self.rules, ctx, used | skip, self.fit_cut)
         found, rejected = self._judged[key]
         self.rejected.update(rejected)
         return found
@@ -443,6 +449,7 @@ def search(goal: Goal, rules: list[Rule], workload: Workload, device: Device,
     """
     already = _engine_skips(rules, workload, device)
     searcher = _Searcher(goal, rules, device, host, estimator, set(already), fit_only)
+    searcher.engine = workload.engine
     base = searcher.context(workload, options)
     steps: list[Taken] = []
     ctx = base
@@ -469,6 +476,7 @@ def search_steps(goal: Goal, rules: list[Rule], workload: Workload, device: Devi
     """
     already = _engine_skips(rules, workload, device)
     searcher = _Searcher(goal, rules, device, host, estimator, set(already))
+    searcher.engine = workload.engine
     base = searcher.context(workload, options)
     steps, ctx = searcher.replay(base, rule_ids)
     return _finish(searcher, base, steps, ctx, already)

@@ -447,3 +447,21 @@ def test_more_gpus_keep_torchtitan_sharding_its_fp32_state() -> None:
     assert report.plan is not None and report.plan.fits
     assert report.plan.engine_config is not None
     assert report.plan.engine_config.engine == "torchtitan"
+
+
+@pytest.mark.parametrize(("engine", "model", "gpus", "absent"), [
+    # Megatron-LM has no torch.compile switch for the model
+    ("megatron", "llama-3-70b", 8, "torch-compile"),
+    ("hf", "llama-3-8b", 8, "fp8-training"),  # the Trainer has no FP8 switch (accelerate has)
+    # moved from torchtitan to the Trainer: the Trainer's limits from there on
+    (None, "llama-3-8b", 1, "fp8-training"),
+])
+def test_no_plan_counts_a_step_its_engine_cannot_be_told(engine: str | None, model: str,
+                                                         gpus: int, absent: str) -> None:
+    items: dict[str, object] = dict(model=model, phase="training", batch=1,
+                                    prompt_len=4096 if engine == "megatron" else 2048, gpus=gpus)
+    if engine:
+        items["engine"] = engine
+    report = _plan("h100-sxm", "training-throughput", tuple(items.items()))
+    assert report.plan is not None
+    assert absent not in [s.id for s in report.plan.steps]
