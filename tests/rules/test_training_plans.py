@@ -335,8 +335,10 @@ def _final_state(engine: str, prompt_len: int):
                   default_estimator()).final
 
 
+# Megatron-LM has no torch.compile (whose fusions trim ~1% of the activations in the model):
+# at 16k tokens every 2nd layer is recomputed there.
 @pytest.mark.parametrize(("engine", "prompt_len", "every"),
-                         [("torchtitan", 12800, 2), ("megatron", 16384, 4)])
+                         [("torchtitan", 12800, 2), ("megatron", 16384, 2)])
 def test_a_3b_full_fine_tune_on_one_h100_checkpoints_every_nth_layer(engine, prompt_len, every):
     # Near the gallery's train-3b-1xh100-* scenarios: selective checkpointing does not fit, full
     # fits with room to spare, so the planner checkpoints every N-th layer: less recompute.
@@ -359,9 +361,9 @@ def test_every_nth_layer_checkpointing_reaches_the_engines_config():
                     engine="megatron")
     assert megatron.plan is not None and megatron.plan.engine_config is not None
     words = megatron.plan.engine_config.text.split()
-    # 28 layers, every 4th: Megatron's block method recomputes 7 of them
+    # 28 layers, every 2nd: Megatron's block method recomputes 14 of them
     assert words[words.index("--recompute-method") + 1] == "block"
-    assert words[words.index("--recompute-num-layers") + 1] == "7"
+    assert words[words.index("--recompute-num-layers") + 1] == "14"
     assert words[words.index("--recompute-granularity") + 1] == "full"
 
 
