@@ -175,7 +175,10 @@ def _recommend_line(report: Report) -> str:
         engine = f"{engine_name(plan.engine_config.engine)} instead of {engine}"
     where = machine(report)
     if not plan.fits:
-        fitting = [a for a in plan.alternatives if a.fits]
+        # the plan as it is on more GPUs first: the direct answer to "it does not fit here"
+        # (the alternatives' own order is by throughput, which may lead with a larger change)
+        fitting = sorted((a for a in plan.alternatives if a.fits),
+                         key=lambda a: a.id != "more-gpus")
         what = f" What would work: {fitting[0].title}." if fitting else (
             f" It would fit on {plan.min_gpus} of these GPUs." if plan.min_gpus else "")
         return (f"{wl.model} does not fit on {where}: it needs "
