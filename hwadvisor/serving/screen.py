@@ -112,9 +112,8 @@ class Table:
     def _interp(self, n: float, table: dict[int, float],
                 one: Callable[[int], float]) -> float:
         """one(n) interpolated linearly between the grid's row counts either side of n."""
-        x = n if n > 1.0 else 1.0
-        if x > _MAX_ROWS:
-            x = float(_MAX_ROWS)
+        # the screen's innermost call (a few per step-map evaluation): kept flat
+        x = 1.0 if n <= 1.0 else (n if n <= _MAX_ROWS else float(_MAX_ROWS))
         i = bisect.bisect_right(_GRID, x)
         low = _GRID[i - 1]
         f_low = table.get(low)
@@ -216,7 +215,7 @@ def decode_s(table: Table, limits: Limits, rows: float) -> float:
     return runs * table.decode(rows / runs)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Step:
     """One evaluation of the step-time map at a guess t."""
 
@@ -233,7 +232,9 @@ class _Step:
 def _step_map(table: Table, limits: Limits, shape: Shape, rate: float, t: float) -> _Step:
     """Return the step time a guess t implies: decode rows and prompt work from Little's law."""
     tau = limits.tokens_per_step
-    rows = max(rate * max(shape.output - 1.0, 0.0) / tau * t, 1.0) * max(limits.verify_tokens, tau)
+    verify = limits.verify_tokens if limits.verify_tokens > tau else tau
+    rows = rate * max(shape.output - 1.0, 0.0) / tau * t
+    rows = (rows if rows > 1.0 else 1.0) * verify
     budget = float(limits.step_tokens)
     room = budget - rows if limits.mixed else budget
     if room <= 1.0:
@@ -245,7 +246,12 @@ def _step_map(table: Table, limits: Limits, shape: Shape, rate: float, t: float)
     rho = rate * u * c
     if rho >= 0.999:
         return _Step(math.inf, "prompts arrive faster than the steps can prefill them")
-    decode = decode_s(table, limits, rows) * (1.0 + limits.draft_cost if tau > 1.0 else 1.0)
+    if limits.slot_streams > 1 and rows > 1.0:
+        decode = decode_s(table, limits, rows)
+    else:
+        decode = table.decode(rows)
+    if tau > 1.0:
+        decode *= 1.0 + limits.draft_cost
     return _Step(decode / (1.0 - rho), "", decode, extra, chunk, room, c, rho)
 
 

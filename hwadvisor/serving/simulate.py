@@ -334,21 +334,27 @@ def _fast_forward(run: _Run, decoding: list[_Seq]) -> int:
     Return the steps taken (0: none, take one step the ordinary way).
 
     Possible when no prompt waits to be prefilled and no request can be admitted before the
-    next completion; stops early at the next arrival if that one could be admitted.
+    next completion; stops early at the next arrival if that one could be admitted. Under
+    speculation each step gives every sequence the same whole tokens (_emit_tokens), so a block
+    runs until the first sequence is within one step's tokens of its end.
     """
-    if len(decoding) != len(run.running) or not decoding or run.s.tokens_per_step > 1:
+    if len(decoding) != len(run.running) or not decoding:
         return 0
     can_admit_more = len(run.running) < run.s.max_seqs
     if run.waiting and can_admit_more:
         return 0
-    left = min(q.output - q.generated for q in decoding)
-    room = (run.s.kv_pool_tokens - run.kv_used) // len(decoding)  # before the cache runs out
+    per = run.s.tokens_per_step
+    gain, kv_gain = max(1, int(round(per))), int(round(per))
+    # steps after which every sequence still has a whole step's tokens to go (per 1: its end)
+    left = min(int((q.output - q.generated - per) // gain) + 1 for q in decoding)
+    room = (run.s.kv_pool_tokens - run.kv_used) // (len(decoding) * max(kv_gain, 1))
     steps = min(left, room)
     if steps <= 2:
         return 0
     rows, groups = len(decoding), _passes(run, decoding)
-    first = _decode_s(run, groups)
-    last = _decode_s(run, groups, steps - 1)
+    draft = 1.0 + run.s.draft_cost if per > 1 else 1.0  # the drafter's forwards (_step)
+    first = _decode_s(run, groups) * draft
+    last = _decode_s(run, groups, (steps - 1) * gain) * draft
     slope = (last - first) / max(steps - 1, 1)
     arrival = run.next_arrival() if can_admit_more else math.inf
     if arrival < math.inf:
@@ -360,12 +366,12 @@ def _fast_forward(run: _Run, decoding: list[_Seq]) -> int:
     total = steps * first + slope * steps * (steps - 1) / 2.0
     points = min(_ITL_POINTS, steps)
     for j in range(points):
-        at = (j + 0.5) * steps / points
-        run.out.itl.append((first + slope * at, rows * steps / points))
+        at = (j + 0.5) * steps / points - 0.5  # the mean step index of its share: k = 0..steps-1
+        run.out.itl.append(((first + slope * at) / per, rows * per * steps / points))
     run.t += total
     for seq in decoding:
-        seq.generated += steps
-    run.kv_used += rows * steps
+        seq.generated += steps * gain
+    run.kv_used += rows * steps * kv_gain
     for seq in [q for q in decoding if q.generated >= q.output]:
         run.running.remove(seq)
         run.finish(seq)
