@@ -13,6 +13,8 @@ the attention parts are computed per step (a few arithmetic operations).
 
 from __future__ import annotations
 
+import dataclasses
+
 from hwadvisor.models import Device, ModelOptions, Workload
 from hwadvisor.perfmodel import efficiency as E
 from hwadvisor.perfmodel.calibration import Calibration
@@ -62,8 +64,11 @@ class StepModel:
         return self._dp
 
     def _setup_for(self, rows: int) -> Setup:
-        return _setup(self._workload.model_copy(update={"batch": rows}), self._device,
-                      self._options, self._calibration)
+        # Only the workload's batch differs from the one-row set-up: the spec, parameter
+        # breakdown, layout and device resources do not depend on it (checked by
+        # tests/perfmodel/test_steps.py against a whole new set-up), so they are kept.
+        return dataclasses.replace(
+            self.setup, workload=self._workload.model_copy(update={"batch": rows}))
 
     def _dense_s(self, rows: int, graphed: bool) -> float:
         """Return a step of `rows` tokens without its attention.
@@ -94,27 +99,32 @@ class StepModel:
         self._dense_cache[key] = value
         return value
 
-    def _pieces_s(self, rows: int, graphed: bool) -> float:
-        """Return the dense part of a step that the engine runs as physical batches of ubatch."""
+    def _pieces_s(self, rows: int, graphed: bool, near: bool = False) -> float:
+        """Return the dense part of a step that the engine runs as physical batches of ubatch.
+
+        near: each physical batch above _EXACT_ROWS rows is interpolated (_near_s).
+        """
+        one = self._near_s if near else self._dense_s
         if not self._ubatch or rows <= self._ubatch:
-            return self._dense_s(rows, graphed)
+            return one(rows, graphed)
         whole, rest = divmod(rows, self._ubatch)
         total = whole * self._dense_s(self._ubatch, graphed)
-        return total + (self._dense_s(rest, graphed) if rest else 0.0)
+        return total + (one(rest, graphed) if rest else 0.0)
 
-    def _dense_near(self, rows: int, graphed: bool) -> float:
-        """Return _pieces_s, interpolated between row counts _ROW_STEP apart above _EXACT_ROWS.
+    def _near_s(self, rows: int, graphed: bool) -> float:
+        """Return _dense_s, interpolated between row counts _ROW_STEP apart above _EXACT_ROWS.
 
         A simulation's steps carry nearly every row count (decode rows plus a prompt's last
         chunk), and each new count costs a whole set-up. Above 64 rows the dense part is within
-        0.4% of the line between its neighbours 16 rows apart (the four benchmark cases of
-        benchmarks/serving_search_speed.py, 64-4,096 rows), so the line is taken there.
+        0.4% of the line between its neighbours 16 rows apart (tests/perfmodel/test_steps.py:
+        dense, tensor-parallel, MoE and llama.cpp cases, 64-4,096 rows), so the line is taken
+        there; below, the kernels' tile and kernel-choice steps are kept exactly.
         """
         rest = rows % _ROW_STEP
         if rows <= _EXACT_ROWS or not rest:
-            return self._pieces_s(rows, graphed)
+            return self._dense_s(rows, graphed)
         low = rows - rest
-        a, b = self._pieces_s(low, graphed), self._pieces_s(low + _ROW_STEP, graphed)
+        a, b = self._dense_s(low, graphed), self._dense_s(low + _ROW_STEP, graphed)
         return a + (b - a) * rest / _ROW_STEP
 
     def dense_s(self, rows: int, prefill: bool = False) -> float:
@@ -140,7 +150,7 @@ class StepModel:
             return 0.0
         graphed = (self._graphs and prefill_tokens == 0
                    and (self._graph_limit is None or rows <= self._graph_limit))
-        total = self._dense_near(rows, graphed)
+        total = self._pieces_s(rows, graphed, near=True)
         r, setup = self._rates, self.setup
         if decode_rows:
             context = decode_context

@@ -316,34 +316,39 @@ def open_point(table: Table, limits: Limits, shape: Shape, rate: float,
 
 def _latencies(point: Point, shape: Shape, rate: float, room: float, c: float) -> None:
     """Fill TTFT, TPOT, ITL and request latency percentiles of a solved point."""
-    tau, t, d = point.tokens_per_step, point.step_s, point.decode_s
+    # Run for every point of every curve of a search: written flat, with the percentiles'
+    # wait tails (wait_tail) and a prompt's own chunks (service) inline.
+    tau, t, d, share = point.tokens_per_step, point.step_s, point.decode_s, point.share
     long_step = d + point.chunk_s
-    mean_step = d * (1.0 - point.share) + long_step * point.share
-    second = d * d * (1.0 - point.share) + long_step * long_step * point.share
+    mean_step = d * (1.0 - share) + long_step * share
+    second = d * d * (1.0 - share) + long_step * long_step * share
     residual = second / (2.0 * max(mean_step, 1e-12))
     rho = point.rho
     wait_mean = rate * c * c * shape.uncached_sq / (2.0 * (1.0 - rho)) if rho > 0 else 0.0
-
-    def service(u: float) -> float:  # the prompt's own chunks
-        return math.ceil(u / max(room, 1.0)) * d + u * c
-
+    per_chunk = max(room, 1.0)
+    own = math.ceil(shape.uncached / per_chunk) * d + shape.uncached * c
     decode_time = max(shape.output - 1.0, 0.0) * t / tau
-    point.running = rate * (service(shape.uncached) + decode_time)
-    point.ttft_mean_s = residual + wait_mean + service(shape.uncached)
+    point.running = rate * (own + decode_time)
+    ttft_mean = point.ttft_mean_s = residual + wait_mean + own
     tpot_mean = t / tau
     spread = c * math.sqrt(rate * max(decode_time, t) * shape.uncached_sq)
     per_token = max(shape.output - 1.0, 1.0)
-    point.e2e_mean_s = point.ttft_mean_s + decode_time
+    e2e_mean = point.e2e_mean_s = ttft_mean + decode_time
+    ttft, tpot, itl, e2e = point.ttft_s, point.tpot_s, point.itl_s, point.e2e_s
+    tail = wait_mean > 0 and rho > 0
     for q in PERCENTILES:
-        wait_q = wait_tail(wait_mean, rho, q)
-        point.ttft_s[q] = residual + service(shape.uncached_q[q]) + wait_q
-        point.tpot_s[q] = tpot_mean + _Z[q] * spread / per_token
-        point.itl_s[q] = (long_step if 1.0 - q / 100.0 < point.share else d) / tau
-        dev_ttft = point.ttft_s[q] - point.ttft_mean_s
+        above = 1.0 - q / 100.0
+        u = shape.uncached_q[q]
+        wait_q = wait_mean / rho * math.log(rho / above) if tail and rho > above else 0.0
+        ttft[q] = value = residual + math.ceil(u / per_chunk) * d + u * c + wait_q
+        tpot[q] = tpot_q = tpot_mean + _Z[q] * spread / per_token
+        itl[q] = (long_step if above < share else d) / tau
+        dev_ttft = value - ttft_mean
         dev_out = (shape.output_q[q] - shape.output) * t / tau
-        dev_tpot = (point.tpot_s[q] - tpot_mean) * per_token
-        point.e2e_s[q] = point.e2e_mean_s + math.copysign(
-            math.sqrt(dev_ttft ** 2 + dev_out ** 2 + dev_tpot ** 2), dev_ttft + dev_out + dev_tpot)
+        dev_tpot = (tpot_q - tpot_mean) * per_token
+        e2e[q] = e2e_mean + math.copysign(
+            math.sqrt(dev_ttft * dev_ttft + dev_out * dev_out + dev_tpot * dev_tpot),
+            dev_ttft + dev_out + dev_tpot)
 
 
 def wait_tail(mean: float, busy: float, q: int) -> float:

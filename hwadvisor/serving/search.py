@@ -74,8 +74,11 @@ from hwadvisor.workload.quality import BUDGET_RANK, budget
 TOP_N = 5  # configs listed beside the best
 CONFIRM = 3  # configs simulated before one is reported as meeting the targets
 FRONT_POINTS = 24  # points of the Pareto front kept (evenly by tokens/s per user)
-_CURVE_RATIO = 2.0 ** 0.5  # rates of a curve, half a doubling apart (margins interpolate)
-_CURVE_POINTS = 15
+# The rates of a curve, as powers of two of its top rate (near saturation): half a doubling
+# apart from an eighth of the top up, where margins fall fastest and capacities lie (they are
+# interpolated between points); a doubling apart below, where a step is nearly the bare decode
+# step and the points differ little (the Pareto front merges points within 1% per user).
+_CURVE_EXPONENTS = (-7.5, -6.5, -5.5, -4.5, -3.5) + tuple(k / 2.0 for k in range(-6, 3))
 MOST_GPUS = 4096  # the fewest GPUs is looked for up to this many
 
 
@@ -143,10 +146,10 @@ def _curve(model: Replica, inputs: Inputs, drafter: str | None, step_tokens: int
                     most_seqs if per_slot else 0)
     table = table_of(model, shape, prefix_caching, unified)
     top = _top_rate(table, limits, shape)
-    rates = [top * _CURVE_RATIO ** -(k) for k in range(_CURVE_POINTS, -3, -1)]
+    rates = [top * 2.0 ** e for e in _CURVE_EXPONENTS]
     points: list[Point] = []
     warm: float | None = None
-    for rate in rates:
+    for i, rate in enumerate(rates):
         point = open_point(table, limits, shape, rate, warm)
         if not point.ok:
             points += _toward(table, limits, shape, points[-1] if points else None, rate)
@@ -154,9 +157,11 @@ def _curve(model: Replica, inputs: Inputs, drafter: str | None, step_tokens: int
             break
         points.append(point)
         warm = point.step_s
-        if len(points) >= 2:  # the step time rises convexly with the rate: the line through
-            # the last two points stays below the next fixed point, a closer start from below
-            warm += (points[-1].step_s - points[-2].step_s) * _CURVE_RATIO
+        if len(points) >= 2 and i + 1 < len(rates):
+            # the step time rises convexly with the rate: the line through the last two points
+            # stays below the next fixed point, a closer start from below
+            ahead = (rates[i + 1] - rate) / (rate - rates[i - 1])
+            warm += (points[-1].step_s - points[-2].step_s) * ahead
     return _Curve(model, drafter, step_tokens, prefix_caching, shape, limits, points,
                   kv_unified)
 

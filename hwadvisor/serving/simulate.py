@@ -233,7 +233,7 @@ def _decoding(run: _Run) -> list[_Seq]:
 
 
 def _mean_context(seqs: list[_Seq]) -> float:
-    return sum(q.context for q in seqs) / len(seqs) if seqs else 0.0
+    return sum(q.prompt + q.generated for q in seqs) / len(seqs) if seqs else 0.0
 
 
 def _passes(run: _Run, decoding: list[_Seq]) -> list[list[_Seq]]:
@@ -285,6 +285,17 @@ def _emit_tokens(run: _Run, decoding: list[_Seq], dt: float) -> None:
     per = run.s.tokens_per_step
     if decoding:
         run.out.itl.append((dt / per, float(len(decoding)) * per))
+    if per == 1.0:  # one token each (the common case, kept short: it runs every step)
+        run.kv_used += len(decoding)
+        done = []
+        for seq in decoding:
+            seq.generated += 1
+            if seq.generated >= seq.output:
+                done.append(seq)
+        for seq in done:
+            run.running.remove(seq)
+            run.finish(seq)
+        return
     for seq in decoding:
         gained = min(per, seq.output - seq.generated)
         seq.generated += max(1, int(round(gained)))
