@@ -724,6 +724,10 @@ class Costs(_Strict):
         "sizes the engine has no vector attention kernel for (kv_read_odd_heads' kernel, beyond "
         "its KV read), s; set per family in by_family; None: none")
     moe_kernels: float = Field(6.0, ge=0, description="Kernels an MoE layer adds (grouped)")
+    fp8_grouped_experts: bool = Field(
+        True, description="FP8 training runs the routed experts' grouped GEMMs in FP8 as well "
+        "(Megatron's Transformer Engine GroupedLinear); false where the engine's FP8 switch "
+        "converts linear layers only and the experts stay 16-bit (perfmodel/compute.py _moe)")
     overlap_covers: Literal["all", "tensor-parallel"] = Field(
         "all", description="What the engine's communication-overlap switch hides: all "
         "(tensor-parallel and data-parallel collectives, as Megatron's tp_comm_overlap with "

@@ -679,8 +679,16 @@ def _moe(setup: Setup, r: _Rates, tokens: float, h: float, bits: float, copies: 
         # to them (its own share of the TP group's tokens x ep), more rows per expert GEMM
         here, rows = training_ep_experts(setup, tokens)
         per_expert, width = float(setup.parts.per_expert), float(expert_width(spec))
-    out = [(op, n * here) for op, n in _mlp(setup, r, "routed experts", rows, per_expert,
-                                            width, h, bits, copies, layers, grouped=True)]
+    routed, routed_bits = r, bits
+    if setup.training and setup.workload.weights_dtype == "fp8" and \
+            not E.engine_time(setup.workload, setup.res.family).fp8_grouped_experts:
+        # the engine's FP8 training converts linear layers only: the experts stay 16-bit
+        routed = _Rates(**{**r.__dict__, "gemm": r.act_gemm, "kernel": "cublas",
+                           "gemv": E.gemv_efficiency("cublas", setup.res.family)})
+        routed_bits = 16.0
+    out = [(op, n * here) for op, n in _mlp(setup, routed, "routed experts", rows, per_expert,
+                                            width, h, routed_bits, copies, layers,
+                                            grouped=True)]
     shared = shared_expert_width(spec)
     if shared:
         share_tp, local = (1, tokens / layout.attn_dp) if layout.attn_dp > 1 else (tp, tokens)

@@ -82,3 +82,34 @@ def test_training_tensor_parallelism_copies_no_kv_head() -> None:
     # serving engines copy KV heads over TP ranks (vLLM); torchtitan and Megatron do not
     assert tp_fits_heads(8, (32, 4)) and not tp_fits_heads(8, (32, 4), copy_kv=False)
     assert tp_fits_heads(4, (32, 4), copy_kv=False)
+
+
+def _routed_experts_s(engine: str, weights: str) -> float:
+    from hwadvisor.perfmodel.compute import layer_gemms, rates
+    from hwadvisor.perfmodel.core import _setup
+
+    device = primary_device(resolve_target("h100-sxm", 8))
+    workload = build_workload(WorkloadRequest(model="qwen3-30b-a3b", phase="training", batch=1,
+                                              prompt_len=2048, gpus=8, engine=engine),
+                              Sizing.of(device)).model_copy(update={"weights_dtype": weights})
+    setup = _setup(workload, device, ModelOptions(sharding="fsdp", compiled=True), None)
+    ops = layer_gemms(setup, rates(setup), 2048.0, 1.0)
+    return sum(op.time_s * n for op, n in ops if op.name == "routed experts")
+
+
+def test_torchtitans_fp8_training_leaves_the_experts_grouped_gemms_in_bf16() -> None:
+    # quantize.linear.float8 converts nn.Linear only; torchtitan's GroupedExperts stay bf16
+    # (their FP8 path is the prototype quantize.grouped_mm.float8, not emitted). Megatron's
+    # Transformer Engine runs them in FP8.
+    assert _routed_experts_s("torchtitan", "fp8") == pytest.approx(
+        _routed_experts_s("torchtitan", "bf16"), rel=1e-9)
+    assert _routed_experts_s("megatron", "fp8") < 0.8 * _routed_experts_s("megatron", "bf16")
+
+
+def test_a_moe_trained_with_torchtitan_gets_no_fp8_step_for_its_linear_layers_alone() -> None:
+    # Qwen3-30B-A3B's FLOPs are in its experts: FP8 attention projections gain under 5%
+    plan = _qwen3_plan().plan
+    assert plan is not None
+    assert "fp8-training" not in [step.id for step in plan.steps]
+    text = plan.engine_config.text if plan.engine_config else ""
+    assert "quantize.linear.float8" not in text
