@@ -288,11 +288,17 @@ def _layout_options(fig: Figure, deg: dict[str, int], training: bool) -> dict[st
 
 
 def _engine_release(fig: Figure) -> str | None:
-    """llama.cpp's build as a release ('b2843' from '4426e298 (2843)' or 'b2843'); None when
-    not stated."""
-    build = (re.search(r"\((\d{4,5})\)", fig.engine_version)
-             or re.fullmatch(r"b(\d{4,5})", fig.engine_version.strip()))
-    return f"b{build.group(1)}" if fig.engine == "llamacpp" and build else None
+    """The release a figure ran, as the engine's [[history]] reads it; None when not stated.
+
+    llama.cpp's build ('b2843' from '4426e298 (2843)' or 'b2843'); another engine's numbered
+    release ('0.4.1' from '0.4.1.post2', '0.10.2' from '0.10.2 (ROCm 7.0.0 docker ...)').
+    """
+    if fig.engine == "llamacpp":
+        build = (re.search(r"\((\d{4,5})\)", fig.engine_version)
+                 or re.fullmatch(r"b(\d{4,5})", fig.engine_version.strip()))
+        return f"b{build.group(1)}" if build else None
+    release = re.match(r"v?(\d+\.\d+\.\d+)", fig.engine_version.strip())
+    return release.group(1) if release else None
 
 
 def _run_options(fig: Figure, training: bool) -> dict[str, Any]:

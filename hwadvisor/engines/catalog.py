@@ -168,7 +168,7 @@ def _at_version(engine: Engine, version: str) -> Engine:
     changes: dict[str, Any] = {}
     rates = dict(engine.kernels.rates)
     by_family = {family: dict(figures) for family, figures in engine.costs.by_family.items()}
-    costs: dict[str, float | int] = {}
+    costs: dict[str, float | int | None] = {}
     steps: dict[str, list[str]] = {}
     lacks: set[str] = set()
     flags_at: str | None = None

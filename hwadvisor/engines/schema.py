@@ -724,6 +724,16 @@ class Costs(_Strict):
         "sizes the engine has no vector attention kernel for (kv_read_odd_heads' kernel, beyond "
         "its KV read), s; set per family in by_family; None: none")
     moe_kernels: float = Field(6.0, ge=0, description="Kernels an MoE layer adds (grouped)")
+    deepseek_attention_kernels: float | None = Field(
+        None, ge=0, description="Kernels the attention half of a DeepSeek-V2/V3 (MLA) layer "
+        "launches in a decode step of this release: norms, the latent projections with their "
+        "activation quantisation, the absorbed bmm's, rotary, the cache write, the attention "
+        "kernels (read from the release's deepseek_v2.py); None: the fused layer's count plus "
+        "MLA_EXTRA_KERNELS")
+    deepseek_moe_kernels: float | None = Field(
+        None, ge=0, description="Kernels a DeepSeek MoE block launches in a decode step of this "
+        "release: router, top-k, activation quantisation, grouped expert GEMMs, shared experts, "
+        "scaling and sum; None: moe_kernels plus DEEPSEEK_MOE_EXTRA_KERNELS")
     fp8_grouped_experts: bool = Field(
         True, description="FP8 training runs the routed experts' grouped GEMMs in FP8 as well "
         "(Megatron's Transformer Engine GroupedLinear); false where the engine's FP8 switch "
@@ -900,9 +910,10 @@ class History(_Strict):
     costs_by_family: dict[str, dict[str, float | None]] = Field(
         default_factory=dict, description="Per-family cost figures of releases before `before` "
         "(None: the general figure, as when the pinned release's by_family did not state it)")
-    costs: dict[str, float | int] = Field(
+    costs: dict[str, float | int | None] = Field(
         default_factory=dict, description="Cost figures of releases before `before` on every "
-        "family (kv_pad_unfused ...)")
+        "family (kv_pad_unfused ...); \"general\" unsets an optional figure the pinned release "
+        "states (its generic count applies)")
     config_steps: dict[str, list[str]] = Field(
         default_factory=dict, description="[config.steps] entries spelled otherwise before "
         "`before` (vLLM 0.6.0's --speculative-model for today's --spec-method)")
@@ -926,9 +937,22 @@ class History(_Strict):
                     if isinstance(row, dict) else row for fam, row in value.items()}
         return value
 
+    @field_validator("costs", mode="before")
+    @classmethod
+    def _general_costs(cls, value: Any) -> Any:
+        """Read "general" as None: the release has no figure of its own for that cost."""
+        if isinstance(value, dict):
+            return {k: (None if v == "general" else v) for k, v in value.items()}
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> History:
         _check_rate_keys(self.kernel_rates, "history kernel_rates")
+        for key, figure in self.costs.items():
+            field = Costs.model_fields.get(key)
+            if figure is None and field is not None and field.default is not None:
+                raise ValueError(f"history costs {key}: \"general\" only unsets an optional "
+                                 "figure")
         rows: list[tuple[str, Mapping[str, object]]] = [*self.costs_by_family.items(),
                                                         ("all", self.costs)]
         for family, figures in rows:

@@ -843,6 +843,10 @@ def kernels_per_forward(setup: Setup, tokens: float) -> float:
     else:
         per_layer = C.KERNELS_PER_LAYER[engine.fused_kernels if opts.compiled else
                                         engine.kernels]
+    if _deepseek_block(setup) and engine.deepseek_attention_kernels is not None \
+            and opts.kernels_per_layer is None:
+        return _deepseek_kernels(setup, engine.deepseek_attention_kernels,
+                                 engine.deepseek_moe_kernels)
     moe = 0.0
     if setup.parts.moe_layers and spec.num_experts:
         if engine.kernels == "eager" and not opts.compiled:
@@ -859,6 +863,22 @@ def kernels_per_forward(setup: Setup, tokens: float) -> float:
     layers = spec.num_layers * _layer_share(setup)
     return layers * per_layer + setup.parts.moe_layers * _layer_share(setup) * moe + \
         C.KERNELS_OUTSIDE_LAYERS
+
+
+def _deepseek_kernels(setup: Setup, attention: float, moe_block: float | None) -> float:
+    """Kernels of a DeepSeek forward where the release states its layers' counts.
+
+    A MoE layer is the attention half and the MoE block (its MLP is the block); a dense layer
+    (DeepSeek-V3's first three) the attention half and a plain MLP.
+    """
+    engine = E.engine_time(setup.workload, setup.res.family)
+    if moe_block is None:
+        moe_block = engine.moe_kernels + C.DEEPSEEK_MOE_EXTRA_KERNELS
+    moe_layers = min(float(setup.parts.moe_layers), float(setup.spec.num_layers))
+    dense_layers = setup.spec.num_layers - moe_layers
+    per_forward = (dense_layers * (attention + C.DEEPSEEK_DENSE_MLP_KERNELS)
+                   + moe_layers * (attention + moe_block))
+    return per_forward * _layer_share(setup) + C.KERNELS_OUTSIDE_LAYERS
 
 
 def _deepseek_block(setup: Setup) -> bool:

@@ -430,6 +430,11 @@ MLA_EXTRA_KERNELS = 21.0
 #   expert (two quantisations, two GEMMs, SiLU-and-mul = 5) and the routed scaling and sum 2:
 #   22 beyond the engine's grouped-MoE kernels (EngineTime.moe_kernels).
 DEEPSEEK_MOE_EXTRA_KERNELS = 22.0
+# A DeepSeek dense layer's MLP where the engine states its attention half
+# (Costs.deepseek_attention_kernels): gate_up (activation quantisation + block-FP8 GEMM),
+# SiLU-and-mul, down (quantisation + GEMM), in SGLang 0.4.1-0.5.7's and vLLM 0.11.0's
+# deepseek_v2.py DeepseekV2MLP.
+DEEPSEEK_DENSE_MLP_KERNELS = 5.0
 # A grouped MoE GEMM tile streams one expert's (BLOCK_N x K) weights after one DRAM latency
 # (~0.5 us on Hopper: Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU
 # Architecture", arXiv:2402.13499; Chips and Cheese's H100 measurements agree) at its SM's
