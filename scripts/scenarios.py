@@ -396,6 +396,12 @@ def render(scenarios: tuple[Scenario, ...] = SCENARIOS) -> tuple[str, dict[str, 
             for name, body in report.plan.engine_config.files.items():  # trtllm's YAML
                 lines += ["", f"{name}, beside it:", "", f"```{file_fence(name)}",
                           *body.splitlines(), "```"]
+            # what the config could not say and what its steps need besides (a checkpoint to
+            # fetch, a quantised repo), as the CLI prints them under the config
+            said = config[-len(report.plan.engine_config.not_expressed)
+                          - len(report.plan.engine_config.notes):]
+            if said and said != config:
+                lines += [""] + [f"{line}  " for line in said]
             for other in report.plan.engine_config.also:  # Genie, coremltools
                 lines += ["", f"the same plan for {other.tool} ({other.format}):", "", "```",
                           *other.text.splitlines(), "```"]

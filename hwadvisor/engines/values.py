@@ -34,6 +34,9 @@ class PlanValues(BaseModel):
     model_class: str | None = None
     """The architecture's name in the engine's model registry, read by model_name from the
     config's by_model table (ExecuTorch's base.model_class)"""
+    model_flavor: str | None = None
+    """The model's size in the engine's model registry, read by model_name from the config's
+    by_model table (torchtitan's model.flavor: 8B, 70B, 30B-A3B)"""
     vendor: str | None = None
     """The device's vendor (apple, qualcomm ...); a config's words say its platform (MLC's
     iphone / android)"""

@@ -192,7 +192,9 @@ def test_torchtitan_says_full_checkpointing_and_leaves_its_selective_default():
     engine = get_engine("torchtitan")
 
     def level(form: str) -> str:
-        return render_config(engine, ["activation-checkpointing"], PlanValues(context=4096),
+        given = PlanValues(context=4096, model="meta-llama/Meta-Llama-3-8B",
+                           model_name="Meta-Llama-3-8B", local_batch=1, global_batch=8)
+        return render_config(engine, ["activation-checkpointing"], given,
                              "datacenter-gpu", {"activation-checkpointing": form},
                              "training").text
 
@@ -398,3 +400,39 @@ def test_llama_cpp_on_two_gpus_runs_its_layer_split_one_gpu_after_the_other():
     step = report.estimate.times.decode_step_s
     weights = report.estimate.memory.weights_bytes * 2  # per GPU x the two stages
     assert step is not None and step >= weights / 1008e9
+
+
+# torchtitan 0.2.2's model registry (torchtitan/models/<name>/__init__.py, the flavors of each
+# <name>_args table in the 0.2.2 wheel)
+TORCHTITAN_FLAVORS = {
+    "llama3": {"debugmodel", "8B", "70B", "405B"},
+    "qwen3": {"debugmodel", "0.6B", "1.7B", "4B", "8B", "14B", "32B", "30B-A3B", "235B-A22B"},
+    "deepseek_v3": {"debugmodel", "16B", "236B", "671B"},
+    "llama4": {"debugmodel", "17bx16e", "17bx128e"},
+}
+
+
+def test_every_torchtitan_checkpoint_name_maps_to_a_flavor_its_registry_has():
+    by_model = get_engine("torchtitan").config.by_model
+    names, flavors = by_model["model_class"], by_model["model_flavor"]
+    for checkpoint, flavor in flavors.items():
+        if checkpoint == "*":
+            assert flavor == "none-registered"
+            continue
+        name = names.get(checkpoint, names["*"])
+        assert flavor in TORCHTITAN_FLAVORS[name], (checkpoint, name, flavor)
+
+
+@pytest.mark.parametrize("model, name, flavor", [
+    ("llama-3-8b", "llama3", "8B"), ("qwen3-30b-a3b", "qwen3", "30B-A3B"),
+    ("llama-3.2-3b", "llama3", "none-registered")])
+def test_a_torchtitan_plan_names_its_model_batch_and_starting_weights(model, name, flavor):
+    # job_config.py defaults: the llama3 debugmodel, local_batch_size 8, no checkpoint loaded
+    report = plan("h100-sxm", A, model=model, phase="training", batch=1, prompt_len=2048,
+                  gpus=8, engine="torchtitan")
+    text = config_text(report)
+    assert f'name = "{name}"' in text and f'flavor = "{flavor}"' in text
+    assert "local_batch_size = " in text and "seq_len = 2048" in text
+    assert "initial_load_in_hf = true" in text and "enable = true" in text
+    notes = " ".join(report.plan.engine_config.notes)  # type: ignore[union-attr]
+    assert "download_hf_assets.py --repo_id" in notes
