@@ -436,3 +436,16 @@ def test_a_torchtitan_plan_names_its_model_batch_and_starting_weights(model, nam
     assert "initial_load_in_hf = true" in text and "enable = true" in text
     notes = " ".join(report.plan.engine_config.notes)  # type: ignore[union-attr]
     assert "download_hf_assets.py --repo_id" in notes
+
+
+@pytest.mark.parametrize("engine", ["executorch", "coreml", "qnn"])
+def test_every_export_llm_config_names_metas_checkpoint_files_not_a_preset(engine):
+    # export_llm torch.loads base.checkpoint: a preset id ("llama-3.2-3b") is no file
+    from hwadvisor.engines import PlanValues, render_config
+
+    values = PlanValues(model="meta-llama/Llama-3.2-3B", model_name="Llama-3.2-3B",
+                        compute_units="npu", soc_model="SM8650", slot_context=2048)
+    text = render_config(get_engine(engine), [], values, "phone").text
+    assert 'base.checkpoint="Llama-3.2-3B/original/consolidated.00.pth"' in text
+    assert 'base.params="Llama-3.2-3B/original/params.json"' in text
+    assert 'base.model_class="llama3_2"' in text

@@ -24,5 +24,6 @@ def test_only_the_values_given_are_filled():
 
 @pytest.mark.parametrize(("unit", "words"), [("gpu", "cpu_and_gpu"), ("npu", "cpu_and_ne")])
 def test_the_compute_unit_is_said_in_the_configs_words(unit, words):
-    rendered = render_config(get_engine("coreml"), [], PlanValues(model="m", compute_units=unit))
+    rendered = render_config(get_engine("coreml"), [], PlanValues(
+        model="meta-llama/Llama-3.1-8B", model_name="Llama-3.1-8B", compute_units=unit))
     assert f'compute_units="{words}"' in rendered.text
