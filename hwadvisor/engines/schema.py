@@ -973,6 +973,10 @@ class Engine(_Strict):
     vendors: list[str] = Field(min_length=1)
     weight_formats: list[str] = Field(min_length=1)
     kv_cache_formats: list[str] = Field(default_factory=list)
+    kv_cache_min_capability: dict[str, str] = Field(
+        default_factory=dict, description="KV-cache formats no attention backend of the engine "
+        "reads below this NVIDIA compute capability (vLLM's FP8 cache: FlashAttention and "
+        "FlashInfer from 8.0, its Triton backend from 8.9)")
     accelerators: list[str] = Field(min_length=1)
     delegates: list[str] = Field(
         default_factory=list, description="Backend delegates (ExecuTorch QNN/Core ML, LiteRT NPU)"
@@ -1059,6 +1063,15 @@ class Engine(_Strict):
         """Whether the engine already applies this step with no flag (on this device class)."""
         return step in self.applies and not self.cannot(step, device_class)
 
+    def kv_format_runs(self, fmt: str, vendor: str | None, capability: str | None) -> bool:
+        """Whether the engine keeps its KV cache in `fmt` on this GPU (unknown GPUs: yes)."""
+        if fmt not in self.kv_cache_formats:
+            return False
+        least = self.kv_cache_min_capability.get(fmt)
+        if least is None or vendor != "nvidia" or not capability:
+            return True
+        return _capability_tuple(capability) >= _capability_tuple(least)
+
     def cannot(self, step: str, device_class: str | None = None) -> bool:
         """Whether the step cannot be done with this engine (on this device class, if given)."""
         return step in self.unsupported or step in self.unsupported_on.get(device_class or "", [])
@@ -1100,3 +1113,11 @@ class Choice(_Strict):
                 if phase not in engine.phases or device_class not in engine.device_classes:
                     raise ValueError(f"{where}: {engine_id} does not run {phase} on "
                                      f"{device_class}")
+
+
+def _capability_tuple(text: str) -> tuple[int, ...]:
+    """Return '8.6' as (8, 6); (0,) when it is not a compute capability."""
+    try:
+        return tuple(int(part) for part in text.split("."))
+    except ValueError:
+        return (0,)

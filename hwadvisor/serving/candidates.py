@@ -123,8 +123,9 @@ def kv_formats(inputs: Inputs) -> list[str]:
     wl = inputs.workload
     engine = engine_for(wl)
     out: list[str] = [wl.kv_dtype]
-    if "fp8" not in out and "fp8" in engine.kv_cache_formats and within("fp8", wl.kv_dtype,
-                                                                          wl.quality):
+    device = inputs.device
+    if "fp8" not in out and within("fp8", wl.kv_dtype, wl.quality) and \
+            engine.kv_format_runs("fp8", device.vendor, device.compute_capability):
         out.append("fp8")
     return out
 

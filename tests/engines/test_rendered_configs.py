@@ -449,3 +449,15 @@ def test_every_export_llm_config_names_metas_checkpoint_files_not_a_preset(engin
     assert 'base.checkpoint="Llama-3.2-3B/original/consolidated.00.pth"' in text
     assert 'base.params="Llama-3.2-3B/original/params.json"' in text
     assert 'base.model_class="llama3_2"' in text
+
+
+def test_vllm_plans_no_fp8_kv_cache_where_no_attention_backend_reads_one():
+    # vLLM 0.33.0 on a T4 (sm75) runs its Triton backend, which refuses an FP8 cache below
+    # SM89; FlashAttention and FlashInfer take it from sm80 (A100)
+    engine = get_engine("vllm")
+    assert not engine.kv_format_runs("fp8", "nvidia", "7.5")
+    assert engine.kv_format_runs("fp8", "nvidia", "8.0")
+    assert engine.kv_format_runs("fp8", "amd", "9.4")
+    report = plan("t4", B, model="llama-3.2-1b", batch=32, prompt_len=2048, engine="vllm")
+    assert "--kv-cache-dtype fp8" not in config_text(report)
+    assert all(step.id != "kv-cache-quantization" for step in report.plan.steps)  # type: ignore[union-attr]

@@ -390,10 +390,14 @@ def quantize_kv(ctx: RuleContext) -> Plan:
     """Return an 8-bit KV cache in the engine's own type (llama.cpp q8_0, else FP8 e4m3)."""
     from hwadvisor.engines import engine_for
 
-    kinds = engine_for(ctx.workload).kv_cache_formats
+    engine = engine_for(ctx.workload)
+    device = ctx.device
     for kind in ("fp8", "q8_0", "int8"):
-        if kind in kinds:
+        if engine.kv_format_runs(kind, device.vendor, device.compute_capability):
             return Plan(workload={"kv_dtype": kind}, notes=[f"KV cache in {kind}"])
+    if any(k in engine.kv_cache_formats for k in ("fp8", "q8_0", "int8")):
+        return Plan(reject=f"{ctx.facts.engine_name} has no attention kernel for an 8-bit KV "
+                    f"cache on {device.name} (compute capability {device.compute_capability})")
     return Plan(reject=f"{ctx.facts.engine_name} keeps the KV cache in 16 bits only")
 
 
