@@ -461,3 +461,15 @@ def test_vllm_plans_no_fp8_kv_cache_where_no_attention_backend_reads_one():
     report = plan("t4", B, model="llama-3.2-1b", batch=32, prompt_len=2048, engine="vllm")
     assert "--kv-cache-dtype fp8" not in config_text(report)
     assert all(step.id != "kv-cache-quantization" for step in report.plan.steps)  # type: ignore[union-attr]
+
+
+def test_a_megatron_command_says_what_pretrain_gpt_needs_beyond_the_plans_flags():
+    # validate_args requires num_layers, hidden_size, num_attention_heads and
+    # max_position_embeddings; the plan's flags alone would not start
+    report = plan("h100-sxm", A, model="llama-3-70b", phase="training", batch=1,
+                  prompt_len=4096, gpus=8, engine="megatron")
+    notes = " ".join(report.plan.engine_config.notes)  # type: ignore[union-attr]
+    for flag in ("--num-layers", "--hidden-size", "--num-attention-heads",
+                 "--max-position-embeddings", "--tokenizer-model meta-llama/Meta-Llama-3-70B",
+                 "--data-path", "--train-iters", "--lr"):
+        assert flag in notes, flag
