@@ -7,7 +7,7 @@
    window, so times read 1.1x and rates 1/1.1; on a GPU the device idles a tenth of the timed
    work between the last kernel and the end event), and a same-code pair of those for contrast:
    exit 1 and exit 0 expected where the trials' runs are steadier than 10%. The plain
-   single-run command with the same slowdown is compared too (on a CPU it does not gate
+   single-run command with the same slowdown is compared too (one run a side does not gate
    timings: that pair exits 0 by design).
 3. A lost trial: a run whose int4-weight-only trial fails (an injected error) against a
    same-code run: exit 1, the lost trial named in the headline.

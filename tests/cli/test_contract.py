@@ -95,7 +95,8 @@ def test_compare_and_profiles_print_data_as_is(tmp_path: Path,
     b, c = tmp_path / "b.json", tmp_path / "c.json"
     write_report(b, base)
     write_report(c, cur)
-    result = runner.invoke(app, ["compare", str(b), str(c)], env={"COLUMNS": "300"})
+    result = runner.invoke(app, ["compare", str(b), str(c), "--min-effect", "20"],
+                           env={"COLUMNS": "300"})
     assert result.exit_code == ExitCode.GATE_TRIPPED, result.output
     # the table shows the key shortened under its trial (trials.ID.LABEL.median -> LABEL median)
     assert f"copy {MARKUP} median" in result.stdout

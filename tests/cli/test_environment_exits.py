@@ -46,7 +46,8 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 def test_any_columns_value_prints_and_exits_as_documented(columns: str,
                                                           reports: tuple[str, str]) -> None:
     base, cur = reports
-    for argv, code in ((["profiles", "list"], 0), (["compare", base, cur], 1),
+    for argv, code in ((["profiles", "list"], 0),
+                       (["compare", base, cur, "--min-effect", "20"], 1),
                        (["estimate", "--model", "llama-3-8b", "--device", "h100-sxm"], 0)):
         done = _hwadvisor(argv, {"COLUMNS": columns, "LINES": columns})
         assert done.returncode == code, (argv, columns, done.stderr[-800:])

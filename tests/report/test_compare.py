@@ -36,8 +36,9 @@ def test_better_direction(unit: str | None, name: str, expected: str | None) -> 
 
 
 def test_bandwidth_regression_past_threshold_exits_1(tmp_path: Path) -> None:
+    # one run a side gates a timing only with the drift declared (--min-effect)
     result = _run(tmp_path, factory.validate_report(copy_gbps=4150.0),
-                  factory.validate_report(copy_gbps=3900.0))  # -6.0%
+                  factory.validate_report(copy_gbps=3900.0), "--min-effect", "50")  # -6.0%
     assert result.exit_code == ExitCode.GATE_TRIPPED, result.output
     data = json.loads(result.stdout)
     regressed = {f["key"] for f in data["figures"] if f["regressed"]}
@@ -59,8 +60,11 @@ def test_regression_within_threshold_exits_0(tmp_path: Path) -> None:
 
 def test_max_regression_option_changes_the_verdict(tmp_path: Path) -> None:
     base, cur = factory.validate_report(copy_gbps=4150.0), factory.validate_report(copy_gbps=3900.0)
-    assert _run(tmp_path, base, cur).exit_code == ExitCode.GATE_TRIPPED  # 6% worse
-    assert _run(tmp_path, base, cur, "--max-regression", "10").exit_code == ExitCode.OK
+    declared = ("--min-effect", "50")
+    assert _run(tmp_path, base, cur, *declared).exit_code == ExitCode.GATE_TRIPPED  # 6% worse
+    assert _run(tmp_path, base, cur, "--max-regression", "10",
+                *declared).exit_code == ExitCode.OK
+    assert _run(tmp_path, base, cur).exit_code == ExitCode.OK  # one run a side: not gated
 
 
 def test_improvement_is_not_a_regression(tmp_path: Path) -> None:
@@ -77,7 +81,7 @@ def test_slower_trial_seconds_regress(tmp_path: Path) -> None:
     base = factory.validate_report()
     cur = factory.validate_report()
     cur.trials[2] = factory.cuda_graphs_trial(speedup=1.8, graph_s=0.0021 * 1.1)
-    comparison = compare_reports(base, cur, 5.0)
+    comparison = compare_reports(base, cur, 5.0, min_effect_pct=50.0)
     regressed = {f.key for f in comparison.figures if f.regressed}
     assert regressed == {"trials.cuda-graphs.eager.median", "trials.cuda-graphs.graph.median"}
 
@@ -101,12 +105,12 @@ def test_device_measured_figures_are_compared(tmp_path: Path) -> None:
     intervals; without the trials behind them they are single readings, shown, not gated."""
     base = factory.probe_report(measured_bw_gbps=4150.0, measured_tflops={"bf16": 760.0})
     cur = factory.probe_report(measured_bw_gbps=4150.0, measured_tflops={"bf16": 700.0})
-    alone = json.loads(_run(tmp_path, base, cur).stdout)
+    alone = json.loads(_run(tmp_path, base, cur, "--min-effect", "50").stdout)
     bf16 = next(f for f in alone["figures"] if f["key"].endswith("matmul_tflops.bf16"))
     assert not bf16["regressed"] and "single sample" in bf16["not_gated_why"]
     base.trials = [factory.matmul_trial(760.0)]
     cur.trials = [factory.matmul_trial(700.0)]
-    result = _run(tmp_path, base, cur)
+    result = _run(tmp_path, base, cur, "--min-effect", "50")
     assert result.exit_code == ExitCode.GATE_TRIPPED
     data = json.loads(result.stdout)
     assert "devices[0].measured.matmul_tflops.bf16" in [
@@ -145,7 +149,8 @@ def test_newer_minor_is_compared_with_a_note() -> None:
 def test_compare_markdown(tmp_path: Path) -> None:
     md = tmp_path / "compare.md"
     result = _run(tmp_path, factory.validate_report(copy_gbps=4150.0),
-                  factory.validate_report(copy_gbps=3000.0), "--markdown", str(md))
+                  factory.validate_report(copy_gbps=3000.0), "--markdown", str(md),
+                  "--min-effect", "20")
     assert result.exit_code == ExitCode.GATE_TRIPPED
     text = md.read_text()
     assert "## Regressions" in text and "copy_gbps" in text and "❌" in text

@@ -119,10 +119,13 @@ def test_a_cpu_timing_from_one_run_is_shown_not_gated_but_min_effect_gates_it() 
     assert not copy.gated and "CPU timing" in copy.not_gated_why and comparison.passed
     asked = compare_reports(base, cur, min_effect_pct=20)
     assert _key(asked, "trials.memory-bandwidth.effect.copy_gbps").regressed
-    # on a GPU the same pair gates: one run's samples, 1% apart, and the 5% bandwidth minimum
-    gpu = compare_reports(_report(_copy([40.0], "NVIDIA H200")),
-                          _report(_copy([26.9], "NVIDIA H200")))
-    assert _key(gpu, "trials.memory-bandwidth.effect.copy_gbps").regressed
+    # on a GPU too one run a side does not gate a timing (it drifts between runs: up to 1.5x
+    # on an H100's host-copy bandwidth, docs/benchmarks.md); the declared drift gates it
+    gpu = (_report(_copy([40.0], "NVIDIA H200")), _report(_copy([26.9], "NVIDIA H200")))
+    alone = _key(compare_reports(*gpu), "trials.memory-bandwidth.effect.copy_gbps")
+    assert not alone.gated and "one run a side" in (alone.not_gated_why or "")
+    assert _key(compare_reports(*gpu, min_effect_pct=20),
+                "trials.memory-bandwidth.effect.copy_gbps").regressed
 
 
 def test_a_deterministic_figure_gates_on_the_cpu_from_one_run() -> None:
