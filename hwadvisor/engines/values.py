@@ -34,6 +34,9 @@ class PlanValues(BaseModel):
     model_class: str | None = None
     """The architecture's name in the engine's model registry, read by model_name from the
     config's by_model table (ExecuTorch's base.model_class)"""
+    prequantized: str | None = None
+    """The publisher's prequantised checkpoint of the model, read by model_name from the
+    config's by_model table (Meta's Llama-3.2-1B-Instruct-SpinQuant_INT4_EO8 for ExecuTorch)"""
     model_flavor: str | None = None
     """The model's size in the engine's model registry, read by model_name from the config's
     by_model table (torchtitan's model.flavor: 8B, 70B, 30B-A3B)"""

@@ -33,6 +33,7 @@ EXPECTED_IDS = {"hf", "vllm", "sglang", "trtllm", "llamacpp", "exllamav2", "mlx"
 
 # A full set of plan values: every placeholder filled, so every step of every engine renders.
 VALUES = PlanValues(
+    prequantized="Llama-3.2-1B-Instruct-SpinQuant_INT4_EO8",
     model="meta-llama/Llama-3.1-8B-Instruct", model_name="Llama-3.1-8B-Instruct", tp=2, pp=2,
     dp=2, dp_shard=8,
     dp_replicate=2, ep=4, attn_dp=8, cp=2, gpus=16, nodes=2, gpus_per_node=8,

@@ -41,6 +41,7 @@ KNOWN_BAD: dict[tuple[str, str], str] = {}
 NO_TABLE: dict[str, str] = {}
 # Stand-in plan values for rendering one step alone (degrees of 1 keep layout keys quiet).
 SAMPLE_VALUES = PlanValues(
+    prequantized="Llama-3.2-1B-Instruct-SpinQuant_INT4_EO8",
     model="meta-llama/Llama-3.1-8B", tp=1, pp=1, dp=1, dp_shard=4,
     dp_replicate=2, ep=1, attn_dp=8, cp=2, gpus=8, nodes=1, gpus_per_node=8,
     batch=4, max_batch=4, step_tokens=4096, prompt_len=1024, gen_len=256,

@@ -171,9 +171,13 @@ def test_executorch_exports_meta_s_own_files_under_the_model_s_class() -> None:
     report = _plan("snapdragon-8-gen-3", "executorch", "llama-3.2-1b")
     assert report.plan is not None and report.plan.engine_config is not None
     text = report.plan.engine_config.text
-    assert 'base.checkpoint="Llama-3.2-1B/original/consolidated.00.pth"' in text
-    assert 'base.params="Llama-3.2-1B/original/params.json"' in text
+    # the 4-bit plan exports Meta's prequantised SpinQuant files, whose params.json carries the
+    # quantization_args export_llm's pre-quantisation reads (the original one has none)
+    spin = "Llama-3.2-1B-Instruct-SpinQuant_INT4_EO8"
+    assert f'base.checkpoint="{spin}/consolidated.00.pth"' in text
+    assert f'base.params="{spin}/params.json"' in text
+    assert "original/consolidated.00.pth" not in text
     assert 'base.model_class="llama3_2"' in text
-    assert "meta-llama/Llama-3.2-1B --include 'original/*'" in " ".join(
+    assert f"hf download meta-llama/{spin} --local-dir {spin}" in " ".join(
         report.plan.engine_config.notes)
     assert check_python(text, table("executorch")["commands"]) == []
