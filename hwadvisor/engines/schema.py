@@ -43,7 +43,7 @@ STEP_IDS: tuple[str, ...] = (
     "fp16-mixed-precision", "fp8-training", "fsdp2-zero3", "hsdp", "tensor-parallel-in-node",
     "pipeline-parallel", "context-parallel", "fused-adamw", "activation-checkpointing", "lora",
     "qlora", "optimizer-8bit", "pure-bf16-adamw-8bit", "trainer-pure-bf16-adamw-8bit",
-    "optimizer-offload", "cpu-offload", "mmap-weights",
+    "optimizer-offload", "cpu-offload", "mmap-weights", "memory-reservation",
     "sliding-window-or-mla", "micro-batch", "fused-cross-entropy",
 )
 # Forms of a step that depend on the model, keyed "<step>-<form>": a config that has the form

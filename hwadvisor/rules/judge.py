@@ -30,7 +30,7 @@ from hwadvisor.rules.playbooks.conditions import (
     expected_text,
     failed_conditions,
 )
-from hwadvisor.rules.playbooks.facts import Facts, fit_text, gb
+from hwadvisor.rules.playbooks.facts import MOBILE_APP_LIMIT, Facts, fit_text, gb
 from hwadvisor.rules.playbooks.metrics import METRICS, gain, prediction, read_metric, tradeoff_text
 from hwadvisor.rules.playbooks.planners import Plan
 from hwadvisor.rules.playbooks.registry import PLANNERS, PREDICTORS
@@ -128,7 +128,7 @@ def variant_of(rule: Rule, facts: Facts) -> Any:
 
 def after_fit_text(ctx: RuleContext, after: Estimate) -> str:
     """'after this: 38 GB needed of 80 GB: fits' (or how much it is still over)."""
-    limit = ctx.facts.limit_bytes
+    limit = _limit_after(after, ctx.facts)
     text = fit_text(after.memory.total_bytes, limit, ctx.facts.limit_source)
     if limit is not None and after.memory.total_bytes > limit:
         over = gb(after.memory.total_bytes - limit)
@@ -136,9 +136,21 @@ def after_fit_text(ctx: RuleContext, after: Estimate) -> str:
     return f"after this: {text}"
 
 
+def _limit_after(estimate: Estimate, facts: Facts) -> int | None:
+    """Return the memory limit after a change: the usable memory the estimate reads.
+
+    A change may move it (the engine told to take more of the card: memory-reservation); a
+    phone app's limit stays.
+    """
+    if facts.limit_source == MOBILE_APP_LIMIT or not estimate.memory.device_memory_bytes:
+        return facts.limit_bytes
+    return estimate.memory.device_memory_bytes
+
+
 def fits_limit(estimate: Estimate, facts: Facts) -> bool:
-    """Whether an estimate fits the state's memory limit (the app limit on phones)."""
-    return within_limit(estimate.memory.total_bytes, facts)
+    """Whether an estimate fits the memory limit after the change (the app limit on phones)."""
+    limit = _limit_after(estimate, facts)
+    return limit is None or estimate.memory.total_bytes <= limit
 
 
 def _metric_for(rule: Rule, ctx: RuleContext) -> str:

@@ -56,6 +56,7 @@ def test_family_and_batch_templates_are_well_formed(rule) -> None:
 
 # Rules no short trial here can check, and why (they are "unsupported" under --validate):
 NO_TRIAL = {
+    "memory-reservation": "the engine's own start-up decides (its memory profiling)",
     "mmap-weights": "load-time page mapping of a real checkpoint",
     "sliding-window-or-mla": "an architecture change: needs another model",
     "chunked-prefill": "a scheduler policy of the serving engine",

@@ -237,6 +237,9 @@ def _four_bit_recipe(workload: Workload) -> str:
     return recipe.for_model(workload.model).name if recipe is not None else ""
 
 
+MOBILE_APP_LIMIT = "the mobile app memory limit"
+
+
 def memory_limit(
     estimate: Estimate, device: Device, host: HostInfo | None
 ) -> tuple[int | None, str]:
@@ -247,7 +250,7 @@ def memory_limit(
     """
     if str(device.device_class) == "mobile-soc" and host is not None:
         if host.mobile_app_memory_limit_bytes:
-            return host.mobile_app_memory_limit_bytes, "the mobile app memory limit"
+            return host.mobile_app_memory_limit_bytes, MOBILE_APP_LIMIT
     return estimate.memory.device_memory_bytes, f"{device.name} memory"
 
 

@@ -386,21 +386,6 @@ def quantize_8bit(ctx: RuleContext) -> Plan:
     return Plan(workload={"weights_dtype": chosen}, notes=[f"format {chosen}"])
 
 
-def quantize_kv(ctx: RuleContext) -> Plan:
-    """Return an 8-bit KV cache in the engine's own type (llama.cpp q8_0, else FP8 e4m3)."""
-    from hwadvisor.engines import engine_for
-
-    engine = engine_for(ctx.workload)
-    device = ctx.device
-    for kind in ("fp8", "q8_0", "int8"):
-        if engine.kv_format_runs(kind, device.vendor, device.compute_capability):
-            return Plan(workload={"kv_dtype": kind}, notes=[f"KV cache in {kind}"])
-    if any(k in engine.kv_cache_formats for k in ("fp8", "q8_0", "int8")):
-        return Plan(reject=f"{ctx.facts.engine_name} has no attention kernel for an 8-bit KV "
-                    f"cache on {device.name} (compute capability {device.compute_capability})")
-    return Plan(reject=f"{ctx.facts.engine_name} keeps the KV cache in 16 bits only")
-
-
 def lora_plan(ctx: RuleContext) -> Plan:
     """LoRA: frozen 16-bit base weights, rank-16 adapters on every linear layer."""
     return Plan(options={"finetune": "lora", "lora_rank": 16},
@@ -795,7 +780,7 @@ def mmap_load_peak(ctx: RuleContext) -> Predicted:
 
 PLANNERS: dict[str, Callable[[RuleContext], Plan]] = {planner.__name__: planner for planner in (
     offload_to_fit, fsdp_plan, tp_plan, max_batch_fit, checkpoint_plan, micro_batch_plan,
-    cross_entropy_plan, quantize_4bit, quantize_8bit, quantize_kv, lora_plan, qlora_plan,
+    cross_entropy_plan, quantize_4bit, quantize_8bit, lora_plan, qlora_plan,
     optimizer_offload_plan, replicas_plan, pipeline_plan, context_plan, chunked_prefill_plan,
     serving_engine_plan, speculative_plan, expert_parallel_plan)}
 PREDICTORS: dict[str, Callable[[RuleContext], Predicted]] = {
