@@ -108,7 +108,9 @@ def test_the_emitted_export_follows_the_recipe_of_the_checkpoint() -> None:
     assert 'base.preq_mode="preq_8da4w_out_8da8w"' in text
     assert "base.preq_group_size=32" in text and 'quantization.use_spin_quant="native"' in text
     assert "quantization.qmode" not in text
-    assert any("prequantised checkpoint" in n for n in three.engine_config.notes)
+    spin = "Llama-3.2-3B-Instruct-SpinQuant_INT4_EO8"
+    assert any("prequantised SpinQuant checkpoint" in n and spin in n
+               for n in three.engine_config.notes)
 
 
 def _plan(device_id: str, model: str, engine: str | None = None,
