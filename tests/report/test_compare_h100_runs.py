@@ -59,3 +59,30 @@ def test_a_declared_drift_gates_what_moved_beyond_it() -> None:
     declared = compare_reports(_run("run-9"), _run("run-10"), min_effect_pct=10.0)
     plain = compare_reports(_run("run-9"), _run("run-10"))
     assert plain.passed and not declared.passed
+
+
+# Six `validate --quick --repeat 5 -t matmul-peak -t memory-bandwidth -t fp8-gemm` processes of
+# the same code on an H200, and two with a real 10% slowdown (the device idles a tenth of the
+# timed work inside each timed window: benchmarks/gate_pairs.py's throttle), 2026-12-07.
+REPEATED = Path(__file__).parents[1] / "fixtures" / "reports" / "h200-validate-repeat"
+
+
+@cache
+def _repeated(name: str) -> Report:
+    return Report.model_validate_json(
+        gzip.decompress((REPEATED / f"{name}.json.gz").read_bytes()))
+
+
+@pytest.mark.parametrize("a, b", list(itertools.permutations(range(1, 7), 2)))
+def test_repeated_same_code_runs_on_an_h200_pass(a: int, b: int) -> None:
+    comparison = compare_reports(_repeated(f"same-{a}"), _repeated(f"same-{b}"))
+    assert comparison.passed, comparison.headline
+    assert any(f.gated for f in comparison.figures)  # timings do gate with repeats
+
+
+@pytest.mark.parametrize("base", range(1, 7))
+def test_a_real_ten_percent_slowdown_on_an_h200_exits_1_named_first(base: int) -> None:
+    for slow in ("slow-1", "slow-2"):
+        comparison = compare_reports(_repeated(f"same-{base}"), _repeated(slow))
+        assert not comparison.passed
+        assert comparison.headline.startswith("REGRESSION")
