@@ -43,7 +43,10 @@ def main() -> None:
             app = load_app()
         app()
     except SystemExit as exc:
-        _exit(exc.code)
+        try:
+            _exit(exc.code)
+        except KeyboardInterrupt:  # a signal as the command exits: its own code stands
+            _exit(exc.code)
     except KeyboardInterrupt as exc:
         from hwadvisor.cli import signals
 
@@ -65,6 +68,7 @@ def _exit(code: object) -> None:
     same way (mypy/util.py hard_exit: flush, then os._exit).
     """
     status = code if isinstance(code, int) else (0 if code is None else 1)
+    _ignore_signals()  # the command is done: a Ctrl-C now must not turn its exit into a traceback
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
     if "torch" in sys.modules or sys.getprofile() is not None or sys.gettrace() is not None \
@@ -81,6 +85,20 @@ def _exit(code: object) -> None:
         # A reader that went away while the last bytes were flushed: 141, as for a closed pipe.
         status = status or 141
     os._exit(status)
+
+
+def _ignore_signals() -> None:
+    """Ignore SIGINT and SIGTERM from here on (the main thread only can set handlers)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(signum, signal.SIG_IGN)
+        except (OSError, ValueError):
+            pass
 
 
 def _working_threads() -> bool:
